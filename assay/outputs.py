@@ -1,0 +1,171 @@
+"""Candidate outputs: JSON Lines from a file or a folder, streamed and validated.
+
+Outputs never travel as data between pipeline steps. `index_outputs` validates the whole input in
+one streaming pass and returns an `OutputsIndex` of byte ranges (`OutputSlice`s); each scoring
+chunk then reads only its own slice. Memory stays flat whatever the input size, and nothing that
+Prefect records (parameters, results) ever holds output text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from assay.errors import InputError
+
+
+class Usage(BaseModel):
+    """Token usage and cost the agent reported for one output."""
+
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+
+
+class CandidateOutput(BaseModel):
+    """One line of an outputs file. Only `case_id` and `output` are required."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    case_id: str = Field(min_length=1)
+    output: str
+    duration_ms: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    guardrail_triggers: int = Field(default=0, ge=0)
+
+
+class OutputSlice(BaseModel):
+    """A run of whole lines in one outputs file: bytes [start, end), first line `first_line`."""
+
+    path: str
+    start: int
+    end: int
+    first_line: int
+    cases: int
+
+
+class OutputsIndex(BaseModel):
+    """Where every selected output lives, and which selected cases have none."""
+
+    slices: list[OutputSlice]
+    seen: int
+    """Valid output lines read (selected or not)."""
+    missing: list[str]
+    """Selected case ids with no output, in the order given."""
+
+
+def output_files(uri: str) -> list[Path]:
+    """The JSONL files behind an outputs reference: one file, or every `*.jsonl` under a folder."""
+    path = Path(uri.removeprefix("file://"))
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        if not files:
+            raise InputError(uri, "the folder holds no .jsonl files")
+        return files
+    if not path.is_file():
+        raise InputError(uri, "no such outputs file or folder")
+    return [path]
+
+
+def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
+    """Validate one JSONL line; errors name file, line and field, and never echo the text."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(source, "not UTF-8 text", line=line) from None
+    try:
+        return CandidateOutput.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        if first["type"] == "json_invalid":
+            raise InputError(source, "malformed JSON", line=line) from None
+        if first["type"] == "model_type":
+            raise InputError(source, "each line must be a JSON object", line=line) from None
+        raise InputError(source, first["msg"], line=line, field=field) from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, int, int, bytes]]:
+    """(line number, start offset, end offset, stripped line) for each non-blank line."""
+    offset = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            stripped = raw.strip()
+            if stripped:
+                yield number, start, offset, stripped
+
+
+def index_outputs(
+    uri: str, known: Collection[str], selected: Collection[str], chunk_size: int
+) -> OutputsIndex:
+    """Validate every output line and cut the selected ones into slices of `chunk_size` cases.
+
+    Args:
+        uri: Outputs file or folder.
+        known: Every case id of the suite; an output for any other id is an input error.
+        selected: The case ids this run scores (all, or a seeded sample), in suite order.
+        chunk_size: Selected outputs per slice.
+
+    Raises:
+        InputError: malformed line, unknown case id or duplicate output — naming file and line.
+    """
+    first_seen: dict[str, tuple[str, int]] = {}
+    wanted = selected if isinstance(selected, set | frozenset) else set(selected)
+    slices: list[OutputSlice] = []
+    for path in output_files(uri):
+        source = str(path)
+        start, first_line, count, previous_end = 0, 1, 0, 0
+        for number, line_start, end, raw in _lines(path):
+            record = parse_line(raw, source, number)
+            case_id = record.case_id
+            if case_id not in known:
+                raise InputError(
+                    source, f"output for unknown case id {case_id!r}", line=number, field="case_id"
+                )
+            if case_id in first_seen:
+                where, line = first_seen[case_id]
+                raise InputError(
+                    source,
+                    f"duplicate output for case {case_id!r} (first at {where} line {line})",
+                    line=number,
+                    field="case_id",
+                )
+            first_seen[case_id] = (source, number)
+            if case_id not in wanted:
+                continue
+            if count == 0:
+                start, first_line = line_start, number
+            count += 1
+            previous_end = end
+            if count == chunk_size:
+                slices.append(
+                    OutputSlice(
+                        path=source, start=start, end=end, first_line=first_line, cases=count
+                    )
+                )
+                count = 0
+        if count:
+            slices.append(
+                OutputSlice(
+                    path=source, start=start, end=previous_end, first_line=first_line, cases=count
+                )
+            )
+    missing = [case_id for case_id in selected if case_id not in first_seen]
+    return OutputsIndex(slices=slices, seen=len(first_seen), missing=missing)
+
+
+def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
+    """Stream the selected outputs of one slice (lines of unselected cases are skipped)."""
+    with open(piece.path, "rb") as handle:
+        handle.seek(piece.start)
+        data = handle.read(piece.end - piece.start)
+    for number, raw in enumerate(data.split(b"\n"), start=piece.first_line):
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        record = parse_line(stripped, piece.path, number)
+        if record.case_id in selected:
+            yield record

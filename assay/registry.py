@@ -1,0 +1,149 @@
+"""The suite registry: content-addressed, append-only suite versions in the evidence store.
+
+Layout:
+    suites/<name>/content/<sha256>.json    canonical suite document (content-addressed)
+    suites/<name>/versions/<000001>.json   SuiteVersion record (write-once)
+
+Publishing content identical to the latest version is a no-op that reports that version; any
+change becomes version N+1. Versions are never edited, so any past run's data set can be rebuilt.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from datetime import UTC, datetime
+from threading import Lock
+
+from pydantic import BaseModel
+
+from assay.canonical import canonical_json
+from assay.errors import EvidenceConflictError, InputError, NotFoundError
+from assay.store import EvidenceStore
+from assay.suites import Suite, parse_suite
+
+_REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*)(?:@(?P<version>\d+))?$")
+_CACHE_SIZE = 4
+
+
+class SuiteVersion(BaseModel):
+    """One published version of a suite."""
+
+    suite: str
+    version: int
+    content_hash: str
+    published_at: datetime
+    cases: int
+    case_hashes: dict[str, str]
+    """Content address of every case, by case id: what changed between versions is a diff."""
+
+    @property
+    def ref(self) -> str:
+        """`name@version`, the exact reference a run records."""
+        return f"{self.suite}@{self.version}"
+
+
+def _version_key(name: str, version: int) -> str:
+    return f"suites/{name}/versions/{version:06d}.json"
+
+
+def _content_key(name: str, digest: str) -> str:
+    return f"suites/{name}/content/{digest.removeprefix('sha256:')}.json"
+
+
+class _SuiteCache:
+    """Validated suites by content hash: versions are immutable, so a cached one is never stale."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple[str, str], Suite] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, store: EvidenceStore, digest: str) -> Suite | None:
+        with self._lock:
+            suite = self._items.get((store.uri, digest))
+            if suite is not None:
+                self._items.move_to_end((store.uri, digest))
+            return suite
+
+    def put(self, store: EvidenceStore, suite: Suite) -> None:
+        with self._lock:
+            self._items[(store.uri, suite.content_hash)] = suite
+            while len(self._items) > _CACHE_SIZE:
+                self._items.popitem(last=False)
+
+
+_cache = _SuiteCache()
+
+
+def versions(store: EvidenceStore, name: str) -> list[SuiteVersion]:
+    """Every published version of `name`, oldest first."""
+    return [
+        SuiteVersion.model_validate_json(store.get(key))
+        for key in store.list(f"suites/{name}/versions/")
+    ]
+
+
+def latest_version(store: EvidenceStore, name: str) -> SuiteVersion | None:
+    """The newest version of `name`, or None if it was never published."""
+    keys = list(store.list(f"suites/{name}/versions/"))
+    return SuiteVersion.model_validate_json(store.get(keys[-1])) if keys else None
+
+
+def publish(store: EvidenceStore, suite: Suite) -> tuple[SuiteVersion, bool]:
+    """Publish `suite`; returns (version, created). Identical content reports the latest version."""
+    document = canonical_json(suite.document()).encode("utf-8")
+    store.put_once(_content_key(suite.suite, suite.content_hash), document)
+    _cache.put(store, suite)
+    while True:
+        latest = latest_version(store, suite.suite)
+        if latest is not None and latest.content_hash == suite.content_hash:
+            return latest, False
+        record = SuiteVersion(
+            suite=suite.suite,
+            version=1 if latest is None else latest.version + 1,
+            content_hash=suite.content_hash,
+            published_at=datetime.now(UTC),
+            cases=len(suite.cases),
+            case_hashes={case.id: case.content_hash for case in suite.cases},
+        )
+        try:
+            store.put_once(
+                _version_key(suite.suite, record.version), record.model_dump_json().encode()
+            )
+        except EvidenceConflictError:
+            continue  # another publisher took this number first: look again
+        return record, True
+
+
+def parse_ref(ref: str) -> tuple[str, int | None]:
+    """Split `name[@version]`; raises InputError on anything else."""
+    match = _REF.match(ref)
+    if match is None:
+        raise InputError(ref, "a suite reference is NAME or NAME@VERSION (e.g. refunds@3)")
+    version = match.group("version")
+    return match.group("name"), None if version is None else int(version)
+
+
+def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
+    """Load a published suite by `name[@version]` (latest when no version is given)."""
+    name, number = parse_ref(ref)
+    if number is None:
+        record = latest_version(store, name)
+        if record is None:
+            raise NotFoundError(f"suite {name!r} was never published in {store.uri}")
+    else:
+        try:
+            record = SuiteVersion.model_validate_json(store.get(_version_key(name, number)))
+        except NotFoundError:
+            raise NotFoundError(f"suite {name}@{number} does not exist in {store.uri}") from None
+    suite = _cache.get(store, record.content_hash)
+    if suite is None:
+        key = _content_key(name, record.content_hash)
+        suite = parse_suite(store.get(key).decode("utf-8"), f"{store.uri}/{key}")
+        _cache.put(store, suite)
+    return record, suite
+
+
+def suite_names(store: EvidenceStore) -> list[str]:
+    """Names of every published suite."""
+    return sorted({key.split("/")[1] for key in store.list("suites/")})

@@ -1,0 +1,65 @@
+"""Human-readable run summaries (markdown), built from evidence records only."""
+
+from __future__ import annotations
+
+from assay.runs import EvalResult
+from assay.stats import wilson
+
+
+def rate_text(numerator: int, denominator: int) -> str:
+    """`0.900 (45/50, 95% CI 0.786–0.957)`, or `n/a (0/0)` when there is no denominator."""
+    if denominator == 0:
+        return f"n/a ({numerator}/{denominator})"
+    interval = wilson(numerator, denominator)
+    assert interval is not None
+    return (
+        f"{numerator / denominator:.3f} ({numerator}/{denominator}, "
+        f"95% CI {interval.lo:.3f}–{interval.hi:.3f})"
+    )
+
+
+def warnings(result: EvalResult) -> list[str]:
+    """Declared warnings: everything excluded or missing, counted, never silent."""
+    m = result.metrics
+    notes = []
+    if m.missing:
+        notes.append(f"{m.missing} case(s) had no output and were failed (\"no output\")")
+    if m.skipped_checks:
+        notes.append(
+            f"{m.skipped_checks} check(s) skipped and excluded from scores "
+            "(e.g. llm_judge with no judge configured)"
+        )
+    if m.skipped:
+        notes.append(f"{m.skipped} case(s) skipped entirely and excluded from the denominator")
+    if m.errors:
+        notes.append(f"{m.errors} case(s) had a scorer error and were failed")
+    if result.sample is not None:
+        notes.append(f"sampled run: {m.cases} case(s) chosen with seed {result.seed}")
+    return notes
+
+
+def markdown_summary(result: EvalResult) -> str:
+    """The run summary shown as a Prefect markdown artifact."""
+    m = result.metrics
+    verdict = "✅ passed" if result.passed else "❌ did not pass"
+    subject = f"{result.subject_kind}:{result.subject_id}"
+    if result.variant:
+        subject += f"@{result.variant}"
+    score = "n/a" if result.score is None else f"{result.score:.3f}"
+    lines = [
+        f"# {result.suite}@{result.suite_version} · {subject}",
+        "",
+        f"**{verdict}** — pass rate {rate_text(m.passed, m.scored)}, "
+        f"threshold {result.pass_threshold:.2f}; mean score {score}",
+        "",
+        "| cases | scored | passed | failed | skipped | missing | errors |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {m.cases} | {m.scored} | {m.passed} | {m.failed} | {m.skipped} | {m.missing} "
+        f"| {m.errors} |",
+        "",
+        f"Run `{result.run_id}` · outputs `{result.outputs}` · {result.occurred_at:%Y-%m-%d %H:%M} UTC",
+    ]
+    notes = warnings(result)
+    if notes:
+        lines += ["", "**Warnings**", *[f"- {note}" for note in notes]]
+    return "\n".join(lines)

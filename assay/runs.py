@@ -1,0 +1,252 @@
+"""Runs: the EvalResult, the mutable run aggregate, per-case evidence chunks, and their layout.
+
+Layout in the evidence store:
+    runs/<run_id>/aggregate.json          RunAggregate (the only mutable object)
+    runs/<run_id>/cases/<000000>.json     EvidenceChunk (write-once, deterministic content)
+    runs/<run_id>/result.json             EvalResult (write-once)
+    index/runs/<run_id>.json              RunIndexEntry (write-once; what `runs list` reads)
+
+Chunk content carries no timestamps, so a retried or re-run write of the same chunk is byte-for-
+byte identical and therefore idempotent; different content under the same key is an integrity
+error, never an overwrite.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from assay.errors import InputError, NotFoundError
+from assay.scoring import CaseEvidence, RunMetrics
+from assay.store import EvidenceStore
+
+_SUBJECT = re.compile(r"^(?P<kind>[a-z][a-z0-9_-]*):(?P<id>[^@\s]+)(?:@(?P<variant>[^\s]+))?$")
+
+
+class Subject(BaseModel):
+    """What was evaluated: `KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`."""
+
+    kind: str
+    id: str
+    variant: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Subject:
+        """Parse `KIND:ID[@VARIANT]`; raises InputError otherwise."""
+        match = _SUBJECT.match(text)
+        if match is None:
+            raise InputError(
+                "--subject", f"{text!r} is not KIND:ID[@VARIANT] (e.g. agent:support-bot@v2)"
+            )
+        return cls(kind=match["kind"], id=match["id"], variant=match["variant"])
+
+    @classmethod
+    def default_for(cls, outputs: str) -> Subject:
+        """`agent:<name of the outputs file or folder>` when no subject is given."""
+        name = PurePosixPath(outputs.rstrip("/")).stem or "unnamed"
+        return cls(kind="agent", id=name)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.id}" + (f"@{self.variant}" if self.variant else "")
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of a run aggregate."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class RunPlan(BaseModel):
+    """Everything fixed before scoring starts; shared by the aggregate and the EvalResult."""
+
+    run_id: str
+    suite: str
+    suite_version: int
+    subject_kind: str
+    subject_id: str
+    variant: str | None
+    pass_threshold: float
+    outputs: str
+    """Reference (path or URI) to the outputs: never their content."""
+    sample: int | None = None
+    seed: int | None = None
+    cases: int
+    chunks: int
+
+
+class RunAggregate(RunPlan):
+    """The mutable view of a run while and after it executes."""
+
+    status: RunStatus
+    started_at: datetime
+    updated_at: datetime
+    chunks_done: int = 0
+    metrics: RunMetrics = Field(default_factory=RunMetrics)
+    error: str | None = None
+
+
+class EvalResult(BaseModel):
+    """The canonical result of one run: what other systems read, without knowing Assay's tables."""
+
+    run_id: str
+    suite: str
+    suite_version: int
+    subject_kind: str
+    subject_id: str
+    variant: str | None
+    score: Annotated[float | None, Field(ge=0.0, le=1.0)]
+    passed: bool
+    pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0)]
+    occurred_at: datetime
+    metrics: RunMetrics
+    pass_threshold: float
+    outputs: str
+    sample: int | None = None
+    seed: int | None = None
+
+
+class EvidenceChunk(BaseModel):
+    """Per-case evidence for one chunk of a run."""
+
+    run_id: str
+    chunk: int
+    cases: list[CaseEvidence]
+
+
+class RunIndexEntry(BaseModel):
+    """One line of the run index."""
+
+    run_id: str
+    suite: str
+    suite_version: int
+    subject: str
+    started_at: datetime
+
+
+def _aggregate_key(run_id: str) -> str:
+    return f"runs/{run_id}/aggregate.json"
+
+
+def _result_key(run_id: str) -> str:
+    return f"runs/{run_id}/result.json"
+
+
+def chunk_key(run_id: str, chunk: int) -> str:
+    """Key of one evidence chunk."""
+    return f"runs/{run_id}/cases/{chunk:06d}.json"
+
+
+def now() -> datetime:
+    """The current time in UTC."""
+    return datetime.now(UTC)
+
+
+def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
+    """Record a run as started (idempotent: re-starting an existing run keeps its evidence)."""
+    started = now()
+    try:
+        aggregate = load_aggregate(store, plan.run_id)
+    except NotFoundError:
+        aggregate = RunAggregate(
+            **plan.model_dump(), status=RunStatus.RUNNING, started_at=started, updated_at=started
+        )
+    else:
+        aggregate = aggregate.model_copy(
+            update={"status": RunStatus.RUNNING, "updated_at": started, "error": None}
+        )
+    store.put(_aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
+    entry = RunIndexEntry(
+        run_id=plan.run_id,
+        suite=plan.suite,
+        suite_version=plan.suite_version,
+        subject=str(Subject(kind=plan.subject_kind, id=plan.subject_id, variant=plan.variant)),
+        started_at=aggregate.started_at,
+    )
+    store.put_once_if_absent(f"index/runs/{plan.run_id}.json", entry.model_dump_json().encode())
+    return aggregate
+
+
+def write_chunk(store: EvidenceStore, chunk: EvidenceChunk) -> bool:
+    """Persist one evidence chunk (write-once; identical re-writes are no-ops)."""
+    return store.put_once(chunk_key(chunk.run_id, chunk.chunk), chunk.model_dump_json().encode())
+
+
+def read_chunk(store: EvidenceStore, run_id: str, chunk: int) -> EvidenceChunk:
+    """Read one evidence chunk back."""
+    return EvidenceChunk.model_validate_json(store.get(chunk_key(run_id, chunk)))
+
+
+def update_aggregate(store: EvidenceStore, aggregate: RunAggregate) -> None:
+    """Replace the mutable aggregate."""
+    aggregate.updated_at = now()
+    store.put(_aggregate_key(aggregate.run_id), aggregate.model_dump_json().encode())
+
+
+def finish_run(store: EvidenceStore, aggregate: RunAggregate, metrics: RunMetrics) -> EvalResult:
+    """Write the EvalResult (write-once) and mark the aggregate completed.
+
+    A run finished before (an interrupted re-run) keeps its first EvalResult: evidence is never
+    rewritten, and the scores it reports are the same because chunks are deterministic.
+    """
+    pass_rate = metrics.pass_rate
+    result = EvalResult(
+        **aggregate.model_dump(
+            include={"run_id", "suite", "suite_version", "subject_kind", "subject_id", "variant",
+                     "pass_threshold", "outputs", "sample", "seed"}
+        ),
+        score=metrics.score,
+        passed=pass_rate is not None and pass_rate >= aggregate.pass_threshold,
+        pass_rate=pass_rate,
+        occurred_at=now(),
+        metrics=metrics,
+    )
+    if not store.put_once_if_absent(_result_key(result.run_id), result.model_dump_json().encode()):
+        result = load_result(store, result.run_id)
+    aggregate.status = RunStatus.COMPLETED
+    aggregate.metrics = metrics
+    aggregate.chunks_done = aggregate.chunks
+    update_aggregate(store, aggregate)
+    return result
+
+
+def fail_run(store: EvidenceStore, run_id: str, error: str) -> None:
+    """Mark a started run as failed with a (text-free) error message."""
+    try:
+        aggregate = load_aggregate(store, run_id)
+    except NotFoundError:
+        return
+    aggregate.status = RunStatus.FAILED
+    aggregate.error = error
+    update_aggregate(store, aggregate)
+
+
+def load_aggregate(store: EvidenceStore, run_id: str) -> RunAggregate:
+    """Read a run's aggregate; NotFoundError if there is no such run."""
+    try:
+        return RunAggregate.model_validate_json(store.get(_aggregate_key(run_id)))
+    except NotFoundError:
+        raise NotFoundError(f"no run {run_id} in {store.uri}") from None
+
+
+def load_result(store: EvidenceStore, run_id: str) -> EvalResult:
+    """Read a run's EvalResult; NotFoundError if it has none (yet)."""
+    try:
+        return EvalResult.model_validate_json(store.get(_result_key(run_id)))
+    except NotFoundError:
+        raise NotFoundError(f"run {run_id} has no EvalResult in {store.uri}") from None
+
+
+def list_runs(store: EvidenceStore) -> list[RunAggregate]:
+    """Every run's aggregate, newest first."""
+    runs = [
+        load_aggregate(store, key.removeprefix("index/runs/").removesuffix(".json"))
+        for key in store.list("index/runs/")
+    ]
+    return sorted(runs, key=lambda run: run.started_at, reverse=True)

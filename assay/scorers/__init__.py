@@ -1,0 +1,37 @@
+"""Scorers: one small module per family, registered by name.
+
+Each scorer returns an `Outcome` (status, score in [0, 1], a reason built from its configuration,
+never from the output). Import this package to register every built-in family.
+"""
+
+from assay.scorers import judge, numeric, regex, structured, text
+from assay.scorers._registry import (
+    LABEL_LIMIT,
+    Outcome,
+    Scorer,
+    ScorerConfig,
+    Status,
+    clamp,
+    scorer,
+    scorer_names,
+    scorer_type,
+)
+from assay.scorers.spec import ScorerSpec
+
+__all__ = [
+    "LABEL_LIMIT",
+    "Outcome",
+    "Scorer",
+    "ScorerConfig",
+    "ScorerSpec",
+    "Status",
+    "clamp",
+    "judge",
+    "numeric",
+    "regex",
+    "scorer",
+    "scorer_names",
+    "scorer_type",
+    "structured",
+    "text",
+]

@@ -1,0 +1,82 @@
+"""How a scorer is written in a suite, and its one canonical form.
+
+Users write either the shorthand (`- contains: refund`, `- json_valid`) or the full form
+(`- contains: {value: refund, case_sensitive: false}`). Both validate to the same `ScorerSpec`,
+whose canonical form is always the full form with defaults filled in — so rewriting a suite from
+shorthand to full form does not change its content hash.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializeAsAny,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+from assay.scorers._registry import Scorer, ScorerConfig, scorer_type
+
+
+def _describe(error: ValidationError, name: str) -> str:
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in (name, *item["loc"]))
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+class ScorerSpec(BaseModel):
+    """One scorer as configured on a case or in a suite's defaults."""
+
+    model_config = ConfigDict(frozen=True, ignored_types=(cached_property,))
+
+    name: str
+    config: SerializeAsAny[ScorerConfig]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, raw: Any) -> Any:
+        if isinstance(raw, ScorerSpec):
+            return raw
+        if isinstance(raw, str):
+            name, value = raw, None
+        elif isinstance(raw, dict) and len(raw) == 1:
+            ((name, value),) = raw.items()
+        else:
+            raise ValueError("write a scorer as `- name: value` or `- name: {option: value}`")
+        kind = scorer_type(str(name))
+        if value is None:
+            options: dict[str, Any] = {}
+        elif isinstance(value, dict):
+            options = value
+        elif kind.shorthand is not None:
+            options = {kind.shorthand: value}
+        else:
+            raise ValueError(f"scorer {name!r} takes its options as a mapping, e.g. {{value: ...}}")
+        try:
+            config = kind.config.model_validate(options)
+        except ValidationError as exc:
+            raise ValueError(_describe(exc, str(name))) from None
+        return {"name": name, "config": config}
+
+    @model_serializer
+    def _full_form(self) -> dict[str, Any]:
+        return {self.name: self.config.model_dump(mode="json")}
+
+    @cached_property
+    def key(self) -> str:
+        """Canonical JSON of the full form: equal keys mean equal scorers."""
+        return json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+
+    def build(self) -> Scorer:
+        """Compile this spec into a callable scorer."""
+        built: Scorer = scorer_type(self.name).build(self.config)
+        return built

@@ -1,0 +1,183 @@
+"""Scoring: cases against outputs, and the aggregation rules of SPEC §5 — in one place.
+
+Case rule: a case passes when every non-skipped scorer passes; its score is the mean of the
+non-skipped scores; a case whose scorers were all skipped is `skipped`; a case with no output is
+failed ("no output") and counted as `missing`. Run rule: score = mean case score over scored
+cases, pass_rate = passed / scored, passed = pass_rate >= pass_threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from assay.hashing import OutputHasher
+from assay.outputs import CandidateOutput
+from assay.scorers import Scorer, Status, clamp
+from assay.suites import Case, Suite
+
+NO_OUTPUT = "no output"
+
+
+class CheckResult(BaseModel):
+    """One scorer's verdict on one case (label from configuration, never from the output)."""
+
+    scorer: str
+    status: Status
+    score: float
+
+
+class CaseEvidence(BaseModel):
+    """Per-case evidence: verdicts, a keyed hash of the output, and a redacted label."""
+
+    case_id: str
+    status: Status
+    score: float | None
+    missing: bool = False
+    output_hmac: str | None
+    label: str = Field(max_length=120)
+    checks: list[CheckResult]
+
+
+class RunMetrics(BaseModel):
+    """Every count a run reports. failed includes missing and error cases; skipped is apart."""
+
+    cases: int = 0
+    scored: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    missing: int = 0
+    errors: int = 0
+    score_sum: float = Field(default=0.0, exclude=True)
+    skipped_checks: int = 0
+    """Individual scorer checks skipped (e.g. llm_judge with no judge), excluded from scores."""
+
+    def add(self, case: CaseEvidence) -> None:
+        """Count one case."""
+        self.cases += 1
+        self.skipped_checks += sum(1 for c in case.checks if c.status is Status.SKIPPED)
+        if case.status is Status.SKIPPED:
+            self.skipped += 1
+            return
+        self.scored += 1
+        self.score_sum += case.score or 0.0
+        if case.status is Status.PASS:
+            self.passed += 1
+            return
+        self.failed += 1
+        self.missing += case.missing
+        self.errors += case.status is Status.ERROR
+
+    def merge(self, other: RunMetrics) -> None:
+        """Add another tally (e.g. one chunk's) into this one."""
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def score(self) -> float | None:
+        """Mean case score over scored cases; None when nothing was scored."""
+        return self.score_sum / self.scored if self.scored else None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """passed / scored; None when nothing was scored (never a silent 0 or 1)."""
+        return self.passed / self.scored if self.scored else None
+
+
+@dataclass
+class CompiledSuite:
+    """A suite with every scorer compiled once; identical configurations share one scorer."""
+
+    suite: Suite
+    scorers: dict[str, tuple[Scorer, ...]] = field(default_factory=dict)
+    cases: dict[str, Case] = field(default_factory=dict)
+
+    @classmethod
+    def compile(cls, suite: Suite) -> CompiledSuite:
+        """Compile every case's scorers (defaults for cases that list none)."""
+        built: dict[str, Scorer] = {}
+        compiled = cls(suite)
+        for case in suite.cases:
+            specs = suite.scorers_for(case)
+            compiled.scorers[case.id] = tuple(
+                built.get(spec.key) or built.setdefault(spec.key, spec.build()) for spec in specs
+            )
+            compiled.cases[case.id] = case
+        return compiled
+
+
+def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
+    failing = [f"{s.label}: {reason}" for s, status, reason in checks
+               if status in (Status.FAIL, Status.ERROR)]
+    if failing:
+        return clamp("; ".join(failing))
+    skipped = sum(1 for _, status, _ in checks if status is Status.SKIPPED)
+    ran = len(checks) - skipped
+    text = f"{ran} check{'s' if ran != 1 else ''} passed" if ran else "all checks skipped"
+    if skipped:
+        reasons = sorted({reason for _, status, reason in checks if status is Status.SKIPPED})
+        text += f"; {skipped} skipped ({', '.join(reasons)})"
+    return clamp(text)
+
+
+def score_case(
+    case_id: str,
+    scorers: tuple[Scorer, ...],
+    output: CandidateOutput | None,
+    hasher: OutputHasher,
+) -> CaseEvidence:
+    """Score one case under the SPEC §5 case rule."""
+    if output is None:
+        return CaseEvidence.model_construct(
+            case_id=case_id, status=Status.FAIL, score=0.0, missing=True,
+            output_hmac=None, label=NO_OUTPUT, checks=[],
+        )
+    text = output.output
+    outcomes = [(scorer, scorer(text)) for scorer in scorers]
+    counted = [o for _, o in outcomes if o.status is not Status.SKIPPED]
+    if not counted:
+        status, score = Status.SKIPPED, None
+    else:
+        score = sum(o.score for o in counted) / len(counted)
+        if all(o.status is Status.PASS for o in counted):
+            status = Status.PASS
+        elif any(o.status is Status.ERROR for o in counted):
+            status = Status.ERROR
+        else:
+            status = Status.FAIL
+    return CaseEvidence.model_construct(
+        case_id=case_id,
+        status=status,
+        score=score,
+        missing=False,
+        output_hmac=hasher(text),
+        label=_label([(s, o.status, o.reason) for s, o in outcomes]),
+        checks=[
+            CheckResult.model_construct(scorer=s.label, status=o.status, score=o.score)
+            for s, o in outcomes
+        ],
+    )
+
+
+def score_outputs(
+    compiled: CompiledSuite, outputs: Iterable[CandidateOutput], hasher: OutputHasher
+) -> list[CaseEvidence]:
+    """Score a stream of outputs (each for a case of the suite)."""
+    return [score_case(o.case_id, compiled.scorers[o.case_id], o, hasher) for o in outputs]
+
+
+def score_missing(compiled: CompiledSuite, case_ids: Iterable[str]) -> list[CaseEvidence]:
+    """Evidence for selected cases that have no output: failed, "no output", counted missing."""
+    unused = OutputHasher(b"")
+    return [score_case(case_id, compiled.scorers[case_id], None, unused) for case_id in case_ids]
+
+
+def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
+    """Count a batch of case evidence."""
+    metrics = RunMetrics()
+    for case in cases:
+        metrics.add(case)
+    return metrics

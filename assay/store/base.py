@@ -1,0 +1,53 @@
+"""The evidence store interface.
+
+Evidence objects are write-once: `put_once` never overwrites; re-writing identical bytes is a
+no-op (so retried and re-run work is idempotent), different bytes are an integrity error. Only
+the run aggregate uses the mutable `put`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+from assay.errors import EvidenceConflictError
+
+
+class EvidenceStore(ABC):
+    """Key/value object storage with write-once semantics. Keys use `/` separators."""
+
+    uri: str
+
+    @abstractmethod
+    def put_once(self, key: str, data: bytes) -> bool:
+        """Write an immutable object.
+
+        Returns:
+            True when written now, False when identical content was already there.
+
+        Raises:
+            EvidenceConflictError: an object with different content exists under `key`.
+        """
+
+    def put_once_if_absent(self, key: str, data: bytes) -> bool:
+        """Write an immutable object unless one exists, whatever its content (first writer wins)."""
+        try:
+            return self.put_once(key, data)
+        except EvidenceConflictError:
+            return False
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write or replace a mutable object (only the run aggregate is mutable)."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """Read an object; raises `NotFoundError` when absent."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool:
+        """Whether an object exists under `key`."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[str]:
+        """Keys under `prefix`, in lexicographic order."""

@@ -1,0 +1,82 @@
+"""Local filesystem evidence store (`file://PATH`)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from assay.errors import EvidenceConflictError, NotFoundError
+from assay.store.base import EvidenceStore
+
+
+class FileStore(EvidenceStore):
+    """Evidence on a local directory.
+
+    Write-once objects are written to a temporary file and hard-linked into place: `link` fails
+    when the target exists, which makes the check-and-write atomic across processes, and a reader
+    never sees a half-written object.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.uri = f"file://{root}"
+
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if not key or any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"invalid evidence key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def _temp(self, target: Path, data: bytes) -> str:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return temp
+
+    def put_once(self, key: str, data: bytes) -> bool:
+        target = self._path(key)
+        if target.exists():
+            return self._same(key, target, data)
+        temp = self._temp(target, data)
+        try:
+            os.link(temp, target)
+        except FileExistsError:
+            return self._same(key, target, data)
+        finally:
+            os.unlink(temp)
+        return True
+
+    @staticmethod
+    def _same(key: str, target: Path, data: bytes) -> bool:
+        if target.read_bytes() != data:
+            raise EvidenceConflictError(f"evidence object {key} exists with different content")
+        return False
+
+    def put(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        os.replace(self._temp(target, data), target)
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"no evidence object {key} in {self.uri}") from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str) -> Iterator[str]:
+        base = self.root / prefix.rstrip("/") if prefix.strip("/") else self.root
+        if not base.is_dir():
+            return iter(())
+        keys = sorted(
+            path.relative_to(self.root).as_posix()
+            for path in base.rglob("*")
+            if path.is_file() and not path.name.startswith(".tmp-")
+        )
+        return iter(keys)

@@ -1,0 +1,184 @@
+"""Suites: the versioned golden data set — loading, validation and content addressing.
+
+A suite file (YAML or JSON) validates to a `Suite`. Every error names the file, the line and the
+field, so a user can fix a 10,000-case file without hunting.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from assay.canonical import content_hash
+from assay.errors import InputError
+from assay.scorers import ScorerSpec
+
+SLUG = r"^[a-z0-9][a-z0-9-]*$"
+CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
+
+Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
+
+
+class Case(BaseModel):
+    """One golden case: an input, optional ground truth, and the scorers that judge outputs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+
+    id: Annotated[str, Field(pattern=CASE_ID, max_length=200)]
+    input: str
+    expected: str | None = None
+    query_class: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    scorers: list[ScorerSpec] = Field(default_factory=list)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Content address of this case (canonical JSON of its full form)."""
+        return content_hash(self.model_dump(mode="json"))
+
+
+class Suite(BaseModel):
+    """A golden suite: cases, default scorers and the thresholds a run is held to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+
+    suite: Slug
+    description: str = ""
+    pass_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    regression_threshold: float = Field(default=0.05, ge=0.0, le=1.0)
+    defaults: list[ScorerSpec] = Field(default_factory=list)
+    cases: list[Case]
+
+    @field_validator("cases")
+    @classmethod
+    def _not_empty(cls, cases: list[Case]) -> list[Case]:
+        if not cases:
+            raise ValueError("the suite has no cases")
+        return cases
+
+    def document(self) -> dict[str, Any]:
+        """The canonical document of this suite (full-form scorers, defaults filled)."""
+        return self.model_dump(mode="json")
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Content address of the whole suite; identical content means an identical hash."""
+        return content_hash(self.document())
+
+    def scorers_for(self, case: Case) -> list[ScorerSpec]:
+        """The scorers that judge `case`: its own, or the suite defaults when it lists none."""
+        return case.scorers or self.defaults
+
+
+def _line_of(text: str, path: tuple[str | int, ...]) -> int | None:
+    """1-based line of the node at `path` in a YAML/JSON document, found only on the error path."""
+    try:
+        node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    line = None if node is None else node.start_mark.line + 1
+    for step in path:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == step), None)
+            if match is None:
+                key = next((k for k, _ in node.value if k.value == step), None)
+                return line if key is None else key.start_mark.line + 1
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+            if step >= len(node.value):
+                return line
+            node = node.value[step]
+        else:
+            return line
+        line = node.start_mark.line + 1
+    return line
+
+
+def _parse_text(text: str, source: str) -> Any:
+    if source.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(source, f"malformed JSON: {exc.msg}", line=exc.lineno) from None
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "could not parse"
+        line = None if mark is None else mark.line + 1
+        raise InputError(source, f"malformed YAML: {problem}", line=line) from None
+
+
+def _field_path(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for step in loc:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out
+
+
+def _case_id_at(raw: Any, loc: tuple[str | int, ...]) -> str | None:
+    if len(loc) >= 2 and loc[0] == "cases" and isinstance(loc[1], int) and isinstance(raw, dict):
+        cases = raw.get("cases")
+        if isinstance(cases, list) and loc[1] < len(cases) and isinstance(cases[loc[1]], dict):
+            case_id = cases[loc[1]].get("id")
+            return str(case_id) if case_id is not None else None
+    return None
+
+
+def parse_suite(text: str, source: str) -> Suite:
+    """Validate suite text; raise `InputError` naming source, line and field on any problem."""
+    raw = _parse_text(text, source)
+    if not isinstance(raw, dict):
+        raise InputError(source, "a suite must be a mapping with `suite` and `cases`", line=1)
+    try:
+        suite = Suite.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = tuple(first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        case_id = _case_id_at(raw, loc)
+        if case_id is not None:
+            message = f"case {case_id!r}: {message}"
+        more = exc.error_count() - 1
+        if more:
+            message += f" (and {more} more problem{'s' if more > 1 else ''})"
+        line = _line_of(text, loc)
+        raise InputError(source, message, line=line, field=_field_path(loc) or None) from None
+    seen: dict[str, int] = {}
+    for index, case in enumerate(suite.cases):
+        if case.id in seen:
+            raise InputError(
+                source,
+                f"duplicate case id {case.id!r} (first at cases[{seen[case.id]}])",
+                line=_line_of(text, ("cases", index, "id")),
+                field=f"cases[{index}].id",
+            )
+        seen[case.id] = index
+        if not suite.scorers_for(case):
+            raise InputError(
+                source,
+                f"case {case.id!r} lists no scorers and the suite has no defaults",
+                line=_line_of(text, ("cases", index)),
+                field=f"cases[{index}].scorers",
+            )
+    return suite
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file (`.yaml`, `.yml` or `.json`)."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(source, f"cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(source, "not UTF-8 text", line=line) from None
+    return parse_suite(text, source)

@@ -1,0 +1,1 @@
+"""Prefect flows: compose tasks into the pipelines users run and schedule."""

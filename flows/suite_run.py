@@ -1,0 +1,89 @@
+"""The suite run: ingest → score in chunks → persist → aggregate → artifacts.
+
+Outputs travel by reference (a path or URI parameter): Prefect records the parameters of every
+run, so the flow must never receive output text. Work is chunked, so Prefect's overhead grows with
+the number of chunks, not of cases.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+from prefect.runtime import flow_run
+
+from assay import registry
+from assay.runs import EvalResult, RunPlan, Subject, fail_run
+from assay.scoring import RunMetrics
+from assay.store import open_store
+from tasks.artifacts import ProgressReporter, publish_run_artifacts
+from tasks.evidence import CaseRow, finish_run_task, persist_chunk, start_run_task
+from tasks.ingest import ingest_outputs
+from tasks.scoring import score_chunk
+
+DEFAULT_CHUNK_SIZE = 2000
+
+
+def _run_name() -> str:
+    parameters = flow_run.parameters
+    return f"{parameters['suite']} · {parameters.get('subject') or 'agent'}"
+
+
+@flow(name="suite-run", flow_run_name=_run_name, persist_result=False, log_prints=False)
+def suite_run(
+    suite: str,
+    outputs: str,
+    subject: str | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    store: str | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> EvalResult:
+    """Score one subject's outputs against a published suite version and record the evidence.
+
+    Args:
+        suite: Published suite reference, `name@version` (or `name` for the latest).
+        outputs: Path or URI of a JSONL file or folder of candidate outputs.
+        subject: `KIND:ID[@VARIANT]`; defaults to `agent:<outputs name>`.
+        sample: Score only this many cases, chosen reproducibly by `seed`.
+        seed: Seed for `sample`.
+        store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
+        chunk_size: Cases per scoring chunk.
+    """
+    store_uri = open_store(store).uri
+    version, golden = registry.resolve(open_store(store_uri), suite)
+    who = Subject.parse(subject) if subject else Subject.default_for(outputs)
+    index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
+    missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
+    pieces = [(piece, []) for piece in index.slices] + [(None, ids) for ids in missing]
+    plan = RunPlan(
+        run_id=str(flow_run.id),
+        suite=version.suite,
+        suite_version=version.version,
+        subject_kind=who.kind,
+        subject_id=who.id,
+        variant=who.variant,
+        pass_threshold=golden.pass_threshold,
+        outputs=outputs,
+        sample=sample,
+        seed=seed if sample is not None else None,
+        cases=sum(p.cases for p in index.slices) + len(index.missing),
+        chunks=len(pieces),
+    )
+    aggregate = start_run_task(store_uri, plan)
+    try:
+        progress = ProgressReporter(store_uri, aggregate)
+        metrics = RunMetrics()
+        rows: list[CaseRow] = []
+        for number, (piece, ids) in enumerate(pieces):
+            evidence = score_chunk(
+                store_uri, plan.run_id, version.ref, number, piece, ids, sample, seed
+            )
+            summary = persist_chunk(store_uri, evidence)
+            metrics.merge(summary.metrics)
+            rows.extend(summary.rows)
+            progress.chunk_done(metrics)
+        result = finish_run_task(store_uri, aggregate, metrics)
+    except BaseException as exc:
+        fail_run(open_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
+        raise
+    publish_run_artifacts(result, rows)
+    return result
