@@ -35,7 +35,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-suite_app = typer.Typer(help="Publish, show and list versioned golden suites.", no_args_is_help=True)
+suite_app = typer.Typer(
+    help="Publish, show and list versioned golden suites.", no_args_is_help=True
+)
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 app.add_typer(suite_app, name="suite")
 app.add_typer(runs_app, name="runs")
@@ -89,12 +91,15 @@ def suite_publish(
     suite = _guarded(lambda: load_suite(file))
     version, created = _guarded(lambda: registry.publish(evidence, suite))
     if as_json:
-        _print_json({**version.model_dump(mode="json", exclude={"case_hashes"}),
-                     "created": created})
+        _print_json(
+            {**version.model_dump(mode="json", exclude={"case_hashes"}), "created": created}
+        )
         return
     if created:
-        out.print(f"Published [bold]{version.ref}[/bold] ({version.cases} cases, "
-                  f"{version.content_hash[:19]}…)")
+        out.print(
+            f"Published [bold]{version.ref}[/bold] ({version.cases} cases, "
+            f"{version.content_hash[:19]}…)"
+        )
     else:
         out.print(f"Unchanged: identical to [bold]{version.ref}[/bold] — nothing published")
 
@@ -112,9 +117,11 @@ def suite_show(
         _print_json(suite.document())
         return
     out.print(f"[bold]{version.ref}[/bold] — {suite.description or 'no description'}")
-    out.print(f"published {version.published_at:%Y-%m-%d %H:%M} UTC · {version.content_hash} · "
-              f"pass threshold {suite.pass_threshold} · regression threshold "
-              f"{suite.regression_threshold}")
+    out.print(
+        f"published {version.published_at:%Y-%m-%d %H:%M} UTC · {version.content_hash} · "
+        f"pass threshold {suite.pass_threshold} · regression threshold "
+        f"{suite.regression_threshold}"
+    )
     table = Table("case", "class", "scorers", show_lines=False)
     for case in suite.cases:
         labels = [spec.build().label for spec in suite.scorers_for(case)]
@@ -134,8 +141,13 @@ def suite_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
         return
     table = Table("suite", "latest", "cases", "published (UTC)", "content hash")
     for v in rows:
-        table.add_row(v.suite, str(v.version), str(v.cases),
-                      f"{v.published_at:%Y-%m-%d %H:%M}", v.content_hash[:19] + "…")
+        table.add_row(
+            v.suite,
+            str(v.version),
+            str(v.cases),
+            f"{v.published_at:%Y-%m-%d %H:%M}",
+            v.content_hash[:19] + "…",
+        )
     out.print(table if rows else "No suites published yet.")
 
 
@@ -153,8 +165,15 @@ def _progress_bar(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    bar = Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("chunks"), TimeElapsedColumn(), console=err, transient=True)
+    bar = Progress(
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("chunks"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
     task_id = bar.add_task("scoring", total=None)
 
     def update(done: int, total: int) -> None:
@@ -182,6 +201,7 @@ def execute_run(
     seed: int,
     store: str | None,
     show_progress: bool,
+    resume: str | None = None,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
     evidence = _store(store)
@@ -196,10 +216,17 @@ def execute_run(
 
     name = registry.parse_ref(ref)[0]
     with tags("assay", f"suite:{name}", f"subject:{who}"), _progress_bar(show_progress):
-        return _guarded(lambda: suite_run(
-            suite=ref, outputs=outputs, subject=str(who), sample=sample, seed=seed,
-            store=evidence.uri,
-        ))
+        return _guarded(
+            lambda: suite_run(
+                suite=ref,
+                outputs=outputs,
+                subject=str(who),
+                sample=sample,
+                seed=seed,
+                store=evidence.uri,
+                run_id=resume,
+            )
+        )
 
 
 def _result_json(result: EvalResult) -> dict[str, Any]:
@@ -210,13 +237,20 @@ def _print_result(result: EvalResult) -> None:
     m = result.metrics
     verdict = "[green]PASSED[/green]" if result.passed else "[red]DID NOT PASS[/red]"
     subject = f"{result.subject_kind}:{result.subject_id}" + (
-        f"@{result.variant}" if result.variant else "")
+        f"@{result.variant}" if result.variant else ""
+    )
     score = "n/a" if result.score is None else f"{result.score:.3f}"
     out.print(f"[bold]{result.suite}@{result.suite_version}[/bold] · {subject}  {verdict}")
-    out.print(f"  pass rate {rate_text(m.passed, m.scored)} · threshold "
-              f"{result.pass_threshold:.2f} · mean score {score}", highlight=False)
-    out.print(f"  cases {m.cases} · scored {m.scored} · passed {m.passed} · failed {m.failed} · "
-              f"skipped {m.skipped} · missing {m.missing} · errors {m.errors}", highlight=False)
+    out.print(
+        f"  pass rate {rate_text(m.passed, m.scored)} · threshold "
+        f"{result.pass_threshold:.2f} · mean score {score}",
+        highlight=False,
+    )
+    out.print(
+        f"  cases {m.cases} · scored {m.scored} · passed {m.passed} · failed {m.failed} · "
+        f"skipped {m.skipped} · missing {m.missing} · errors {m.errors}",
+        highlight=False,
+    )
     for note in warnings(result):
         out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
     out.print(f"  run [cyan]{result.run_id}[/cyan]", highlight=False)
@@ -234,10 +268,18 @@ def run(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
     store: StoreOption = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", help="Re-run an interrupted run under its RUN_ID; keeps evidence."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
-    result = execute_run(suite, outputs, subject, sample, seed, store, show_progress=not as_json)
+    result = execute_run(
+        suite, outputs, subject, sample, seed, store, show_progress=not as_json, resume=resume
+    )
     if as_json:
         _print_json(_result_json(result))
     else:
@@ -257,8 +299,14 @@ def runs_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
         m = r.metrics
         subject = f"{r.subject_kind}:{r.subject_id}" + (f"@{r.variant}" if r.variant else "")
         rate = f"{m.passed}/{m.scored}" if r.status == "completed" else "—"
-        table.add_row(r.run_id, f"{r.suite}@{r.suite_version}", subject, r.status, rate,
-                      f"{r.started_at:%Y-%m-%d %H:%M:%S}")
+        table.add_row(
+            r.run_id,
+            f"{r.suite}@{r.suite_version}",
+            subject,
+            r.status,
+            rate,
+            f"{r.started_at:%Y-%m-%d %H:%M:%S}",
+        )
     out.print(table if runs else "No runs recorded yet.")
 
 
@@ -275,8 +323,10 @@ def runs_show(
         if as_json:
             _print_json(aggregate.model_dump(mode="json"))
         else:
-            out.print(f"run {run_id}: {aggregate.status}"
-                      + (f" — {aggregate.error}" if aggregate.error else ""))
+            out.print(
+                f"run {run_id}: {aggregate.status}"
+                + (f" — {aggregate.error}" if aggregate.error else "")
+            )
         return
     result = _guarded(lambda: load_result(evidence, run_id))
     if as_json:
@@ -292,25 +342,40 @@ def runs_show(
 def demo(store: StoreOption = None) -> None:
     """Run the example support-bot suite end to end for two agent versions."""
     suite_file = EXAMPLES / "support-suite.yaml"
-    out.print(f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
-              f"{_store(store).uri}, ephemeral Prefect (first start takes ~15 s)\n")
+    out.print(
+        f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
+        f"{_store(store).uri}, ephemeral Prefect (first start takes ~15 s)\n"
+    )
     results = []
     for version in ("v1", "v2"):
         outputs = EXAMPLES / "outputs" / f"support-bot-{version}.jsonl"
-        result = execute_run(str(suite_file), str(outputs), f"agent:support-bot@{version}",
-                             None, 0, store, show_progress=True)
+        result = execute_run(
+            str(suite_file),
+            str(outputs),
+            f"agent:support-bot@{version}",
+            None,
+            0,
+            store,
+            show_progress=True,
+        )
         _print_result(result)
         out.print()
         results.append(result)
     table = Table("subject", "pass rate", "score", "missing", "verdict", title="Side by side")
     for r in results:
         m = r.metrics
-        table.add_row(f"agent:support-bot@{r.variant}", rate_text(m.passed, m.scored),
-                      "n/a" if r.score is None else f"{r.score:.3f}", str(m.missing),
-                      "passed" if r.passed else "did not pass")
+        table.add_row(
+            f"agent:support-bot@{r.variant}",
+            rate_text(m.passed, m.scored),
+            "n/a" if r.score is None else f"{r.score:.3f}",
+            str(m.missing),
+            "passed" if r.passed else "did not pass",
+        )
     out.print(table)
-    out.print("\nNext: [bold]assay runs list[/bold], [bold]assay suite show support-bot[/bold], "
-              "or open the runs in the Prefect UI (see docs/prefect-ui.md).")
+    out.print(
+        "\nNext: [bold]assay runs list[/bold], [bold]assay suite show support-bot[/bold], "
+        "or open the runs in the Prefect UI (see docs/prefect-ui.md)."
+    )
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ def warnings(result: EvalResult) -> list[str]:
     m = result.metrics
     notes = []
     if m.missing:
-        notes.append(f"{m.missing} case(s) had no output and were failed (\"no output\")")
+        notes.append(f'{m.missing} case(s) had no output and were failed ("no output")')
     if m.skipped_checks:
         notes.append(
             f"{m.skipped_checks} check(s) skipped and excluded from scores "
@@ -57,7 +57,8 @@ def markdown_summary(result: EvalResult) -> str:
         f"| {m.cases} | {m.scored} | {m.passed} | {m.failed} | {m.skipped} | {m.missing} "
         f"| {m.errors} |",
         "",
-        f"Run `{result.run_id}` · outputs `{result.outputs}` · {result.occurred_at:%Y-%m-%d %H:%M} UTC",
+        f"Run `{result.run_id}` · outputs `{result.outputs}` · "
+        f"{result.occurred_at:%Y-%m-%d %H:%M} UTC",
     ]
     notes = warnings(result)
     if notes:

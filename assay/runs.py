@@ -149,7 +149,11 @@ def now() -> datetime:
 
 
 def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
-    """Record a run as started (idempotent: re-starting an existing run keeps its evidence)."""
+    """Record a run as started.
+
+    Re-starting an existing (interrupted) run keeps its evidence and its start time; progress
+    counts restart from zero because every chunk is visited again (identical writes are no-ops).
+    """
     started = now()
     try:
         aggregate = load_aggregate(store, plan.run_id)
@@ -159,7 +163,13 @@ def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
         )
     else:
         aggregate = aggregate.model_copy(
-            update={"status": RunStatus.RUNNING, "updated_at": started, "error": None}
+            update={
+                "status": RunStatus.RUNNING,
+                "updated_at": started,
+                "error": None,
+                "chunks_done": 0,
+                "metrics": RunMetrics(),
+            }
         )
     store.put(_aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
     entry = RunIndexEntry(
@@ -198,8 +208,18 @@ def finish_run(store: EvidenceStore, aggregate: RunAggregate, metrics: RunMetric
     pass_rate = metrics.pass_rate
     result = EvalResult(
         **aggregate.model_dump(
-            include={"run_id", "suite", "suite_version", "subject_kind", "subject_id", "variant",
-                     "pass_threshold", "outputs", "sample", "seed"}
+            include={
+                "run_id",
+                "suite",
+                "suite_version",
+                "subject_kind",
+                "subject_id",
+                "variant",
+                "pass_threshold",
+                "outputs",
+                "sample",
+                "seed",
+            }
         ),
         score=metrics.score,
         passed=pass_rate is not None and pass_rate >= aggregate.pass_threshold,

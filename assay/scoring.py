@@ -110,8 +110,11 @@ class CompiledSuite:
 
 
 def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
-    failing = [f"{s.label}: {reason}" for s, status, reason in checks
-               if status in (Status.FAIL, Status.ERROR)]
+    failing = [
+        f"{s.label}: {reason}"
+        for s, status, reason in checks
+        if status in (Status.FAIL, Status.ERROR)
+    ]
     if failing:
         return clamp("; ".join(failing))
     skipped = sum(1 for _, status, _ in checks if status is Status.SKIPPED)
@@ -132,8 +135,13 @@ def score_case(
     """Score one case under the SPEC §5 case rule."""
     if output is None:
         return CaseEvidence.model_construct(
-            case_id=case_id, status=Status.FAIL, score=0.0, missing=True,
-            output_hmac=None, label=NO_OUTPUT, checks=[],
+            case_id=case_id,
+            status=Status.FAIL,
+            score=0.0,
+            missing=True,
+            output_hmac=None,
+            label=NO_OUTPUT,
+            checks=[],
         )
     text = output.output
     outcomes = [(scorer, scorer(text)) for scorer in scorers]

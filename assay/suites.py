@@ -75,8 +75,10 @@ class Suite(BaseModel):
         return case.scorers or self.defaults
 
 
-def _line_of(text: str, path: tuple[str | int, ...]) -> int | None:
+def _line_of(text: str, path: tuple[str | int, ...], source_is_json: bool = False) -> int | None:
     """1-based line of the node at `path` in a YAML/JSON document, found only on the error path."""
+    if source_is_json:
+        text = text.replace("\t", " ")  # JSON strings cannot hold raw tabs; YAML rejects them
     try:
         node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
@@ -108,8 +110,15 @@ def _parse_text(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "could not parse"
+        context = getattr(exc, "context", None)
+        # A scanner error (unclosed quote, key without colon) is best located where the token
+        # began; the problem mark of an unclosed quote is the end of the file.
+        mark = getattr(exc, "problem_mark", None)
+        if isinstance(exc, yaml.scanner.ScannerError) and exc.context_mark is not None:
+            mark = exc.context_mark
+        if context:
+            problem = f"{problem} {context}"
         line = None if mark is None else mark.line + 1
         raise InputError(source, f"malformed YAML: {problem}", line=line) from None
 
@@ -147,7 +156,7 @@ def parse_suite(text: str, source: str) -> Suite:
         more = exc.error_count() - 1
         if more:
             message += f" (and {more} more problem{'s' if more > 1 else ''})"
-        line = _line_of(text, loc)
+        line = _line_of(text, loc, source.endswith(".json"))
         raise InputError(source, message, line=line, field=_field_path(loc) or None) from None
     seen: dict[str, int] = {}
     for index, case in enumerate(suite.cases):
@@ -155,7 +164,7 @@ def parse_suite(text: str, source: str) -> Suite:
             raise InputError(
                 source,
                 f"duplicate case id {case.id!r} (first at cases[{seen[case.id]}])",
-                line=_line_of(text, ("cases", index, "id")),
+                line=_line_of(text, ("cases", index, "id"), source.endswith(".json")),
                 field=f"cases[{index}].id",
             )
         seen[case.id] = index
@@ -163,7 +172,7 @@ def parse_suite(text: str, source: str) -> Suite:
             raise InputError(
                 source,
                 f"case {case.id!r} lists no scorers and the suite has no defaults",
-                line=_line_of(text, ("cases", index)),
+                line=_line_of(text, ("cases", index), source.endswith(".json")),
                 field=f"cases[{index}].scorers",
             )
     return suite

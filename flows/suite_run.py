@@ -11,6 +11,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay import registry
+from assay.outputs import OutputSlice
 from assay.runs import EvalResult, RunPlan, Subject, fail_run
 from assay.scoring import RunMetrics
 from assay.store import open_store
@@ -36,6 +37,7 @@ def suite_run(
     seed: int = 0,
     store: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    run_id: str | None = None,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -47,15 +49,19 @@ def suite_run(
         seed: Seed for `sample`.
         store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
         chunk_size: Cases per scoring chunk.
+        run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
+            already written is kept; identical chunks are not written twice.
     """
     store_uri = open_store(store).uri
     version, golden = registry.resolve(open_store(store_uri), suite)
     who = Subject.parse(subject) if subject else Subject.default_for(outputs)
     index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
     missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
-    pieces = [(piece, []) for piece in index.slices] + [(None, ids) for ids in missing]
+    pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices] + [
+        (None, ids) for ids in missing
+    ]
     plan = RunPlan(
-        run_id=str(flow_run.id),
+        run_id=run_id or str(flow_run.id),
         suite=version.suite,
         suite_version=version.version,
         subject_kind=who.kind,

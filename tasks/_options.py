@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import Task
-from prefect.client.schemas.objects import TaskRun
-from prefect.states import State
 
 from assay.errors import AssayError
 

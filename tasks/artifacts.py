@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import cast
 from uuid import UUID
 
 from prefect.artifacts import (
@@ -53,9 +54,10 @@ class ProgressReporter:
         self._aggregate = aggregate
         self._artifact: UUID | None = None
         if aggregate.chunks > 1:
-            self._artifact = create_progress_artifact(
+            created = create_progress_artifact(
                 progress=0.0, description=f"Scoring {aggregate.cases} cases"
             )
+            self._artifact = cast(UUID, created)  # sync call: returns the id, not a coroutine
 
     def chunk_done(self, metrics: RunMetrics) -> None:
         """Record one more finished chunk and the running counts."""

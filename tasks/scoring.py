@@ -17,9 +17,9 @@ from tasks._options import IO_RETRIES
 
 
 @lru_cache(maxsize=4)
-def _prepared(store: str, suite_ref: str, sample: int | None, seed: int) -> tuple[
-    CompiledSuite, frozenset[str]
-]:
+def _prepared(
+    store: str, suite_ref: str, sample: int | None, seed: int
+) -> tuple[CompiledSuite, frozenset[str]]:
     """Compiled scorers and the selected case ids, once per process for an immutable version."""
     _, suite = registry.resolve(open_store(store), suite_ref)
     selected = select_cases([case.id for case in suite.cases], sample, seed)

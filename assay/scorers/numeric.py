@@ -49,7 +49,7 @@ def value_at(document: Any, path: str) -> Any:
     for segment in path.split("."):
         if isinstance(node, dict):
             node = node[segment]
-        elif isinstance(node, list) and segment.lstrip("-").isdigit():
+        elif isinstance(node, list) and segment.isdigit():
             node = node[int(segment)]
         else:
             raise LookupError(segment)
@@ -60,7 +60,7 @@ def _as_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, str):
         try:
             number = float(value.replace(",", ""))

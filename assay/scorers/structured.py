@@ -42,10 +42,14 @@ def json_equivalent(left: Any, right: Any) -> bool:
 _NOT_JSON = fail("not valid JSON")
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (RFC 8259)")
+
+
 def parse_json(output: str) -> tuple[bool, Any]:
-    """Parse output as JSON; returns (ok, value). Shared by the scorers that read JSON."""
+    """Parse output as strict JSON (no NaN/Infinity); returns (ok, value)."""
     try:
-        return True, json.loads(output)
+        return True, json.loads(output, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return False, None
 

@@ -1,0 +1,488 @@
+"""Scale benchmark: `assay run` on a large suite against a plain-Python floor.
+
+Generates a JSON suite of N cases (three scorers each: `contains`, `regex`, `numeric_range`) and
+a JSONL file with one output per case, runs `assay run … --json` on a small and a large suite,
+and runs a plain Python loop applying the same three checks (the floor). Prints wall time, peak
+RSS (whole process tree, sampled every 50 ms) and the per-case marginal cost
+
+    marginal = (T_large - T_small) / (N_large - N_small)
+
+for both, and compares them with the goals: assay's marginal cost within 10x of the floor's,
+and assay's peak RSS under 1 GiB.
+
+    python bench/bench_scale.py [--cases 100000] [--small 1000] [--workdir bench/.work]
+
+Exit status: 0 when every run succeeded and counted what the generator intended (whatever the
+goals say: this is a measurement); 1 when a run failed or a count was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+SEED = 20240601
+FAIL_PROBABILITY = 0.10  # about 90% of cases pass
+ORDER_PATTERN = r"\border \d+\b"
+# The number assay's numeric_range reads: the first number, thousands separators allowed.
+NUMBER_PATTERN = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?"
+GOAL_RATIO = 10.0
+GOAL_RSS_MIB = 1024.0
+POLL_SECONDS = 0.05
+MIB = 1024 * 1024
+
+# (topic, the word a passing answer must contain, a synonym used when it must not)
+TOPICS = [
+    ("refund", "refund", "reimbursement"),
+    ("replacement", "replacement", "new unit"),
+    ("exchange", "exchange", "swap"),
+    ("store credit", "store credit", "voucher"),
+    ("cancellation", "cancellation", "termination"),
+    ("price adjustment", "price adjustment", "partial rebate"),
+    ("warranty claim", "warranty", "coverage"),
+    ("shipping fee", "shipping fee", "delivery charge"),
+]
+KEYWORDS = [keyword for _, keyword, _ in TOPICS]
+NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Grace", "Hiro", "Ines", "Jonas"]
+GREETINGS = [
+    "Thanks for reaching out, and sorry for the trouble.",
+    "Hi there, thank you for your patience.",
+    "Hello, and thanks for contacting support.",
+    "Thank you for getting in touch with us today.",
+]
+STATES = ["has been approved", "is being processed", "was issued today", "is confirmed"]
+FILLERS = [
+    "You will see it on your statement within 5 to 7 business days.",
+    "A confirmation email is on its way to the address on file.",
+    "No further action is needed on your side.",
+    "If anything looks wrong, just reply to this message and we will take another look.",
+    "We appreciate your patience while our team reviewed the details.",
+    "Our team double-checked the items and the payment method used.",
+]
+CLOSINGS = ["Have a great day!", "Kind regards, the support team.", "Best wishes."]
+QUESTIONS = [
+    "When will I get it?",
+    "Can you confirm the amount?",
+    "Is this already approved?",
+    "How long does this usually take?",
+]
+
+
+# ---------------------------------------------------------------- generation
+
+
+@dataclass(frozen=True)
+class Generated:
+    suite: Path
+    outputs: Path
+    cases: int
+    passes: int
+
+
+def _make_case(rng: random.Random, index: int) -> tuple[dict[str, Any], str, bool]:
+    """One case, its output and whether the output is meant to pass all three checks."""
+    topic, keyword, synonym = rng.choice(TOPICS)
+    order = rng.randint(10000, 99999)
+    amount = round(rng.uniform(5.0, 2500.0), 2)
+    low = math.floor(amount) - rng.randint(0, 25)
+    high = math.ceil(amount) + rng.randint(0, 25)
+    failing = rng.random() < FAIL_PROBABILITY
+    mode = rng.choice(("contains", "regex", "range")) if failing else None
+
+    word = synonym if mode == "contains" else keyword
+    order_text = f"order #{order}" if mode == "regex" else f"order {order}"
+    shown = high + rng.randint(5, 500) + 0.5 if mode == "range" else amount
+    parts = [
+        rng.choice(GREETINGS),
+        f"The {word} of ${shown:,.2f} for your {order_text} {rng.choice(STATES)}.",
+    ]
+    fillers = rng.sample(FILLERS, k=len(FILLERS))
+    while len(" ".join(parts)) < 150 and fillers:
+        parts.append(fillers.pop())
+    closing = rng.choice(CLOSINGS)
+    if len(" ".join([*parts, closing])) <= 300:
+        parts.append(closing)
+    output = " ".join(parts)
+
+    case = {
+        "id": f"case-{index:06d}",
+        "input": f"Hi, this is {rng.choice(NAMES)}. About the {topic} for order {order}: "
+        f"{rng.choice(QUESTIONS)}",
+        "expected": f"Confirms the {topic} of ${amount:,.2f} for order {order}.",
+        "scorers": [
+            {"contains": keyword},
+            {"regex": ORDER_PATTERN},
+            {"numeric_range": {"min": low, "max": high}},
+        ],
+    }
+    # Sanity-check the generator's intent with independent stdlib checks.
+    number = re.search(NUMBER_PATTERN, output)
+    value = float(number.group(0).replace(",", "")) if number else math.nan
+    passes = (
+        keyword in output and re.search(ORDER_PATTERN, output) is not None and low <= value <= high
+    )
+    if passes != (mode is None) or not 150 <= len(output) <= 300:
+        raise AssertionError(f"generator bug at case {index}: mode={mode} output={output!r}")
+    return case, output, passes
+
+
+def generate(workdir: Path, cases: int) -> Generated:
+    """Write suite-N.json and outputs-N.jsonl (seeded: a smaller N is a prefix of a larger)."""
+    rng = random.Random(SEED)
+    suite_path = workdir / f"suite-{cases}.json"
+    outputs_path = workdir / f"outputs-{cases}.jsonl"
+    documents = []
+    passes = 0
+    with outputs_path.open("w", encoding="utf-8") as out:
+        for index in range(1, cases + 1):
+            case, output, ok = _make_case(rng, index)
+            documents.append(case)
+            passes += ok
+            out.write(json.dumps({"case_id": case["id"], "output": output}) + "\n")
+    suite = {
+        "suite": f"bench-scale-{cases}",
+        "description": f"Scale benchmark: {cases} cases, three scorers each",
+        "pass_threshold": 0.8,
+        "regression_threshold": 0.05,
+        "defaults": [],
+        "cases": documents,
+    }
+    suite_path.write_text(json.dumps(suite), encoding="utf-8")
+    return Generated(suite_path, outputs_path, cases, passes)
+
+
+# ---------------------------------------------------------------- the floor
+
+
+def floor_loop(suite_path: Path, outputs_path: Path) -> dict[str, Any]:
+    """The plain loop: the same three checks, no framework, no evidence written."""
+    import re2
+
+    started = time.perf_counter()
+    with suite_path.open(encoding="utf-8") as handle:
+        suite = json.load(handle)
+    number_re = re2.compile(NUMBER_PATTERN)
+    patterns: dict[str, Any] = {}
+    checks: dict[str, tuple[str, Any, float, float]] = {}
+    for case in suite["cases"]:
+        needle, pattern, low, high = "", None, -math.inf, math.inf
+        for spec in case["scorers"]:
+            ((name, value),) = spec.items()
+            if name == "contains":
+                needle = value
+            elif name == "regex":
+                pattern = patterns.get(value) or patterns.setdefault(value, re2.compile(value))
+            elif name == "numeric_range":
+                low, high = value.get("min", -math.inf), value.get("max", math.inf)
+            else:
+                raise ValueError(f"floor does not know scorer {name!r}")
+        checks[case["id"]] = (needle, pattern, low, high)
+    cases = passed = 0
+    with outputs_path.open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            needle, pattern, low, high = checks[record["case_id"]]
+            text = record["output"]
+            found = needle in text
+            matched = pattern.search(text) is not None
+            number = number_re.search(text)
+            in_range = number is not None and (
+                low <= float(number.group(0).replace(",", "")) <= high
+            )
+            cases += 1
+            passed += found and matched and in_range
+    return {"cases": cases, "passed": passed, "seconds": time.perf_counter() - started}
+
+
+# ---------------------------------------------------------------- measurement
+
+
+@dataclass
+class Measurement:
+    label: str
+    cases: int
+    wall: float
+    peak_rss: int  # bytes, whole process tree
+    peak_main_rss: int  # bytes, the launched process alone
+    stdout: str
+    stderr: str
+    returncode: int
+
+
+def measure(
+    label: str, cases: int, command: list[str], env: dict[str, str], logs: Path
+) -> Measurement:
+    """Run `command`, sampling its process tree's RSS every 50 ms; wall time by perf_counter."""
+    logs.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = logs / f"{label}.stdout", logs / f"{label}.stderr"
+    peak = peak_main = 0
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, env=env, stdout=out, stderr=err)
+        try:
+            root = psutil.Process(child.pid)
+        except psutil.NoSuchProcess:
+            root = None
+        while True:
+            if root is not None:
+                total = 0
+                try:
+                    main = root.memory_info().rss
+                    total += main
+                    peak_main = max(peak_main, main)
+                    for process in root.children(recursive=True):
+                        with contextlib.suppress(psutil.Error):
+                            total += process.memory_info().rss
+                except psutil.Error:
+                    pass
+                peak = max(peak, total)
+            try:
+                child.wait(timeout=POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        wall = time.perf_counter() - started
+    return Measurement(
+        label=label,
+        cases=cases,
+        wall=wall,
+        peak_rss=peak,
+        peak_main_rss=peak_main,
+        stdout=out_path.read_text(encoding="utf-8", errors="replace"),
+        stderr=err_path.read_text(encoding="utf-8", errors="replace"),
+        returncode=child.returncode,
+    )
+
+
+def _assay_command() -> list[str]:
+    beside = Path(sys.executable).with_name("assay")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("assay")
+    if found is None:
+        raise SystemExit("cannot find the `assay` console script (activate the venv)")
+    return [found]
+
+
+def _fresh_env(workdir: Path, label: str) -> dict[str, str]:
+    """A fresh file store and a fresh PREFECT_HOME (ephemeral Prefect), no inherited Prefect."""
+    store = workdir / "runs" / label / "store"
+    home = workdir / "runs" / label / "prefect-home"
+    for folder in (store, home):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
+    env.update(
+        ASSAY_STORE=f"file://{store}",
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    return env
+
+
+class BenchError(Exception):
+    """A run failed or counted something other than what the generator intended."""
+
+
+def run_assay(workdir: Path, data: Generated, label: str) -> Measurement:
+    command = [
+        *_assay_command(),
+        "run",
+        str(data.suite),
+        "--outputs",
+        str(data.outputs),
+        "--subject",
+        "agent:bench",
+        "--json",
+    ]
+    result = measure(label, data.cases, command, _fresh_env(workdir, label), workdir / "logs")
+    if result.returncode != 0:
+        raise BenchError(
+            f"{label}: `assay run` exited {result.returncode}\n{result.stderr[-4000:]}"
+        )
+    try:
+        metrics = json.loads(result.stdout)["metrics"]
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise BenchError(
+            f"{label}: unreadable --json output ({exc}): {result.stdout[:500]}"
+        ) from None
+    _check_counts(label, data, metrics.get("cases"), metrics.get("passed"))
+    for field in ("missing", "errors", "skipped"):
+        if metrics.get(field):
+            raise BenchError(f"{label}: expected no {field} cases, got {metrics[field]}")
+    return result
+
+
+def run_floor(workdir: Path, data: Generated, label: str) -> Measurement:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--floor-only",
+        "--suite",
+        str(data.suite),
+        "--outputs",
+        str(data.outputs),
+    ]
+    result = measure(label, data.cases, command, dict(os.environ), workdir / "logs")
+    if result.returncode != 0:
+        raise BenchError(f"{label}: floor exited {result.returncode}\n{result.stderr[-4000:]}")
+    counts = json.loads(result.stdout)
+    _check_counts(label, data, counts["cases"], counts["passed"])
+    return result
+
+
+def _check_counts(label: str, data: Generated, cases: Any, passed: Any) -> None:
+    if cases != data.cases or passed != data.passes:
+        raise BenchError(
+            f"{label}: counted {cases} cases / {passed} passed; the generator wrote "
+            f"{data.cases} cases / {data.passes} meant to pass"
+        )
+
+
+# ---------------------------------------------------------------- report
+
+
+def _mib(value: int) -> float:
+    return value / MIB
+
+
+def _best(runs: list[Measurement]) -> Measurement:
+    return min(runs, key=lambda m: m.wall)
+
+
+def report(
+    small: Generated, large: Generated, results: dict[str, list[Measurement]], repeat: int
+) -> None:
+    print()
+    print(
+        f"machine: {platform.node()} · nproc {os.cpu_count()} · "
+        f"Python {platform.python_version()} ({platform.python_implementation()}) · "
+        f"{platform.system()} {platform.machine()}"
+    )
+    print(
+        f"suites: {small.cases} cases ({small.passes} meant to pass) and {large.cases} cases "
+        f"({large.passes} meant to pass, {large.passes / large.cases:.1%}); "
+        f"3 scorers per case; best of {repeat} run(s) per row"
+    )
+    print()
+    header = f"{'implementation':<16}{'cases':>9}{'wall (s)':>11}{'peak RSS (MiB)':>16}"
+    header += f"{'main proc (MiB)':>17}"
+    print(header)
+    print("-" * len(header))
+    for impl in ("assay", "floor"):
+        for data in (small, large):
+            runs = results[f"{impl}-{data.cases}"]
+            best = _best(runs)
+            peak = max(m.peak_rss for m in runs)
+            main = max(m.peak_main_rss for m in runs)
+            print(
+                f"{impl:<16}{data.cases:>9}{best.wall:>11.2f}{_mib(peak):>16.1f}{_mib(main):>17.1f}"
+            )
+    print()
+
+    def marginal(impl: str) -> float:
+        t_small = _best(results[f"{impl}-{small.cases}"]).wall
+        t_large = _best(results[f"{impl}-{large.cases}"]).wall
+        return (t_large - t_small) / (large.cases - small.cases)
+
+    m_assay, m_floor = marginal("assay"), marginal("floor")
+    ratio = m_assay / m_floor if m_floor > 0 else math.inf
+    assay_peak = max(
+        m.peak_rss for key, runs in results.items() if key.startswith("assay") for m in runs
+    )
+    print(f"marginal cost, assay : {m_assay * 1e6:10.1f} µs/case")
+    print(f"marginal cost, floor : {m_floor * 1e6:10.1f} µs/case")
+    print(f"ratio assay / floor  : {ratio:10.1f}x")
+    print()
+    ratio_ok = ratio <= GOAL_RATIO
+    rss_ok = _mib(assay_peak) < GOAL_RSS_MIB
+    print(
+        f"goal: marginal ratio <= {GOAL_RATIO:.0f}x          "
+        f"{'PASS' if ratio_ok else 'FAIL'} ({ratio:.1f}x)"
+    )
+    print(
+        f"goal: assay peak RSS < {GOAL_RSS_MIB:.0f} MiB     "
+        f"{'PASS' if rss_ok else 'FAIL'} ({_mib(assay_peak):.1f} MiB)"
+    )
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=100_000, help="large suite size")
+    parser.add_argument("--small", type=int, default=1_000, help="small suite size")
+    parser.add_argument("--workdir", type=Path, default=Path(__file__).resolve().parent / ".work")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per row; the fastest counts")
+    parser.add_argument(
+        "--no-warmup", action="store_true", help="skip the unmeasured warm-up `assay run`"
+    )
+    parser.add_argument("--floor-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--suite", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--outputs", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.floor_only:
+        if args.suite is None or args.outputs is None:
+            parser.error("--floor-only needs --suite and --outputs")
+        print(json.dumps(floor_loop(args.suite, args.outputs)))
+        return 0
+
+    if not 0 < args.small < args.cases:
+        parser.error("need 0 < --small < --cases")
+    workdir: Path = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"workdir {workdir}", flush=True)
+
+    started = time.perf_counter()
+    small = generate(workdir, args.small)
+    large = generate(workdir, args.cases)
+    print(
+        f"generated {small.cases} + {large.cases} cases in {time.perf_counter() - started:.1f} s "
+        f"({large.suite.stat().st_size / MIB:.1f} MiB suite, "
+        f"{large.outputs.stat().st_size / MIB:.1f} MiB outputs)",
+        flush=True,
+    )
+
+    results: dict[str, list[Measurement]] = {}
+    try:
+        if not args.no_warmup:
+            warm = run_assay(workdir, small, "warmup")
+            print(f"warm-up assay run ({small.cases} cases): {warm.wall:.2f} s", flush=True)
+        for attempt in range(1, args.repeat + 1):
+            for data in (small, large):
+                for impl, runner in (("assay", run_assay), ("floor", run_floor)):
+                    key = f"{impl}-{data.cases}"
+                    m = runner(workdir, data, f"{key}-{attempt}")
+                    results.setdefault(key, []).append(m)
+                    print(
+                        f"  {key} (run {attempt}): {m.wall:.2f} s, "
+                        f"peak RSS {_mib(m.peak_rss):.1f} MiB",
+                        flush=True,
+                    )
+    except BenchError as exc:
+        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
+        return 1
+
+    report(small, large, results, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

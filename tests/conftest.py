@@ -1,0 +1,41 @@
+"""Shared fixtures: one real Prefect API for the session, a fresh evidence store per test.
+
+PREFECT_HOME is pointed at a temporary folder before Prefect is imported, so the minimal-data
+tests can search everything Prefect wrote; a PREFECT_API_URL from the developer's shell would
+silently send test runs to their server, so it is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PREFECT_HOME = Path(tempfile.mkdtemp(prefix="assay-test-prefect-home-"))
+os.environ["PREFECT_HOME"] = str(PREFECT_HOME)
+os.environ.pop("PREFECT_API_URL", None)
+os.environ.pop("ASSAY_STORE", None)
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[str]:
+    """A real Prefect API server (subprocess, SQLite) for the whole session; yields its URL."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=60):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh local evidence store, also set as ASSAY_STORE for code that reads the default."""
+    root = tmp_path / "evidence"
+    monkeypatch.setenv("ASSAY_STORE", f"file://{root}")
+    return root

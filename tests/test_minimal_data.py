@@ -1,0 +1,123 @@
+"""Minimal data (SPEC §1.4): output text never reaches the store, Prefect's database or logs.
+
+A canary string is planted in every candidate output; after real runs through the CLI and the
+flow against a real Prefect API, every byte written is searched for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assay.cli import app
+from tests.conftest import PREFECT_HOME
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+CANARY = "CANARY-7f3a9e-do-not-persist"
+
+
+def _files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def _prefect_database_dir() -> Path:
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
+
+    url = str(PREFECT_SERVER_DATABASE_CONNECTION_URL.value())
+    return Path(url.split("///", 1)[1]).parent
+
+
+def _flush_prefect_logs() -> None:
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    time.sleep(1.0)  # the API server writes log batches asynchronously
+
+
+def _canary_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    suite = {
+        "suite": "canary",
+        "cases": [
+            {"id": "exact", "input": "q", "scorers": [{"exact": "hello"}]},
+            {"id": "contains", "input": "q", "scorers": [{"contains": "refund"}]},
+            {"id": "regex", "input": "q", "scorers": [{"regex": r"\b30 days\b"}]},
+            {"id": "json", "input": "q", "scorers": [{"json_equal": {"value": {"a": 1}}}]},
+            {"id": "number", "input": "q", "scorers": [{"numeric_range": {"min": 1, "max": 5}}]},
+            {"id": "judge", "input": "q", "scorers": [{"llm_judge": "be kind"}]},
+            {"id": "absent", "input": "q", "scorers": [{"contains": "x"}]},
+        ],
+    }
+    suite_file = tmp_path / "canary.json"
+    suite_file.write_text(json.dumps(suite))
+    outputs = [
+        {"case_id": "exact", "output": f"hello {CANARY}"},
+        {"case_id": "contains", "output": f"a refund {CANARY}"},
+        {"case_id": "regex", "output": f"within 30 days {CANARY}"},
+        {"case_id": "json", "output": json.dumps({"a": 1, "note": CANARY})},
+        {"case_id": "number", "output": f"3 items {CANARY}"},
+        {"case_id": "judge", "output": CANARY},
+    ]
+    outputs_file = tmp_path / "outputs.jsonl"
+    outputs_file.write_text("".join(json.dumps(o) + "\n" for o in outputs))
+    return suite_file, outputs_file
+
+
+def test_canary_never_written_by_a_run(
+    store_dir: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    suite_file, outputs_file = _canary_inputs(tmp_path)
+    needle = CANARY.encode()
+    assert _files_containing(tmp_path, needle) == [outputs_file]  # the search does find it
+
+    result = CliRunner().invoke(
+        app, ["run", str(suite_file), "--outputs", str(outputs_file), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    metrics = report["metrics"]
+    assert (metrics["passed"], metrics["skipped"], metrics["missing"]) == (3, 1, 1)
+    _flush_prefect_logs()
+
+    assert any(store_dir.rglob("*.json")), "the run wrote evidence"
+    assert _files_containing(store_dir, needle) == []
+    assert _files_containing(PREFECT_HOME, needle) == []
+    database = _prefect_database_dir()
+    assert _files_containing(database, b"canary@1"), "the search reads Prefect's database"
+    assert _files_containing(database, needle) == []
+    captured = capfd.readouterr()
+    assert CANARY not in result.output
+    assert CANARY not in captured.out + captured.err
+    assert CANARY not in caplog.text
+
+
+def test_canary_not_echoed_by_input_errors(
+    store_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    suite_file, _ = _canary_inputs(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"case_id": "exact", "output": CANARY})
+        + "\n"
+        + json.dumps({"case_id": "contains", "output": CANARY, "duration_ms": "slow"})
+        + "\n"
+    )
+
+    result = CliRunner().invoke(app, ["run", str(suite_file), "--outputs", str(bad)])
+    _flush_prefect_logs()
+
+    assert result.exit_code == 2
+    assert f"{bad} line 2, field duration_ms" in result.output
+    assert CANARY not in result.output
+    assert CANARY not in caplog.text
+    assert _files_containing(store_dir, CANARY.encode()) == []
+    assert _files_containing(_prefect_database_dir(), CANARY.encode()) == []

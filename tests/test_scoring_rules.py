@@ -1,0 +1,377 @@
+"""Case and run aggregation rules (SPEC §5), evidence redaction, and seeded sampling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from assay.hashing import OutputHasher
+from assay.outputs import CandidateOutput
+from assay.sampling import select_cases
+from assay.scorers import Outcome, Scorer, ScorerSpec, Status
+from assay.scoring import (
+    NO_OUTPUT,
+    CaseEvidence,
+    CompiledSuite,
+    RunMetrics,
+    score_case,
+    score_missing,
+    score_outputs,
+    tally,
+)
+from assay.suites import Case, Suite
+
+CANARY = "CANARY-a41b77-confidential"
+HASHER = OutputHasher(b"test-secret")
+
+
+def case(case_id: str, *scorers: Any) -> Case:
+    return Case(
+        id=case_id,
+        input=f"input for {case_id}",
+        scorers=[ScorerSpec.model_validate(s) for s in scorers],
+    )
+
+
+def make_suite(*cases: Case, defaults: list[Any] | None = None) -> Suite:
+    return Suite(
+        suite="rules",
+        defaults=[ScorerSpec.model_validate(s) for s in defaults or []],
+        cases=list(cases),
+    )
+
+
+SUITE = make_suite(
+    case("all-pass", {"contains": "refund"}, {"regex": r"\b30 days\b"}),
+    case("two-of-three", {"contains": "refund"}, {"contains": "credit"}, "json_valid"),
+    case("judge-only", {"llm_judge": "polite"}, {"llm_judge": "accurate"}),
+    case("judge-and-check", {"llm_judge": "polite"}, {"contains": "refund"}),
+    case("none-pass", {"exact": "no"}, {"contains": "zzz"}),
+    case("defaulted"),
+    defaults=[{"not_contains": "guarantee"}],
+)
+COMPILED = CompiledSuite.compile(SUITE)
+
+
+def output(case_id: str, text: str) -> CandidateOutput:
+    return CandidateOutput(case_id=case_id, output=text)
+
+
+def score(case_id: str, text: str) -> CaseEvidence:
+    return score_case(case_id, COMPILED.scorers[case_id], output(case_id, text), HASHER)
+
+
+# --- case rule ------------------------------------------------------------------------------
+
+
+def test_case_passes_when_every_scorer_passes() -> None:
+    evidence = score("all-pass", "A refund within 30 days.")
+    assert evidence.status is Status.PASS
+    assert evidence.score == 1.0
+    assert evidence.missing is False
+    assert [c.status for c in evidence.checks] == [Status.PASS, Status.PASS]
+
+
+def test_case_fails_when_any_scorer_fails_and_score_is_mean() -> None:
+    evidence = score("two-of-three", "a refund or store credit")
+    # contains refund: pass; contains credit: pass; json_valid: fail
+    assert evidence.status is Status.FAIL
+    assert evidence.score == pytest.approx(2 / 3)
+    assert [c.status for c in evidence.checks] == [Status.PASS, Status.PASS, Status.FAIL]
+
+
+def test_case_with_no_passing_scorer_scores_zero() -> None:
+    evidence = score("none-pass", "yes")
+    assert evidence.status is Status.FAIL
+    assert evidence.score == 0.0
+
+
+def test_case_with_only_judge_scorers_is_skipped_with_no_score() -> None:
+    evidence = score("judge-only", "Thank you!")
+    assert evidence.status is Status.SKIPPED
+    assert evidence.score is None
+    assert [c.status for c in evidence.checks] == [Status.SKIPPED, Status.SKIPPED]
+    assert evidence.label == "all checks skipped; 2 skipped (no judge configured)"
+
+
+def test_skipped_scorers_are_excluded_from_case_score_and_status() -> None:
+    passing = score("judge-and-check", "your refund")
+    assert passing.status is Status.PASS
+    assert passing.score == 1.0
+    failing = score("judge-and-check", "no money back")
+    assert failing.status is Status.FAIL
+    assert failing.score == 0.0
+
+
+def test_case_without_scorers_uses_suite_defaults() -> None:
+    assert [s.name for s in COMPILED.scorers["defaulted"]] == ["not_contains"]
+    assert score("defaulted", "a plain answer").status is Status.PASS
+    assert score("defaulted", "we guarantee it").status is Status.FAIL
+
+
+def test_scorer_error_makes_the_case_an_error() -> None:
+    def boom(text: str) -> Outcome:
+        raise ZeroDivisionError
+
+    ok = Scorer("ok", "ok", lambda text: Outcome(Status.PASS, 1.0))
+    evidence = score_case("c", (ok, Scorer("boom", "boom", boom)), output("c", CANARY), HASHER)
+    assert evidence.status is Status.ERROR
+    assert evidence.score == 0.5
+    assert "scorer error (ZeroDivisionError)" in evidence.label
+    metrics = tally([evidence])
+    assert (metrics.scored, metrics.failed, metrics.errors, metrics.passed) == (1, 1, 1, 0)
+
+
+def test_identical_scorer_configurations_are_compiled_once() -> None:
+    shared = COMPILED.scorers["all-pass"][0]
+    assert COMPILED.scorers["two-of-three"][0] is shared
+    assert COMPILED.scorers["judge-and-check"][1] is shared
+
+
+# --- missing outputs ------------------------------------------------------------------------
+
+
+def test_missing_output_is_failed_no_output_with_score_zero() -> None:
+    (evidence,) = score_missing(COMPILED, ["all-pass"])
+    assert evidence.case_id == "all-pass"
+    assert evidence.status is Status.FAIL
+    assert evidence.score == 0.0
+    assert evidence.missing is True
+    assert evidence.label == NO_OUTPUT == "no output"
+    assert evidence.output_hmac is None
+    assert evidence.checks == []
+
+
+def test_missing_output_counts_as_missing_and_failed_and_lowers_the_score() -> None:
+    present = score("all-pass", "refund within 30 days")
+    metrics = tally([present, *score_missing(COMPILED, ["two-of-three"])])
+    assert metrics.cases == 2
+    assert metrics.scored == 2
+    assert metrics.passed == 1
+    assert metrics.failed == 1
+    assert metrics.missing == 1
+    assert metrics.score == 0.5
+    assert metrics.pass_rate == 0.5
+
+
+def test_missing_output_of_a_judge_only_case_is_still_failed() -> None:
+    (evidence,) = score_missing(COMPILED, ["judge-only"])
+    assert evidence.status is Status.FAIL
+    metrics = tally([evidence])
+    assert (metrics.scored, metrics.skipped, metrics.failed) == (1, 0, 1)
+
+
+# --- evidence redaction ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case_id", [c.id for c in SUITE.cases])
+@pytest.mark.parametrize(
+    "text", [CANARY, f"refund {CANARY} 30 days", f'{{"x": "{CANARY}"}}', CANARY * 200]
+)
+def test_evidence_label_is_short_and_never_contains_output(case_id: str, text: str) -> None:
+    evidence = score(case_id, text)
+    assert len(evidence.label) <= 120
+    assert CANARY not in evidence.label
+    assert CANARY not in evidence.model_dump_json()
+
+
+def test_label_of_many_failing_long_scorers_is_clamped() -> None:
+    long_scorers = [{"contains": f"{n}-" + "v" * 300} for n in range(5)]
+    suite = make_suite(case("long", *long_scorers))
+    compiled = CompiledSuite.compile(suite)
+    evidence = score_case("long", compiled.scorers["long"], output("long", "nothing"), HASHER)
+    assert evidence.status is Status.FAIL
+    assert len(evidence.label) == 120
+    assert evidence.label.endswith("…")
+    CaseEvidence.model_validate(evidence.model_dump())  # passes its own max_length check
+
+
+def test_passing_label_counts_checks() -> None:
+    assert score("all-pass", "refund within 30 days").label == "2 checks passed"
+    assert score("defaulted", "fine").label == "1 check passed"
+
+
+def test_failing_label_names_failing_scorer_and_reason() -> None:
+    evidence = score("two-of-three", "refund and credit")
+    assert evidence.label == "json_valid: not valid JSON"
+
+
+def test_output_hmac_is_set_for_present_outputs() -> None:
+    evidence = score("all-pass", "refund within 30 days")
+    assert evidence.output_hmac == HASHER("refund within 30 days")
+    assert evidence.output_hmac is not None
+    assert evidence.output_hmac.startswith("hmac-sha256:")
+
+
+def test_score_outputs_scores_each_output_against_its_case() -> None:
+    results = score_outputs(
+        COMPILED,
+        [output("none-pass", "no"), output("all-pass", "nothing")],
+        HASHER,
+    )
+    assert [(e.case_id, e.status) for e in results] == [
+        ("none-pass", Status.FAIL),
+        ("all-pass", Status.FAIL),
+    ]
+    assert results[0].score == 0.5  # exact "no" passes, contains "zzz" fails
+
+
+# --- run rule -------------------------------------------------------------------------------
+
+
+def evidence_of(status: Status, score: float | None, missing: bool = False) -> CaseEvidence:
+    return CaseEvidence(
+        case_id="c",
+        status=status,
+        score=score,
+        missing=missing,
+        output_hmac=None,
+        label="l",
+        checks=[],
+    )
+
+
+def test_run_metrics_count_every_kind_of_case() -> None:
+    metrics = tally(
+        [
+            score("all-pass", "refund within 30 days"),  # pass 1.0
+            score("two-of-three", "refund credit"),  # fail 2/3
+            score("judge-only", "hi"),  # skipped
+            *score_missing(COMPILED, ["none-pass"]),  # missing: fail 0.0
+        ]
+    )
+    assert metrics.cases == 4
+    assert metrics.scored == 3
+    assert metrics.passed == 1
+    assert metrics.failed == 2
+    assert metrics.skipped == 1
+    assert metrics.missing == 1
+    assert metrics.errors == 0
+    assert metrics.skipped_checks == 2
+    assert metrics.pass_rate == pytest.approx(1 / 3)
+    assert metrics.score == pytest.approx((1.0 + 2 / 3 + 0.0) / 3)
+
+
+def test_skipped_cases_do_not_change_pass_rate_or_score() -> None:
+    base = [evidence_of(Status.PASS, 1.0), evidence_of(Status.FAIL, 0.25)]
+    with_skips = [*base, evidence_of(Status.SKIPPED, None), evidence_of(Status.SKIPPED, None)]
+    assert tally(with_skips).pass_rate == tally(base).pass_rate == 0.5
+    assert tally(with_skips).score == tally(base).score == 0.625
+
+
+@pytest.mark.parametrize(
+    ("statuses", "pass_rate"),
+    [
+        ([Status.PASS, Status.PASS, Status.FAIL, Status.FAIL], 0.5),
+        ([Status.PASS, Status.PASS, Status.PASS, Status.FAIL], 0.75),
+        ([Status.FAIL], 0.0),
+        ([Status.PASS], 1.0),
+    ],
+)
+def test_pass_rate_is_passed_over_scored(statuses: list[Status], pass_rate: float) -> None:
+    cases = [evidence_of(s, 1.0 if s is Status.PASS else 0.0) for s in statuses]
+    assert tally(cases).pass_rate == pass_rate
+
+
+@pytest.mark.parametrize(
+    "cases",
+    [[], [evidence_of(Status.SKIPPED, None)], [evidence_of(Status.SKIPPED, None)] * 3],
+)
+def test_pass_rate_and_score_are_none_when_nothing_was_scored(cases: list[CaseEvidence]) -> None:
+    metrics = tally(cases)
+    assert metrics.scored == 0
+    assert metrics.pass_rate is None
+    assert metrics.score is None
+
+
+def test_run_score_is_mean_case_score_over_scored_cases() -> None:
+    metrics = tally(
+        [
+            evidence_of(Status.PASS, 1.0),
+            evidence_of(Status.FAIL, 0.5),
+            evidence_of(Status.FAIL, 0.0),
+            evidence_of(Status.SKIPPED, None),
+        ]
+    )
+    assert metrics.score == pytest.approx(0.5)
+
+
+def test_merge_adds_every_count() -> None:
+    first = tally([evidence_of(Status.PASS, 1.0), evidence_of(Status.SKIPPED, None)])
+    second = tally(
+        [
+            evidence_of(Status.FAIL, 0.0, missing=True),
+            evidence_of(Status.ERROR, 0.5),
+            evidence_of(Status.PASS, 1.0),
+        ]
+    )
+    first.merge(second)
+    assert first.model_dump() == {
+        "cases": 5,
+        "scored": 4,
+        "passed": 2,
+        "failed": 2,
+        "skipped": 1,
+        "missing": 1,
+        "errors": 1,
+        "skipped_checks": 0,
+    }
+    assert first.score == pytest.approx(2.5 / 4)
+    assert first.pass_rate == 0.5
+
+
+def test_merge_of_chunks_equals_tally_of_all() -> None:
+    cases = [
+        evidence_of(Status.PASS, 1.0),
+        evidence_of(Status.FAIL, 0.25),
+        evidence_of(Status.SKIPPED, None),
+        evidence_of(Status.FAIL, 0.0, missing=True),
+        evidence_of(Status.PASS, 1.0),
+    ]
+    merged = RunMetrics()
+    for chunk in (cases[:2], cases[2:3], cases[3:]):
+        merged.merge(tally(chunk))
+    whole = tally(cases)
+    assert merged.model_dump() == whole.model_dump()
+    assert merged.score == whole.score
+
+
+# --- seeded sampling ------------------------------------------------------------------------
+
+HUNDRED = [f"case-{n:03d}" for n in range(100)]
+
+
+def test_sampling_is_reproducible_for_the_same_seed() -> None:
+    first = select_cases(HUNDRED, 10, seed=7)
+    assert len(first) == 10
+    assert len(set(first)) == 10
+    assert select_cases(HUNDRED, 10, seed=7) == first
+
+
+def test_sampling_differs_for_a_different_seed() -> None:
+    assert select_cases(HUNDRED, 10, seed=7) != select_cases(HUNDRED, 10, seed=8)
+
+
+def test_sampling_keeps_suite_order() -> None:
+    shuffled = HUNDRED[::-1]
+    chosen = select_cases(shuffled, 20, seed=3)
+    assert chosen == [c for c in shuffled if c in set(chosen)]
+    assert set(chosen) <= set(HUNDRED)
+
+
+def test_sampling_does_not_depend_on_suite_order() -> None:
+    forward = select_cases(HUNDRED, 15, seed=11)
+    backward = select_cases(HUNDRED[::-1], 15, seed=11)
+    assert set(forward) == set(backward)
+
+
+@pytest.mark.parametrize("sample", [None, 100, 101, 10_000])
+def test_sampling_returns_all_cases_when_sample_covers_the_suite(sample: int | None) -> None:
+    assert select_cases(HUNDRED, sample, seed=1) == HUNDRED
+
+
+@pytest.mark.parametrize("sample", [0, -1])
+def test_sampling_rejects_non_positive_sample(sample: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        select_cases(HUNDRED, sample, seed=1)
