@@ -12,7 +12,11 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def text_hash(canonical: str) -> str:
+    """`sha256:<hex>` of already-canonical JSON text."""
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 def content_hash(value: Any) -> str:
     """`sha256:<hex>` of the canonical JSON of `value`."""
-    digest = hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
-    return f"sha256:{digest}"
+    return text_hash(canonical_json(value))

@@ -17,7 +17,6 @@ from threading import Lock
 
 from pydantic import BaseModel
 
-from assay.canonical import canonical_json
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.store import EvidenceStore
 from assay.suites import Suite, parse_suite
@@ -91,8 +90,8 @@ def latest_version(store: EvidenceStore, name: str) -> SuiteVersion | None:
 
 def publish(store: EvidenceStore, suite: Suite) -> tuple[SuiteVersion, bool]:
     """Publish `suite`; returns (version, created). Identical content reports the latest version."""
-    document = canonical_json(suite.document()).encode("utf-8")
-    store.put_once(_content_key(suite.suite, suite.content_hash), document)
+    canonical = suite.canonical
+    store.put_once(_content_key(suite.suite, canonical.content_hash), canonical.text.encode())
     _cache.put(store, suite)
     while True:
         latest = latest_version(store, suite.suite)
@@ -104,7 +103,7 @@ def publish(store: EvidenceStore, suite: Suite) -> tuple[SuiteVersion, bool]:
             content_hash=suite.content_hash,
             published_at=datetime.now(UTC),
             cases=len(suite.cases),
-            case_hashes={case.id: case.content_hash for case in suite.cases},
+            case_hashes=canonical.case_hashes,
         )
         try:
             store.put_once(

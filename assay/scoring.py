@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.outputs import CandidateOutput
 from assay.scorers import Scorer, Status, clamp
@@ -100,12 +101,13 @@ class CompiledSuite:
         """Compile every case's scorers (defaults for cases that list none)."""
         built: dict[str, Scorer] = {}
         compiled = cls(suite)
-        for case in suite.cases:
-            specs = suite.scorers_for(case)
-            compiled.scorers[case.id] = tuple(
-                built.get(spec.key) or built.setdefault(spec.key, spec.build()) for spec in specs
-            )
-            compiled.cases[case.id] = case
+        with gc_paused():
+            for case in suite.cases:
+                compiled.scorers[case.id] = tuple(
+                    built.get(spec.key) or built.setdefault(spec.key, spec.build())
+                    for spec in suite.scorers_for(case)
+                )
+                compiled.cases[case.id] = case
         return compiled
 
 

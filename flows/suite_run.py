@@ -1,4 +1,4 @@
-"""The suite run: ingest → score in chunks → persist → aggregate → artifacts.
+"""The suite run: ingest → score and persist in chunks → aggregate → artifacts.
 
 Outputs travel by reference (a path or URI parameter): Prefect records the parameters of every
 run, so the flow must never receive output text. Work is chunked, so Prefect's overhead grows with
@@ -16,9 +16,9 @@ from assay.runs import EvalResult, RunPlan, Subject, fail_run
 from assay.scoring import RunMetrics
 from assay.store import open_store
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
-from tasks.evidence import CaseRow, finish_run_task, persist_chunk, start_run_task
+from tasks.evidence import finish_run_task, start_run_task
 from tasks.ingest import ingest_outputs
-from tasks.scoring import score_chunk
+from tasks.scoring import CaseRow, score_chunk
 
 DEFAULT_CHUNK_SIZE = 2000
 
@@ -80,10 +80,9 @@ def suite_run(
         metrics = RunMetrics()
         rows: list[CaseRow] = []
         for number, (piece, ids) in enumerate(pieces):
-            evidence = score_chunk(
+            summary = score_chunk(
                 store_uri, plan.run_id, version.ref, number, piece, ids, sample, seed
             )
-            summary = persist_chunk(store_uri, evidence)
             metrics.merge(summary.metrics)
             rows.extend(summary.rows)
             progress.chunk_done(metrics)

@@ -18,7 +18,7 @@ from assay.report import markdown_summary
 from assay.runs import EvalResult, RunAggregate, update_aggregate
 from assay.scoring import RunMetrics
 from assay.store import open_store
-from tasks.evidence import CaseRow
+from tasks.scoring import CaseRow
 
 TABLE_ROW_LIMIT = 1000
 

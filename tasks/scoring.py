@@ -1,19 +1,48 @@
-"""Score one chunk of cases: read its slice of outputs, score, drop the text."""
+"""Score one chunk of cases: read its slice of outputs, score, persist the evidence, drop the text.
+
+Scoring and persisting are one task so that a chunk's evidence never becomes a task argument:
+Prefect walks every argument of a task run (to resolve futures and record inputs), which for a
+2,000-case chunk cost more than the scoring itself. Re-running the task after a failed write
+re-scores the chunk, which is deterministic, and re-writes identical bytes, which is a no-op.
+"""
 
 from __future__ import annotations
 
+import gc
 from functools import lru_cache
 
 from prefect import task
+from pydantic import BaseModel
 
 from assay import registry
 from assay.hashing import OutputHasher, store_secret
 from assay.outputs import OutputSlice, read_slice
-from assay.runs import EvidenceChunk
+from assay.runs import EvidenceChunk, write_chunk
 from assay.sampling import select_cases
-from assay.scoring import CompiledSuite, score_missing, score_outputs
+from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
 from assay.store import open_store
 from tasks._options import IO_RETRIES
+
+TABLE_ROWS_PER_CHUNK = 200
+
+
+class CaseRow(BaseModel):
+    """One row of the per-case table artifact (no output text)."""
+
+    case_id: str
+    status: str
+    score: float | None
+    label: str
+
+
+class ChunkSummary(BaseModel):
+    """What the flow keeps of a persisted chunk: counts and a few table rows."""
+
+    chunk: int
+    written: bool
+    """False when identical evidence was already there (a retry or a resumed run)."""
+    metrics: RunMetrics
+    rows: list[CaseRow]
 
 
 @lru_cache(maxsize=4)
@@ -23,7 +52,22 @@ def _prepared(
     """Compiled scorers and the selected case ids, once per process for an immutable version."""
     _, suite = registry.resolve(open_store(store), suite_ref)
     selected = select_cases([case.id for case in suite.cases], sample, seed)
-    return CompiledSuite.compile(suite), frozenset(selected)
+    compiled = CompiledSuite.compile(suite)
+    # The suite and its scorers live for the whole run: move them out of the collector's sight
+    # so that full collections during scoring do not rescan a 100,000-case object graph.
+    gc.freeze()
+    return compiled, frozenset(selected)
+
+
+def _summarise(evidence: EvidenceChunk, written: bool) -> ChunkSummary:
+    worst_first = sorted(evidence.cases, key=lambda case: case.status == "pass")
+    rows = [
+        CaseRow(case_id=c.case_id, status=c.status, score=c.score, label=c.label)
+        for c in worst_first[:TABLE_ROWS_PER_CHUNK]
+    ]
+    return ChunkSummary(
+        chunk=evidence.chunk, written=written, metrics=tally(evidence.cases), rows=rows
+    )
 
 
 @task(name="score-chunk", task_run_name="score chunk {chunk}", **IO_RETRIES)
@@ -36,15 +80,17 @@ def score_chunk(
     missing: list[str],
     sample: int | None,
     seed: int,
-) -> EvidenceChunk:
-    """Score the outputs in `piece` (or the `missing` cases, which have none).
+) -> ChunkSummary:
+    """Score the outputs in `piece` (or the `missing` cases, which have none) and persist them.
 
-    Returns per-case evidence only: verdicts, keyed hashes and redacted labels.
+    The evidence holds verdicts, keyed hashes and redacted labels; it is written write-once.
     """
     compiled, selected = _prepared(store, suite_ref, sample, seed)
+    evidence_store = open_store(store)
     if piece is None:
         cases = score_missing(compiled, missing)
     else:
-        hasher = OutputHasher(store_secret(open_store(store)))
+        hasher = OutputHasher(store_secret(evidence_store))
         cases = score_outputs(compiled, read_slice(piece, selected), hasher)
-    return EvidenceChunk(run_id=run_id, chunk=chunk, cases=cases)
+    evidence = EvidenceChunk(run_id=run_id, chunk=chunk, cases=cases)
+    return _summarise(evidence, write_chunk(evidence_store, evidence))

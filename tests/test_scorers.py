@@ -346,9 +346,19 @@ def test_shorthand_and_full_form_have_the_same_key(shorthand: Any, full: Any) ->
     assert ScorerSpec.model_validate(shorthand).key == ScorerSpec.model_validate(full).key
 
 
-def test_key_is_canonical_full_form_json() -> None:
+def test_key_identifies_the_full_form_with_defaults_filled() -> None:
     spec = ScorerSpec.model_validate({"contains": "refund"})
-    assert spec.key == '{"contains":{"case_sensitive":true,"value":"refund"}}'
+    explicit = ScorerSpec.model_validate({"contains": {"case_sensitive": True, "value": "refund"}})
+    assert spec.key == explicit.key
+    assert spec.model_dump() == {"contains": {"value": "refund", "case_sensitive": True}}
+
+
+def test_identical_entries_share_one_spec_but_types_stay_exact() -> None:
+    first = ScorerSpec.model_validate({"exact": "1"})
+    assert ScorerSpec.model_validate({"exact": "1"}) is first
+    assert ScorerSpec.model_validate({"json_equal": {"value": True}}).key != (
+        ScorerSpec.model_validate({"json_equal": {"value": 1}}).key
+    )
 
 
 def test_different_configurations_have_different_keys() -> None:

@@ -463,3 +463,21 @@ def test_changing_suite_settings_changes_the_hash(old: str, new: str) -> None:
     assert old in base
     changed = base.replace(old, new)
     assert parse_suite(base, "a.yaml").content_hash != parse_suite(changed, "b.yaml").content_hash
+
+
+def test_canonical_text_is_the_sorted_compact_json_of_the_model_dump(tmp_path: Path) -> None:
+    from assay.canonical import canonical_json, content_hash
+
+    suite_file = tmp_path / "s.yaml"
+    suite_file.write_text(
+        "suite: canon\ndescription: d\ndefaults:\n  - json_equal: {value: {cases: []}}\n"
+        "cases:\n  - id: a\n    input: q\n    tags: [x]\n    scorers: [{contains: z}]\n"
+        "  - id: b\n    input: r\n"
+    )
+    suite = load_suite(suite_file)
+
+    assert suite.document() == suite.model_dump(mode="json")
+    assert suite.canonical.text == canonical_json(suite.model_dump(mode="json"))
+    assert suite.canonical.case_hashes == {
+        case.id: content_hash(case.model_dump(mode="json")) for case in suite.cases
+    }

@@ -8,13 +8,13 @@ shorthand to full form does not change its content hash.
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from typing import Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    ModelWrapValidatorHandler,
     SerializeAsAny,
     ValidationError,
     model_serializer,
@@ -22,6 +22,15 @@ from pydantic import (
 )
 
 from assay.scorers._registry import Scorer, ScorerConfig, scorer_type
+
+_SPEC_CACHE_SIZE = 65_536
+_SPECS: dict[str, ScorerSpec] = {}
+
+
+def _raw_key(value: Any) -> str:
+    """Identity of a raw scorer entry as parsed from YAML/JSON (plain data, so `repr` is exact:
+    it keeps `True`, `1` and `1.0` apart)."""
+    return f"{type(value).__name__}:{value!r}"
 
 
 def _describe(error: ValidationError, name: str) -> str:
@@ -41,11 +50,28 @@ class ScorerSpec(BaseModel):
     name: str
     config: SerializeAsAny[ScorerConfig]
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _shared(cls, raw: Any, handler: ModelWrapValidatorHandler[ScorerSpec]) -> ScorerSpec:
+        """Identical scorer entries validate to one shared, immutable spec.
+
+        A 100,000-case suite repeats the same few scorers many times: sharing them saves the
+        validation, the memory, and the compilation of each repeat.
+        """
+        if isinstance(raw, ScorerSpec):
+            return raw
+        key = _raw_key(raw)
+        spec = _SPECS.get(key)
+        if spec is None:
+            spec = handler(raw)
+            if len(_SPECS) >= _SPEC_CACHE_SIZE:
+                _SPECS.clear()
+            _SPECS[key] = spec
+        return spec
+
     @model_validator(mode="before")
     @classmethod
     def _parse(cls, raw: Any) -> Any:
-        if isinstance(raw, ScorerSpec):
-            return raw
         if isinstance(raw, str):
             name, value = raw, None
         elif isinstance(raw, dict) and len(raw) == 1:
@@ -68,13 +94,21 @@ class ScorerSpec(BaseModel):
         return {"name": name, "config": config}
 
     @model_serializer
-    def _full_form(self) -> dict[str, Any]:
+    def _serialize(self) -> dict[str, Any]:
+        return self.full_form
+
+    @cached_property
+    def full_form(self) -> dict[str, Any]:
+        """`{name: {option: value, ...}}` with defaults filled: how the spec is stored.
+
+        Specs are immutable and shared across cases, so each is dumped once. Treat as read-only.
+        """
         return {self.name: self.config.model_dump(mode="json")}
 
     @cached_property
     def key(self) -> str:
-        """Canonical JSON of the full form: equal keys mean equal scorers."""
-        return json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        """Identity of this scorer's full form: equal keys mean equal scorers."""
+        return f"{self.name}:{self.config.model_dump_json()}"
 
     def build(self) -> Scorer:
         """Compile this spec into a callable scorer."""
