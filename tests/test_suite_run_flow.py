@@ -21,7 +21,6 @@ from assay.runs import RunPlan, RunStatus, load_aggregate, load_result, read_chu
 from assay.store import FileStore
 from assay.suites import load_suite
 from flows.suite_run import suite_run
-from tasks.evidence import persist_chunk
 from tasks.ingest import ingest_outputs
 from tasks.scoring import score_chunk
 from tests.conftest import EXAMPLES
@@ -123,9 +122,9 @@ def test_task_runs_grow_with_chunks_not_cases(store_dir: Path, tmp_path: Path) -
         return len(runs)
 
     one_chunk, four_chunks = task_count(2000), task_count(300)
-    # ingest + start + finish, then score + persist per chunk
-    assert one_chunk == 3 + 2 * 1
-    assert four_chunks == 3 + 2 * 4
+    # ingest + start + finish, then one score-and-persist task per chunk
+    assert one_chunk == 3 + 1
+    assert four_chunks == 3 + 4
 
 
 def test_sampled_run_is_reproducible(store_dir: Path) -> None:
@@ -191,8 +190,8 @@ def _interrupt_after_first_chunk(store: FileStore, ref: str, outputs: Path, run_
             chunks=len(index.slices),
         ),
     )
-    evidence = score_chunk.fn(store.uri, run_id, ref, 0, index.slices[0], [], None, 0)
-    persist_chunk.fn(store.uri, evidence)
+    summary = score_chunk.fn(store.uri, run_id, ref, 0, index.slices[0], [], None, 0)
+    assert summary.written
 
 
 def test_interrupted_run_resumes_without_duplicate_or_lost_evidence(
