@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -40,7 +42,11 @@ suite_app = typer.Typer(
 )
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 app.add_typer(suite_app, name="suite")
+store_app = typer.Typer(help="Save evidence storage as a Prefect block.", no_args_is_help=True)
+budget_app = typer.Typer(help="Save FinOps budgets as Prefect blocks.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.add_typer(store_app, name="store")
+app.add_typer(budget_app, name="budget")
 
 out = Console()
 err = Console(stderr=True)
@@ -63,7 +69,13 @@ def _guarded(action: Callable[[], T]) -> T:
     """Run `action`, turning Assay's own errors into a one-line message and exit code 2."""
     try:
         return action()
-    except (InputError, NotFoundError, ValueError) as exc:
+    except (InputError, NotFoundError) as exc:
+        _fail(str(exc))
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        field = ".".join(str(p) for p in first["loc"])
+        _fail(f"{field}: {first['msg']}" if field else first["msg"])
+    except ValueError as exc:
         _fail(str(exc))
     except AssayError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
@@ -333,6 +345,75 @@ def runs_show(
         _print_json(_result_json(result))
     else:
         _print_result(result)
+
+
+# ---------------------------------------------------------------- blocks
+
+
+@store_app.command("save")
+def store_save(
+    name: Annotated[str, typer.Argument(help="Block name ([a-z0-9-]).")],
+    url: Annotated[str, typer.Option("--url", help="file://PATH or s3://BUCKET/PREFIX.")],
+    endpoint_url: Annotated[
+        str | None, typer.Option("--endpoint-url", help="S3-compatible endpoint URL.")
+    ] = None,
+    region: Annotated[str | None, typer.Option("--region", help="S3 region.")] = None,
+    access_key_id: Annotated[
+        str | None, typer.Option("--access-key-id", help="Access key id.")
+    ] = None,
+    secret_access_key: Annotated[
+        str | None,
+        typer.Option(
+            "--secret-access-key",
+            envvar="ASSAY_SECRET_ACCESS_KEY",
+            help="Secret key (or set ASSAY_SECRET_ACCESS_KEY, keeping it out of shell history).",
+        ),
+    ] = None,
+) -> None:
+    """Save an EvidenceStorage block; flows use it with `storage_block=NAME`."""
+    _prefect_defaults()
+    from pydantic import SecretStr
+
+    from blocks import EvidenceStorage
+
+    block = _guarded(
+        lambda: EvidenceStorage(
+            url=url,
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=SecretStr(secret_access_key) if secret_access_key else None,
+        )
+    )
+    _guarded(lambda: block.save(_block_name(name), overwrite=True))
+    out.print(f"Saved evidence storage [bold]{name}[/bold] → {url}")
+
+
+@budget_app.command("set")
+def budget_set(
+    name: Annotated[str, typer.Argument(help="Block name ([a-z0-9-]).")],
+    limit_usd: Annotated[float, typer.Option("--limit-usd", help="Limit per period, USD.")],
+    period: Annotated[str, typer.Option("--period", help="day, week or month.")] = "month",
+    mode: Annotated[str, typer.Option("--mode", help="block, throttle or alert.")] = "block",
+    scope: Annotated[str, typer.Option("--scope", help="*, suite:NAME or subject:KIND:ID.")] = "*",
+) -> None:
+    """Save a FinOpsBudget block, checked before every judge task."""
+    _prefect_defaults()
+    from blocks import FinOpsBudget
+
+    block = _guarded(
+        lambda: FinOpsBudget.model_validate(
+            {"limit_usd": limit_usd, "period": period, "mode": mode, "scope": scope}
+        )
+    )
+    _guarded(lambda: block.save(_block_name(name), overwrite=True))
+    out.print(f"Saved budget [bold]{name}[/bold]: {limit_usd} USD per {period}, {mode}, {scope}")
+
+
+def _block_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z0-9-]+", name):
+        raise InputError(name, "block names use lowercase letters, digits and dashes")
+    return name
 
 
 # ---------------------------------------------------------------- demo

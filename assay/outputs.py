@@ -1,4 +1,4 @@
-"""Candidate outputs: JSON Lines from a file or a folder, streamed and validated.
+"""Candidate outputs: JSON Lines from a file, a folder or an S3 prefix, streamed and validated.
 
 Outputs never travel as data between pipeline steps. `index_outputs` validates the whole input in
 one streaming pass and returns an `OutputsIndex` of byte ranges (`OutputSlice`s); each scoring
@@ -8,12 +8,18 @@ Prefect records (parameters, results) ever holds output text.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import os
+from collections.abc import Collection, Iterable, Iterator
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
+
+if TYPE_CHECKING:
+    from assay.store.s3 import S3Store
 
 
 class Usage(BaseModel):
@@ -37,9 +43,10 @@ class CandidateOutput(BaseModel):
 
 
 class OutputSlice(BaseModel):
-    """A run of whole lines in one outputs file: bytes [start, end), first line `first_line`."""
+    """A run of whole lines in one outputs object: bytes [start, end), first line `first_line`."""
 
     path: str
+    """Local path or `s3://bucket/key`."""
     start: int
     end: int
     first_line: int
@@ -56,17 +63,73 @@ class OutputsIndex(BaseModel):
     """Selected case ids with no output, in the order given."""
 
 
-def output_files(uri: str) -> list[Path]:
-    """The JSONL files behind an outputs reference: one file, or every `*.jsonl` under a folder."""
+BLOCK_SIZE = 4 * 1024 * 1024
+
+
+class OutputSource:
+    """One JSONL object: a local file or an S3 object, read in blocks or by byte range."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        """`/path/file.jsonl` or `s3://bucket/key.jsonl`: what errors and slices name."""
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the object."""
+        if self.name.startswith("s3://"):
+            bucket, key = _split_s3(self.name)
+            return _bucket(bucket).get_range(key, start, end)
+        with open(self.name, "rb") as handle:
+            handle.seek(start)
+            return handle.read(end - start)
+
+    def blocks(self) -> Iterator[bytes]:
+        """The whole object, streamed in blocks (memory stays flat for any size)."""
+        offset = 0
+        while True:
+            block = self.read(offset, offset + BLOCK_SIZE)
+            if not block:
+                return
+            yield block
+            offset += len(block)
+
+
+def _split_s3(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def _bucket(bucket: str) -> S3Store:
+    return _bucket_at(bucket, os.environ.get("AWS_ENDPOINT_URL"))
+
+
+@lru_cache(maxsize=16)
+def _bucket_at(bucket: str, endpoint: str | None) -> S3Store:
+    from assay.s3 import make_client
+    from assay.store.s3 import S3Store
+
+    return S3Store(bucket, client=make_client(endpoint_url=endpoint))
+
+
+def output_sources(uri: str) -> list[OutputSource]:
+    """The JSONL objects behind an outputs reference, in key/path order: one file, every
+    `*.jsonl` under a folder, or every `.jsonl` object under an `s3://bucket/prefix/`."""
+    if uri.startswith("s3://"):
+        from assay.s3 import parse_s3_uri
+
+        bucket, prefix = parse_s3_uri(uri)
+        keys = [k for k in _bucket(bucket).list(prefix) if k.endswith(".jsonl")]
+        if not keys:
+            raise InputError(uri, "no .jsonl objects under this S3 prefix")
+        return [OutputSource(f"s3://{bucket}/{key}") for key in keys]
     path = Path(uri.removeprefix("file://"))
     if path.is_dir():
         files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
         if not files:
             raise InputError(uri, "the folder holds no .jsonl files")
-        return files
+        return [OutputSource(str(p)) for p in files]
     if not path.is_file():
         raise InputError(uri, "no such outputs file or folder")
-    return [path]
+    return [OutputSource(str(path))]
 
 
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
@@ -87,15 +150,20 @@ def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
         raise InputError(source, first["msg"], line=line, field=field) from None
 
 
-def _lines(path: Path) -> Iterator[tuple[int, int, int, bytes]]:
+def _lines(blocks: Iterable[bytes]) -> Iterator[tuple[int, int, int, bytes]]:
     """(line number, start offset, end offset, stripped line) for each non-blank line."""
-    offset = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            start, offset = offset, offset + len(raw)
-            stripped = raw.strip()
+    number, offset, pending = 0, 0, b""
+    for block in blocks:
+        lines = (pending + block).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            number += 1
+            start, offset = offset, offset + len(line) + 1
+            stripped = line.strip()
             if stripped:
                 yield number, start, offset, stripped
+    if pending.strip():
+        yield number + 1, offset, offset + len(pending), pending.strip()
 
 
 def index_outputs(
@@ -115,10 +183,10 @@ def index_outputs(
     first_seen: dict[str, tuple[str, int]] = {}
     wanted = selected if isinstance(selected, set | frozenset) else set(selected)
     slices: list[OutputSlice] = []
-    for path in output_files(uri):
-        source = str(path)
+    for output in output_sources(uri):
+        source = output.name
         start, first_line, count, previous_end = 0, 1, 0, 0
-        for number, line_start, end, raw in _lines(path):
+        for number, line_start, end, raw in _lines(output.blocks()):
             record = parse_line(raw, source, number)
             case_id = record.case_id
             if case_id not in known:
@@ -159,9 +227,7 @@ def index_outputs(
 
 def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
     """Stream the selected outputs of one slice (lines of unselected cases are skipped)."""
-    with open(piece.path, "rb") as handle:
-        handle.seek(piece.start)
-        data = handle.read(piece.end - piece.start)
+    data = OutputSource(piece.path).read(piece.start, piece.end)
     for number, raw in enumerate(data.split(b"\n"), start=piece.first_line):
         stripped = raw.strip()
         if not stripped:

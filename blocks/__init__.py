@@ -1,5 +1,12 @@
-"""Prefect Block types for Assay configuration (evidence storage, judge, budgets, notifications).
+"""Prefect Block types that configure Assay (SPEC §14).
 
-Not built yet: issue #3 adds them. Until then every setting comes from the environment
-(`ASSAY_STORE`, …) with a local default, so a new user needs nothing but the repo.
+Register them with `prefect block register -m blocks` (from the repo root, or with the package
+installed). Flows take a block name and fall back to the environment defaults when none is given.
 """
+
+from blocks.evidence_storage import EvidenceStorage
+from blocks.finops_budget import FinOpsBudget
+from blocks.judge_settings import JudgeSettings
+from blocks.notification_target import NotificationTarget
+
+__all__ = ["EvidenceStorage", "FinOpsBudget", "JudgeSettings", "NotificationTarget"]

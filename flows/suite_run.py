@@ -7,6 +7,9 @@ the number of chunks, not of cases.
 
 from __future__ import annotations
 
+from contextlib import suppress
+from pathlib import Path
+
 from prefect import flow
 from prefect.runtime import flow_run
 
@@ -14,18 +17,21 @@ from assay import registry
 from assay.outputs import OutputSlice
 from assay.runs import EvalResult, RunPlan, Subject, fail_run
 from assay.scoring import RunMetrics
-from assay.store import open_store
+from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import finish_run_task, start_run_task
 from tasks.ingest import ingest_outputs
 from tasks.scoring import CaseRow, score_chunk
+from tasks.suites import resolve_suite
 
 DEFAULT_CHUNK_SIZE = 2000
 
 
 def _run_name() -> str:
     parameters = flow_run.parameters
-    return f"{parameters['suite']} · {parameters.get('subject') or 'agent'}"
+    suite = str(parameters["suite"])
+    subject = parameters.get("subject") or f"agent:{Subject.default_for(parameters['outputs']).id}"
+    return f"{Path(suite).name if Path(suite).is_file() else suite} · {subject}"
 
 
 @flow(name="suite-run", flow_run_name=_run_name, persist_result=False, log_prints=False)
@@ -36,24 +42,28 @@ def suite_run(
     sample: int | None = None,
     seed: int = 0,
     store: str | None = None,
+    storage_block: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     run_id: str | None = None,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
     Args:
-        suite: Published suite reference, `name@version` (or `name` for the latest).
+        suite: Published suite reference, `name@version` (or `name` for the latest), or a
+            suite file, which is published first.
         outputs: Path or URI of a JSONL file or folder of candidate outputs.
         subject: `KIND:ID[@VARIANT]`; defaults to `agent:<outputs name>`.
         sample: Score only this many cases, chosen reproducibly by `seed`.
         seed: Seed for `sample`.
         store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
+        storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
         chunk_size: Cases per scoring chunk.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
     """
-    store_uri = open_store(store).uri
-    version, golden = registry.resolve(open_store(store_uri), suite)
+    store_uri = store_reference(store, storage_block)
+    version = resolve_suite(store_uri, suite)
+    _, golden = registry.resolve(evidence_store(store_uri), version.ref)
     who = Subject.parse(subject) if subject else Subject.default_for(outputs)
     index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
     missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
@@ -88,7 +98,8 @@ def suite_run(
             progress.chunk_done(metrics)
         result = finish_run_task(store_uri, aggregate, metrics)
     except BaseException as exc:
-        fail_run(open_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
+        with suppress(Exception):  # best effort: the store may be what failed
+            fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
     publish_run_artifacts(result, rows)
     return result

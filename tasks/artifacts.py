@@ -17,7 +17,7 @@ from assay import progress
 from assay.report import markdown_summary
 from assay.runs import EvalResult, RunAggregate, update_aggregate
 from assay.scoring import RunMetrics
-from assay.store import open_store
+from tasks._store import evidence_store
 from tasks.scoring import CaseRow
 
 TABLE_ROW_LIMIT = 1000
@@ -64,7 +64,7 @@ class ProgressReporter:
         aggregate = self._aggregate
         aggregate.chunks_done += 1
         aggregate.metrics = metrics
-        update_aggregate(open_store(self._store), aggregate)
+        update_aggregate(evidence_store(self._store), aggregate)
         progress.report(aggregate.chunks_done, aggregate.chunks)
         if self._artifact is not None:
             update_progress_artifact(

@@ -6,17 +6,17 @@ from prefect import task
 
 from assay.runs import EvalResult, RunAggregate, RunPlan, finish_run, start_run
 from assay.scoring import RunMetrics
-from assay.store import open_store
 from tasks._options import IO_RETRIES
+from tasks._store import evidence_store
 
 
 @task(name="start-run", **IO_RETRIES)
 def start_run_task(store: str, plan: RunPlan) -> RunAggregate:
     """Record the run as started in its mutable aggregate and in the run index."""
-    return start_run(open_store(store), plan)
+    return start_run(evidence_store(store), plan)
 
 
 @task(name="finish-run", **IO_RETRIES)
 def finish_run_task(store: str, aggregate: RunAggregate, metrics: RunMetrics) -> EvalResult:
     """Write the run's EvalResult and mark the aggregate completed."""
-    return finish_run(open_store(store), aggregate, metrics)
+    return finish_run(evidence_store(store), aggregate, metrics)

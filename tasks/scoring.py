@@ -20,8 +20,8 @@ from assay.outputs import OutputSlice, read_slice
 from assay.runs import EvidenceChunk, write_chunk
 from assay.sampling import select_cases
 from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
-from assay.store import open_store
 from tasks._options import IO_RETRIES
+from tasks._store import evidence_store
 
 TABLE_ROWS_PER_CHUNK = 200
 
@@ -50,7 +50,7 @@ def _prepared(
     store: str, suite_ref: str, sample: int | None, seed: int
 ) -> tuple[CompiledSuite, frozenset[str]]:
     """Compiled scorers and the selected case ids, once per process for an immutable version."""
-    _, suite = registry.resolve(open_store(store), suite_ref)
+    _, suite = registry.resolve(evidence_store(store), suite_ref)
     selected = select_cases([case.id for case in suite.cases], sample, seed)
     compiled = CompiledSuite.compile(suite)
     # The suite and its scorers live for the whole run: move them out of the collector's sight
@@ -86,11 +86,11 @@ def score_chunk(
     The evidence holds verdicts, keyed hashes and redacted labels; it is written write-once.
     """
     compiled, selected = _prepared(store, suite_ref, sample, seed)
-    evidence_store = open_store(store)
+    target = evidence_store(store)
     if piece is None:
         cases = score_missing(compiled, missing)
     else:
-        hasher = OutputHasher(store_secret(evidence_store))
+        hasher = OutputHasher(store_secret(target))
         cases = score_outputs(compiled, read_slice(piece, selected), hasher)
     evidence = EvidenceChunk(run_id=run_id, chunk=chunk, cases=cases)
-    return _summarise(evidence, write_chunk(evidence_store, evidence))
+    return _summarise(evidence, write_chunk(target, evidence))

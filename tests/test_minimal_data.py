@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from tests.conftest import PREFECT_HOME
+from tests.servers import S3Server
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -121,3 +122,37 @@ def test_canary_not_echoed_by_input_errors(
     assert CANARY not in caplog.text
     assert _files_containing(store_dir, CANARY.encode()) == []
     assert _files_containing(_prefect_database_dir(), CANARY.encode()) == []
+
+
+def test_canary_never_reaches_the_s3_bucket_with_outputs_read_from_s3(
+    s3_env: str, moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSAY_STORE", s3_env)
+    suite_file, outputs_file = _canary_inputs(tmp_path)
+    lines = outputs_file.read_text().splitlines(keepends=True)
+    client = moto_s3.client()
+    drop = moto_s3.create_bucket()  # the sandbox's drop location, separate from the evidence
+    client.put_object(Bucket=drop, Key="run-7/part-2.jsonl", Body="".join(lines[3:]).encode())
+    client.put_object(Bucket=drop, Key="run-7/part-1.jsonl", Body="".join(lines[:3]).encode())
+    client.put_object(Bucket=drop, Key="run-7/README.txt", Body=b"not outputs")
+
+    result = CliRunner().invoke(
+        app, ["run", str(suite_file), "--outputs", f"s3://{drop}/run-7/", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert (metrics["passed"], metrics["skipped"], metrics["missing"]) == (3, 1, 1)
+    _flush_prefect_logs()
+
+    bucket = s3_env.removeprefix("s3://").split("/", 1)[0]
+    keys = [
+        item["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for item in page.get("Contents", [])
+    ]
+    assert any(key.endswith("/result.json") for key in keys)
+    for key in keys:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert CANARY.encode() not in body, key
+    assert _files_containing(_prefect_database_dir(), CANARY.encode()) == []
+    assert CANARY not in result.output

@@ -1,0 +1,223 @@
+"""Shared S3 plumbing: URIs, clients, and one retry policy for transient failures.
+
+Used by the S3 evidence store and by anything else that reads `s3://` locations. Retries belong
+to tenacity alone (botocore's own retries are off), so that every call has the same bounded,
+jittered backoff and the same clear error when the server stays unreachable.
+"""
+
+from __future__ import annotations
+
+import os
+from threading import Lock
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
+from urllib3.exceptions import ProtocolError
+
+from assay.store.base import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+MAX_ATTEMPTS_ENV = "ASSAY_S3_MAX_ATTEMPTS"
+DEADLINE_ENV = "ASSAY_S3_DEADLINE_SECONDS"
+DEFAULT_MAX_ATTEMPTS = 6
+DEFAULT_DEADLINE_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 30.0
+
+_TRANSIENT_CODES = frozenset(
+    {
+        # throttling
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        # server side
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        # a concurrent write to the same key was in flight; AWS says to retry the request
+        "ConditionalRequestConflict",
+    }
+)
+_CLIENT_LOCK = Lock()
+"""boto3's default session is not thread-safe while it creates clients; its clients are."""
+
+_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+_TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
+    EndpointConnectionError,
+    ConnectTimeoutError,
+    ConnectionClosedError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+    IncompleteReadError,
+    ProtocolError,
+    ConnectionError,  # the builtin: reset, aborted, refused, broken pipe
+)
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """Split `s3://bucket/some/prefix` into its bucket and key prefix.
+
+    Returns:
+        `(bucket, prefix)`; the prefix is `""` or ends with `/`, so `prefix + key` is a key.
+
+    Raises:
+        ValueError: not an `s3://` URI, no bucket, or an empty path segment (`a//b`), which
+            S3-compatible servers that map keys to files refuse.
+    """
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://BUCKET[/PREFIX])")
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    if not bucket:
+        raise ValueError(f"S3 URI {uri!r} names no bucket (expected s3://BUCKET[/PREFIX])")
+    prefix = prefix.strip("/")
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise ValueError(f"S3 URI {uri!r} has an empty, '.' or '..' path segment")
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+def make_client(
+    endpoint_url: str | None = None,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    region: str | None = None,
+) -> S3Client:
+    """An S3 client for AWS or any S3-compatible server (MinIO, Ceph, R2, rclone, moto).
+
+    Arguments left as None fall back to boto3's standard configuration: the credential chain
+    (environment, profile, instance role), `AWS_ENDPOINT_URL`/`AWS_ENDPOINT_URL_S3`, and the
+    region settings.
+
+    The client makes one attempt per call (tenacity owns retries, see `retrying`), times out
+    instead of hanging, uses path-style addressing when an endpoint is configured (custom hosts
+    rarely resolve `bucket.host` names), and only checksums what the operation requires: boto3's
+    default full-object checksums break ranged reads on rclone and are known to trip other
+    S3-compatible servers. Safe to call from several threads.
+    """
+    custom_endpoint = (
+        endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    config = Config(
+        retries={"max_attempts": 1, "mode": "standard"},
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
+        s3={"addressing_style": "path" if custom_endpoint else "auto"},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    with _CLIENT_LOCK:
+        return boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            aws_session_token=session_token,
+            region_name=region,
+            config=config,
+        )
+
+
+def error_code(exc: BaseException) -> str:
+    """The S3 error code of a `ClientError` (`NoSuchKey`, `PreconditionFailed`, …), else `""`."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status of a `ClientError`, else None."""
+    if isinstance(exc, ClientError):
+        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the same request later may succeed.
+
+    True for throttling (429, `SlowDown`, …), server errors (5xx, `InternalError`, …), request
+    timeouts, conditional-write conflicts (409 `ConditionalRequestConflict`) and network
+    failures (refused or dropped connections, connect and read timeouts, truncated bodies).
+    False for everything else: missing objects, failed preconditions, bad credentials or
+    requests, which the same request cannot fix.
+    """
+    if isinstance(exc, ClientError):
+        return error_code(exc) in _TRANSIENT_CODES or http_status(exc) in _TRANSIENT_STATUS
+    return isinstance(exc, _TRANSIENT_TYPES)
+
+
+def _setting(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive number, not {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive number, not {raw!r}")
+    return value
+
+
+def retrying(
+    operation: str,
+    target: str,
+    *,
+    max_attempts: int | None = None,
+    deadline_seconds: float | None = None,
+) -> Retrying:
+    """A tenacity retry policy for one S3 call: `retrying("get_object", where)(fn, *args)`.
+
+    Transient failures (`is_transient`) are retried with exponential backoff and full jitter,
+    bounded both by attempts and by a total deadline (no attempt starts once the next wait would
+    cross it). Other exceptions propagate at once, unchanged. When the bounds run out, the last
+    error is replaced by `StoreUnavailableError` (chained from it) instead of tenacity's
+    `RetryError`.
+
+    Args:
+        operation: The S3 operation, for the error message (`put_object`).
+        target: Where it was going, for the error message (endpoint and bucket/key).
+        max_attempts: Attempts in all; default `ASSAY_S3_MAX_ATTEMPTS`, else 6.
+        deadline_seconds: Time budget from the first attempt; default
+            `ASSAY_S3_DEADLINE_SECONDS`, else 30.
+    """
+    attempts = max_attempts or int(_setting(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS))
+    deadline = deadline_seconds or _setting(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
+
+    def give_up(state: RetryCallState) -> Any:
+        last = state.outcome.exception() if state.outcome else None
+        code = error_code(last) if last else ""
+        raise StoreUnavailableError(
+            f"S3 {operation} on {target} failed after {state.attempt_number} attempt(s) in "
+            f"{state.seconds_since_start or 0.0:.1f}s; last error: {type(last).__name__}"
+            + (f" ({code})" if code else "")
+        ) from last
+
+    return Retrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_attempt(attempts) | stop_before_delay(deadline),
+        wait=wait_random_exponential(multiplier=0.25, max=4),
+        retry_error_callback=give_up,
+    )

@@ -1,0 +1,41 @@
+"""The FinOpsBudget block: how much judge spending is allowed, and what happens past it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from prefect.blocks.core import Block
+from pydantic import Field
+
+
+class FinOpsBudget(Block):
+    """A spending limit checked before every judge task (SPEC §8).
+
+    `block` stops spending that would exceed the limit, `throttle` stops it too but is meant to be
+    paired with a lower concurrency, and `alert` allows it and reports a finding.
+
+    Example:
+        ```python
+        from blocks import FinOpsBudget
+
+        FinOpsBudget(limit_usd=50, period="month", mode="block", scope="suite:refunds").save(
+            "refunds-monthly", overwrite=True
+        )
+        ```
+    """
+
+    _block_type_name = "Assay FinOps Budget"
+    _block_type_slug = "assay-finops-budget"
+    _description = "Judge spending limit per period, with block / throttle / alert behaviour."
+
+    limit_usd: float = Field(gt=0, description="Spending limit in USD for one period.")
+    period: Literal["day", "week", "month"] = Field(
+        default="month", description="Calendar period the limit applies to (UTC)."
+    )
+    mode: Literal["block", "throttle", "alert"] = Field(
+        default="block", description="What to do when projected spend would exceed the limit."
+    )
+    scope: str = Field(
+        default="*",
+        description="What the budget covers: `*`, `suite:NAME` or `subject:KIND:ID`.",
+    )

@@ -1,0 +1,25 @@
+"""Suite resolution: a published reference, or a suite file published on the way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+
+from assay import registry
+from assay.registry import SuiteVersion
+from assay.suites import load_suite
+from tasks._options import IO_RETRIES
+from tasks._store import evidence_store
+
+
+@task(name="resolve-suite", task_run_name="resolve {suite}", **IO_RETRIES)
+def resolve_suite(store: str, suite: str) -> SuiteVersion:
+    """`NAME[@VERSION]` → that published version; a suite file → published first (a no-op when
+    identical to the latest version), so deployments can point at files in the repo."""
+    target = evidence_store(store)
+    if Path(suite).is_file():
+        version, _ = registry.publish(target, load_suite(suite))
+        return version
+    version, _ = registry.resolve(target, suite)
+    return version
