@@ -205,6 +205,7 @@ def finish_run(store: EvidenceStore, aggregate: RunAggregate, metrics: RunMetric
     A run finished before (an interrupted re-run) keeps its first EvalResult: evidence is never
     rewritten, and the scores it reports are the same because chunks are deterministic.
     """
+    metrics = metrics.model_copy(update={"write_guard": store.write_guard})
     pass_rate = metrics.pass_rate
     result = EvalResult(
         **aggregate.model_dump(

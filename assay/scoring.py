@@ -55,6 +55,8 @@ class RunMetrics(BaseModel):
     score_sum: float = Field(default=0.0, exclude=True)
     skipped_checks: int = 0
     """Individual scorer checks skipped (e.g. llm_judge with no judge), excluded from scores."""
+    write_guard: str | None = None
+    """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
 
     def add(self, case: CaseEvidence) -> None:
         """Count one case."""
@@ -75,7 +77,9 @@ class RunMetrics(BaseModel):
     def merge(self, other: RunMetrics) -> None:
         """Add another tally (e.g. one chunk's) into this one."""
         for name in type(self).model_fields:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            value = getattr(self, name)
+            if isinstance(value, int | float):
+                setattr(self, name, value + getattr(other, name))
 
     @property
     def score(self) -> float | None:

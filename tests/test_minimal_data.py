@@ -142,6 +142,7 @@ def test_canary_never_reaches_the_s3_bucket_with_outputs_read_from_s3(
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.stdout)["metrics"]
     assert (metrics["passed"], metrics["skipped"], metrics["missing"]) == (3, 1, 1)
+    assert metrics["write_guard"] == "if-none-match"  # moto enforces conditional writes
     _flush_prefect_logs()
 
     bucket = s3_env.removeprefix("s3://").split("/", 1)[0]

@@ -333,6 +333,7 @@ def _assert_each_case_recorded_once(store: S3Store, run_id: str, case_ids: list[
     assert sorted(recorded) == sorted(case_ids)  # none missing, none twice
     result = load_result(store, run_id)
     assert (result.metrics.cases, result.metrics.passed) == (CASES, CASES - CASES // 4)
+    assert result.metrics.write_guard == "read-before-write"  # rclone ignores If-None-Match
     assert load_aggregate(store, run_id).status is RunStatus.COMPLETED
 
 

@@ -49,6 +49,7 @@ def test_example_run_records_evidence_result_and_aggregate(store_dir: Path) -> N
     assert (m.cases, m.scored, m.passed, m.failed, m.missing) == (50, 50, 36, 14, 2)
     assert result.pass_rate == pytest.approx(0.72)
     assert result.passed is False  # 0.72 < 0.80
+    assert result.metrics.write_guard == "atomic-link"
     assert (result.subject_kind, result.subject_id, result.variant) == (
         "agent",
         "support-bot",

@@ -27,6 +27,11 @@ class EvidenceStore(ABC):
 
     uri: str
 
+    @property
+    @abstractmethod
+    def write_guard(self) -> str:
+        """How this store keeps objects write-once, reported in every run's metrics."""
+
     @abstractmethod
     def put_once(self, key: str, data: bytes) -> bool:
         """Write an immutable object.

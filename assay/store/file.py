@@ -23,6 +23,11 @@ class FileStore(EvidenceStore):
         self.root = Path(root)
         self.uri = f"file://{root}"
 
+    @property
+    def write_guard(self) -> str:
+        """Write-once by hard link: creating a link fails if the target exists."""
+        return "atomic-link"
+
     def _path(self, key: str) -> Path:
         parts = key.split("/")
         if not key or any(part in ("", ".", "..") for part in parts):

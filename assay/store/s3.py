@@ -53,6 +53,14 @@ class S3Store(EvidenceStore):
         self.conditional_writes: bool | None = None
         self._probe_lock = Lock()
 
+    @property
+    def write_guard(self) -> str:
+        """`if-none-match` (server-enforced), `read-before-write` (server ignores conditional
+        writes: guarded by a read, racy between concurrent writers) or `not-probed-yet`."""
+        if self.conditional_writes is None:
+            return "not-probed-yet"
+        return "if-none-match" if self.conditional_writes else "read-before-write"
+
     def _key(self, key: str) -> str:
         if not key or any(part in ("", ".", "..") for part in key.split("/")):
             raise ValueError(f"invalid evidence key {key!r}")
