@@ -110,3 +110,40 @@ def test_blocks_round_trip_with_secrets_masked() -> None:
     assert (budget.limit_usd, budget.period, budget.mode) == (25, "week", "alert")
     with pytest.raises(ValueError, match="file:// or s3://"):
         EvidenceStorage(url="ftp://nope")
+
+
+def test_cli_saves_storage_and_budget_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    runner = CliRunner()
+    monkeypatch.setenv("ASSAY_SECRET_ACCESS_KEY", "from-the-environment")
+    saved = runner.invoke(
+        app,
+        ["store", "save", "cli-s3", "--url", "s3://b/p", "--endpoint-url", "http://127.0.0.1:9"],
+    )
+    assert saved.exit_code == 0, saved.output
+    storage = EvidenceStorage.load("cli-s3")
+    assert storage.aws_secret_access_key is not None
+    assert storage.aws_secret_access_key.get_secret_value() == "from-the-environment"
+    assert storage.endpoint_url == "http://127.0.0.1:9"
+
+    budget = runner.invoke(
+        app, ["budget", "set", "cli-budget", "--limit-usd", "12.5", "--mode", "throttle"]
+    )
+    assert budget.exit_code == 0, budget.output
+    loaded = FinOpsBudget.load("cli-budget")
+    assert (loaded.limit_usd, loaded.period, loaded.mode, loaded.scope) == (
+        12.5,
+        "month",
+        "throttle",
+        "*",
+    )
+
+    bad_mode = runner.invoke(app, ["budget", "set", "x", "--limit-usd", "1", "--mode", "shout"])
+    assert bad_mode.exit_code == 2 and "mode" in bad_mode.output
+    bad_name = runner.invoke(app, ["store", "save", "Bad Name", "--url", "file://x"])
+    assert bad_name.exit_code == 2 and "lowercase" in bad_name.output
+    bad_url = runner.invoke(app, ["store", "save", "ok", "--url", "ftp://x"])
+    assert bad_url.exit_code == 2 and "file:// or s3://" in bad_url.output
