@@ -210,7 +210,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
     result_key = f"assay/runs/{run['id']}/result.json"
     assert result_key in keys
     result = json.loads(client.get_object(Bucket=bucket, Key=result_key)["Body"].read())
-    assert result["metrics"] == _scored_in_process(outputs)
+    assert result["metrics"] == {**_scored_in_process(outputs), "write_guard": "if-none-match"}
 
     needle = CANARY.encode()
     for key in keys:
