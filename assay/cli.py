@@ -22,10 +22,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from assay import progress, registry
+from assay import baselines, progress, registry
 from assay.errors import AssayError, InputError, NotFoundError
-from assay.report import rate_text, warnings
+from assay.report import rate_text, regression_lines, warnings
 from assay.runs import EvalResult, Subject, list_runs, load_aggregate, load_result
+from assay.scorecard import scorecard, to_csv
 from assay.store import EvidenceStore, open_store
 from assay.suites import load_suite
 
@@ -42,6 +43,8 @@ suite_app = typer.Typer(
 )
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 app.add_typer(suite_app, name="suite")
+baseline_app = typer.Typer(help="Pin, show and unpin baselines.", no_args_is_help=True)
+app.add_typer(baseline_app, name="baseline")
 store_app = typer.Typer(help="Save evidence storage as a Prefect block.", no_args_is_help=True)
 budget_app = typer.Typer(help="Save FinOps budgets as Prefect blocks.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -214,6 +217,7 @@ def execute_run(
     store: str | None,
     show_progress: bool,
     resume: str | None = None,
+    baseline: str | None = None,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
     evidence = _store(store)
@@ -237,6 +241,7 @@ def execute_run(
                 seed=seed,
                 store=evidence.uri,
                 run_id=resume,
+                baseline=baseline,
             )
         )
 
@@ -265,6 +270,8 @@ def _print_result(result: EvalResult) -> None:
     )
     for note in warnings(result):
         out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
+    for line in regression_lines(result.regression):
+        out.print(f"  {line}", highlight=False)
     out.print(f"  run [cyan]{result.run_id}[/cyan]", highlight=False)
 
 
@@ -286,11 +293,23 @@ def run(
             "--resume", help="Re-run an interrupted run under its RUN_ID; keeps evidence."
         ),
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
     result = execute_run(
-        suite, outputs, subject, sample, seed, store, show_progress=not as_json, resume=resume
+        suite,
+        outputs,
+        subject,
+        sample,
+        seed,
+        store,
+        show_progress=not as_json,
+        resume=resume,
+        baseline=baseline,
     )
     if as_json:
         _print_json(_result_json(result))
@@ -345,6 +364,93 @@ def runs_show(
         _print_json(_result_json(result))
     else:
         _print_result(result)
+
+
+# ---------------------------------------------------------------- baselines, scorecards
+
+
+@baseline_app.command("pin")
+def baseline_pin(
+    run_id: Annotated[str, typer.Argument(help="A completed run to compare later runs with.")],
+    store: StoreOption = None,
+) -> None:
+    """Pin a run as the baseline of its suite and subject (append-only record)."""
+    record = _guarded(lambda: baselines.pin(_store(store), run_id))
+    out.print(f"Pinned {run_id} as the baseline of {record.suite} · {record.subject}")
+
+
+@baseline_app.command("show")
+def baseline_show(
+    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    subject: Annotated[str, typer.Argument(help="KIND:ID.")],
+    variant: Annotated[str | None, typer.Option("--variant", help="Subject variant.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the pinned baseline of a suite and subject."""
+    who = _subject_with_variant(subject, variant)
+    run_id = baselines.pinned(_store(store), suite, who)
+    if as_json:
+        _print_json({"suite": suite, "subject": str(who), "pinned": run_id})
+    else:
+        out.print(f"{suite} · {who}: " + (run_id or "no pinned baseline (automatic selection)"))
+
+
+@baseline_app.command("unpin")
+def baseline_unpin(
+    suite: Annotated[str, typer.Argument(help="Suite name.")],
+    subject: Annotated[str, typer.Argument(help="KIND:ID.")],
+    variant: Annotated[str | None, typer.Option("--variant", help="Subject variant.")] = None,
+    store: StoreOption = None,
+) -> None:
+    """Remove the pin (recorded as an unpin; automatic selection applies again)."""
+    who = _subject_with_variant(subject, variant)
+    baselines.unpin(_store(store), suite, who)
+    out.print(f"Unpinned the baseline of {suite} · {who}")
+
+
+def _subject_with_variant(subject: str, variant: str | None) -> Subject:
+    who = _guarded(lambda: Subject.parse(subject))
+    return who.model_copy(update={"variant": variant}) if variant else who
+
+
+@app.command("scorecard")
+def scorecard_command(
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="KIND:ID (all variants) or KIND:ID@VARIANT.")
+    ] = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    last: Annotated[int, typer.Option("--last", help="Runs in the trend.", min=3)] = 10,
+    store: StoreOption = None,
+) -> None:
+    """Per subject and suite: runs, latest and pooled pass rate with Wilson intervals, trend."""
+    if output_format not in ("table", "csv", "json"):
+        _fail("--format must be table, csv or json")
+    rows = scorecard(_store(store), subject, suite, last)
+    if output_format == "json":
+        _print_json([row.model_dump(mode="json") for row in rows])
+        return
+    if output_format == "csv":
+        sys.stdout.write(to_csv(rows))
+        return
+    table = Table("subject", "suite", "runs", "latest", "pooled", "mean score", "trend / run")
+    for row in rows:
+        slope = (
+            "too few runs"
+            if row.trend_slope is None
+            else f"{row.trend_slope:+.3f} ({row.trend_lo:+.3f}…{row.trend_hi:+.3f})"
+        )
+        table.add_row(
+            row.subject,
+            row.suite,
+            str(row.runs),
+            rate_text(row.latest_passed, row.latest_scored),
+            rate_text(row.pooled_passed, row.pooled_scored),
+            "n/a" if row.mean_score is None else f"{row.mean_score:.3f}",
+            slope,
+        )
+    out.print(table if rows else "No completed runs yet.")
 
 
 # ---------------------------------------------------------------- blocks
@@ -427,7 +533,7 @@ def demo(store: StoreOption = None) -> None:
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
         f"{_store(store).uri}, ephemeral Prefect (first start takes ~15 s)\n"
     )
-    results = []
+    results: list[EvalResult] = []
     for version in ("v1", "v2"):
         outputs = EXAMPLES / "outputs" / f"support-bot-{version}.jsonl"
         result = execute_run(
@@ -438,6 +544,7 @@ def demo(store: StoreOption = None) -> None:
             0,
             store,
             show_progress=True,
+            baseline=results[0].run_id if results else None,
         )
         _print_result(result)
         out.print()

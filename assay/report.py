@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from assay.regression import Comparison, RegressionStatus
 from assay.runs import EvalResult
 from assay.stats import wilson
 
@@ -63,4 +64,44 @@ def markdown_summary(result: EvalResult) -> str:
     notes = warnings(result)
     if notes:
         lines += ["", "**Warnings**", *[f"- {note}" for note in notes]]
+    lines += [
+        "",
+        "**Compared with baseline**",
+        *[f"- {line}" for line in regression_lines(result.regression)],
+    ]
     return "\n".join(lines)
+
+
+def regression_lines(regression: Comparison | None) -> list[str]:
+    """The comparison with the baseline, in words: both denominators, interval, paired test."""
+    if regression is None or regression.status is RegressionStatus.NO_BASELINE:
+        return ["no baseline: nothing to compare with yet"]
+    assert regression.baseline is not None
+    b, c = regression.baseline, regression.candidate
+    interval = (
+        "n/a"
+        if regression.interval is None
+        else f"{regression.interval[0]:+.3f} to {regression.interval[1]:+.3f}"
+    )
+    drop = "n/a" if regression.score_drop is None else f"{regression.score_drop:+.3f}"
+    lines = [
+        f"{regression.status.value} vs {regression.baseline_source or ''} baseline "
+        f"{regression.baseline_run}: pass {b.passed}/{b.scored} → {c.passed}/{c.scored}, "
+        f"drop 95% CI {interval} (Newcombe), score drop {drop} "
+        f"(threshold {regression.threshold:.2f})"
+    ]
+    paired = regression.paired
+    if paired is not None:
+        pi = (
+            "n/a"
+            if paired.interval is None
+            else (f"{paired.interval[0]:+.3f} to {paired.interval[1]:+.3f}")
+        )
+        lines.append(
+            f"paired over the same cases: {paired.baseline_only} now fail, "
+            f"{paired.candidate_only} now pass, {paired.both_pass} both pass, "
+            f"{paired.both_fail} both fail; 95% CI {pi}; exact McNemar p={paired.mcnemar_p:.4f}"
+        )
+    if regression.changed:
+        lines.append("changed: " + "; ".join(regression.changed))
+    return lines

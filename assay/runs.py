@@ -22,6 +22,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from assay.errors import InputError, NotFoundError
+from assay.regression import Comparison
 from assay.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
 
@@ -89,6 +90,7 @@ class RunAggregate(RunPlan):
     updated_at: datetime
     chunks_done: int = 0
     metrics: RunMetrics = Field(default_factory=RunMetrics)
+    regression: Comparison | None = None
     error: str | None = None
 
 
@@ -110,6 +112,7 @@ class EvalResult(BaseModel):
     outputs: str
     sample: int | None = None
     seed: int | None = None
+    regression: Comparison | None = None
 
 
 class EvidenceChunk(BaseModel):
@@ -199,7 +202,12 @@ def update_aggregate(store: EvidenceStore, aggregate: RunAggregate) -> None:
     store.put(_aggregate_key(aggregate.run_id), aggregate.model_dump_json().encode())
 
 
-def finish_run(store: EvidenceStore, aggregate: RunAggregate, metrics: RunMetrics) -> EvalResult:
+def finish_run(
+    store: EvidenceStore,
+    aggregate: RunAggregate,
+    metrics: RunMetrics,
+    regression: Comparison | None = None,
+) -> EvalResult:
     """Write the EvalResult (write-once) and mark the aggregate completed.
 
     A run finished before (an interrupted re-run) keeps its first EvalResult: evidence is never
@@ -227,11 +235,13 @@ def finish_run(store: EvidenceStore, aggregate: RunAggregate, metrics: RunMetric
         pass_rate=pass_rate,
         occurred_at=now(),
         metrics=metrics,
+        regression=regression,
     )
     if not store.put_once_if_absent(_result_key(result.run_id), result.model_dump_json().encode()):
         result = load_result(store, result.run_id)
     aggregate.status = RunStatus.COMPLETED
     aggregate.metrics = metrics
+    aggregate.regression = result.regression
     aggregate.chunks_done = aggregate.chunks
     update_aggregate(store, aggregate)
     return result

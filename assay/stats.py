@@ -1,8 +1,19 @@
-"""Statistics for honest denominators. Formulas come from statsmodels/scipy, not by hand."""
+"""Statistics for honest denominators (SPEC §1.3, §7, §9).
+
+Every rate Assay shows carries a 95% interval; regressions, calibration and scorecards compare
+rates with the intervals below. Formulas come from statsmodels/scipy wherever those libraries
+implement them; the one interval they lack (Newcombe's paired-difference interval) is written out
+here once, with its citation. statsmodels and scipy are imported inside the functions because
+importing them costs about 1.5 s, which CLI commands that never compute a statistic should not pay.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+import warnings
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import Any, NamedTuple
 
 
 class Interval(NamedTuple):
@@ -10,6 +21,43 @@ class Interval(NamedTuple):
 
     lo: float
     hi: float
+
+
+class Kappa(NamedTuple):
+    """Cohen's kappa with its asymptotic interval.
+
+    `defined` is False (and every number None) when chance-corrected agreement cannot be measured
+    on the table; `lo`/`hi` are None when the asymptotic interval is degenerate.
+    """
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+    defined: bool
+
+
+class Correlation(NamedTuple):
+    """Pearson's r and its two-sided p-value over `n` pairs (None when not computable)."""
+
+    r: float | None
+    p: float | None
+    n: int
+
+
+class Trend(NamedTuple):
+    """OLS slope per run with its t interval over `n` runs (None when there are too few runs)."""
+
+    slope: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+def _scipy_stats() -> Any:
+    """scipy.stats, imported on first use (heavy); scipy ships no type information."""
+    import scipy.stats  # type: ignore[import-untyped]
+
+    return scipy.stats
 
 
 def wilson(successes: int, n: int, alpha: float = 0.05) -> Interval | None:
@@ -20,3 +68,244 @@ def wilson(successes: int, n: int, alpha: float = 0.05) -> Interval | None:
 
     lo, hi = proportion_confint(successes, n, alpha=alpha, method="wilson")
     return Interval(max(0.0, float(lo)), min(1.0, float(hi)))
+
+
+def newcombe_diff(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> Interval | None:
+    """Newcombe hybrid score interval for p1 − p2 of two independent proportions.
+
+    Why this interval: it stays inside [−1, 1], behaves at 0/n and n/n, and has close to nominal
+    coverage at the small run sizes Assay sees, where the Wald interval fails (SPEC §7 uses it to
+    separate a regression from noise).
+
+    Method 10 of Newcombe RG, "Interval estimation for the difference between independent
+    proportions: comparison of eleven methods", Stat Med 1998;17:873–890: with Wilson limits
+    (l1, u1) for p1 = x1/n1 and (l2, u2) for p2 = x2/n2,
+    lo = (p1 − p2) − sqrt((p1 − l1)² + (u2 − p2)²) and
+    hi = (p1 − p2) + sqrt((u1 − p1)² + (p2 − l2)²). Computed by statsmodels
+    `confint_proportions_2indep(method="newcomb", compare="diff")`.
+
+    Args:
+        x1: Successes in the first sample (e.g. the candidate run).
+        n1: Size of the first sample.
+        x2: Successes in the second sample (e.g. the baseline run).
+        n2: Size of the second sample.
+        alpha: 1 − confidence level.
+
+    Returns:
+        The interval, clamped to [−1, 1]; None when either sample is empty.
+    """
+    if n1 == 0 or n2 == 0:
+        return None
+    from statsmodels.stats.proportion import confint_proportions_2indep  # heavy import
+
+    lo, hi = confint_proportions_2indep(
+        x1, n1, x2, n2, method="newcomb", compare="diff", alpha=alpha
+    )
+    return Interval(max(-1.0, float(lo)), min(1.0, float(hi)))
+
+
+def paired_diff(
+    both: int, first_only: int, second_only: int, neither: int, alpha: float = 0.05
+) -> Interval | None:
+    """Newcombe's hybrid score interval for p1 − p2 of two paired proportions.
+
+    Why: when two runs scored the same cases, the pairing removes case-to-case variation, so this
+    interval is narrower than the independent one for the same data (SPEC §7 paired analysis).
+    statsmodels has no such interval, so the formula is written out here.
+
+    Method 10 of Newcombe RG, "Improved confidence intervals for the difference between
+    binomial proportions based on paired data", Stat Med 1998;17:2635–2650 (also Newcombe &
+    Altman in Altman et al., "Statistics with Confidence", 2nd ed., 2000, ch. 6). With the 2×2
+    table a = both, b = first_only, c = second_only, d = neither, n = a + b + c + d:
+
+    - p1 = (a + b)/n, p2 = (a + c)/n, estimate θ = p1 − p2 = (b − c)/n;
+    - (l1, u1), (l2, u2) = Wilson score intervals for p1 and p2 (`wilson`);
+    - φ = correlation of the two margins, with Newcombe's continuity correction when positive:
+      φ = max(ad − bc − n/2, 0)/√((a+b)(c+d)(a+c)(b+d)) if ad > bc,
+      φ = (ad − bc)/√((a+b)(c+d)(a+c)(b+d)) otherwise, and φ = 0 when the product is 0;
+    - lo = θ − √((p1 − l1)² − 2φ(p1 − l1)(u2 − p2) + (u2 − p2)²),
+      hi = θ + √((u1 − p1)² − 2φ(u1 − p1)(p2 − l2) + (p2 − l2)²).
+
+    The continuity-corrected φ is the form used in Newcombe & Altman's chapter and by Fagerland,
+    Lydersen & Laake (Statistical Analysis of Contingency Tables, 2017, ch. 8); it reproduces
+    their published interval for the Cavo et al. data (−0.1186 to −0.0046), which the
+    uncorrected φ does not (−0.1174 to −0.0059).
+
+    Args:
+        both: Pairs where both succeeded (a).
+        first_only: Pairs where only the first succeeded (b).
+        second_only: Pairs where only the second succeeded (c).
+        neither: Pairs where neither succeeded (d).
+        alpha: 1 − confidence level.
+
+    Returns:
+        The interval for p1 − p2, within [−1, 1]; None when there are no pairs.
+
+    Raises:
+        ValueError: If a count is negative.
+    """
+    a, b, c, d = both, first_only, second_only, neither
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"paired counts must be >= 0, got {(a, b, c, d)}")
+    n = a + b + c + d
+    if n == 0:
+        return None
+    p1, p2 = (a + b) / n, (a + c) / n
+    ci1, ci2 = wilson(a + b, n, alpha), wilson(a + c, n, alpha)
+    assert ci1 is not None and ci2 is not None  # n > 0
+    l1, u1 = ci1
+    l2, u2 = ci2
+
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    cross = a * d - b * c
+    if margins == 0:
+        phi = 0.0
+    elif cross > 0:
+        phi = max(cross - n / 2, 0.0) / math.sqrt(margins)
+    else:
+        phi = cross / math.sqrt(margins)
+
+    theta = (b - c) / n
+    down = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
+    up = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2
+    lo = theta - math.sqrt(max(down, 0.0))
+    hi = theta + math.sqrt(max(up, 0.0))
+    return Interval(max(-1.0, lo), min(1.0, hi))
+
+
+def mcnemar_exact(first_only: int, second_only: int) -> float:
+    """Exact McNemar p-value: two-sided binomial test of the discordant pairs against 1/2.
+
+    Why exact: the discordant counts in a regression comparison are small, where the chi-square
+    approximation is unreliable. McNemar Q, "Note on the sampling error of the difference between
+    correlated proportions or percentages", Psychometrika 1947;12:153–157; exact (conditional)
+    form as in Fagerland MW, Lydersen S, Laake P, "The McNemar test for binary matched-pairs
+    data", BMC Med Res Methodol 2013;13:91: p = min(1, 2·P(X ≤ min(b, c))), X ~ Bin(b + c, 1/2).
+    Computed by statsmodels `mcnemar(exact=True)`.
+
+    Args:
+        first_only: Pairs where only the first succeeded (b).
+        second_only: Pairs where only the second succeeded (c).
+
+    Returns:
+        The p-value; 1.0 when there are no discordant pairs (no evidence of a difference).
+    """
+    if first_only + second_only == 0:
+        return 1.0
+    from statsmodels.stats.contingency_tables import mcnemar  # heavy import
+
+    result = mcnemar([[0, first_only], [second_only, 0]], exact=True)
+    return min(1.0, float(result.pvalue))
+
+
+def cohens_kappa(table: Sequence[Sequence[int]], alpha: float = 0.05) -> Kappa:
+    """Cohen's kappa between human labels and judge verdicts, with its asymptotic interval.
+
+    Why: raw agreement flatters a judge on a lopsided calibration set; kappa corrects for the
+    agreement expected by chance (SPEC §9). Cohen J, "A coefficient of agreement for nominal
+    scales", Educ Psychol Meas 1960;20:37–46; large-sample standard error of Fleiss JL, Cohen J,
+    Everitt BS, Psychol Bull 1969;72:323–327 (Fleiss, Levin & Paik, Statistical Methods for Rates
+    and Proportions, 3rd ed., 2003, ch. 18). Computed by statsmodels
+    `statsmodels.stats.inter_rater.cohens_kappa`; interval = kappa ± z·SE, clamped to [−1, 1].
+
+    Not defined (defined=False, all None — never a fake 0 or 1) when n == 0, when the human
+    labels are all one class (kappa is then 0 or 0/0 whatever the judge does, so it measures
+    nothing), or when the expected agreement is 1. When the asymptotic standard error is 0 or not
+    finite (e.g. perfect agreement), the value is reported but lo/hi are None: a zero-width
+    interval would claim a certainty the sample cannot give.
+
+    Args:
+        table: 2×2 counts; rows human pass/fail, columns judge pass/fail.
+        alpha: 1 − confidence level.
+
+    Returns:
+        The kappa, its interval and whether it is defined.
+
+    Raises:
+        ValueError: If the table is not 2×2 or holds a negative count.
+    """
+    if len(table) != 2 or any(len(row) != 2 for row in table):
+        raise ValueError("cohens_kappa needs a 2x2 table")
+    cells = [[int(v) for v in row] for row in table]
+    if any(v < 0 for row in cells for v in row):
+        raise ValueError(f"kappa counts must be >= 0, got {cells}")
+    undefined = Kappa(None, None, None, False)
+    n = sum(map(sum, cells))
+    human = [sum(row) for row in cells]
+    judge = [cells[0][j] + cells[1][j] for j in range(2)]
+    if n == 0 or 0 in human:
+        return undefined
+    expected = sum(h * j for h, j in zip(human, judge, strict=True)) / n**2
+    if expected >= 1.0:
+        return undefined
+
+    from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa  # heavy import
+
+    with warnings.catch_warnings():
+        # statsmodels divides by the null SE for its z statistic, which can be 0; unused here.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = sm_kappa(cells)
+    value = float(result.kappa)
+    se = float(result.std_kappa)
+    if not math.isfinite(se) or se == 0.0:
+        return Kappa(value, None, None, True)
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    return Kappa(value, max(-1.0, value - z * se), min(1.0, value + z * se), True)
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> Correlation:
+    """Pearson's product-moment correlation with its two-sided p-value.
+
+    Why: verbosity bias is the correlation of output length with the judge's pass verdict
+    (SPEC §9; with a 0/1 variable this is the point-biserial correlation). Pearson K, "Notes on
+    regression and inheritance in the case of two parents", Proc R Soc Lond 1895;58:240–242;
+    p from t = r·√(n − 2)/√(1 − r²) on n − 2 degrees of freedom. Computed by
+    `scipy.stats.pearsonr`.
+
+    Args:
+        x: First variable (e.g. output lengths).
+        y: Second variable, same length (e.g. 1 for judge pass, 0 for fail).
+
+    Returns:
+        r and p, both None when n < 3 or either variable is constant (r is then 0/0).
+
+    Raises:
+        ValueError: If x and y differ in length.
+    """
+    if len(x) != len(y):
+        raise ValueError(f"pearson needs equal lengths, got {len(x)} and {len(y)}")
+    n = len(x)
+    if n < 3 or len(set(x)) == 1 or len(set(y)) == 1:
+        return Correlation(None, None, n)
+    result = _scipy_stats().pearsonr(x, y)
+    return Correlation(float(result.statistic), float(result.pvalue), n)
+
+
+def trend(values: Sequence[float], alpha: float = 0.05) -> Trend:
+    """OLS slope of a series against its run index 0..n−1, with its t interval.
+
+    Why: a scorecard shows whether a subject's pass rate is drifting across runs, and the
+    interval says whether the drift is distinguishable from noise. Ordinary least squares with
+    interval slope ± t(1 − α/2; n − 2)·SE(slope), SE(slope) = √(SSE/(n − 2)/Σ(i − ī)²)
+    (e.g. Draper NR, Smith H, Applied Regression Analysis, 3rd ed., Wiley 1998, ch. 1). Slope and SE
+    from `scipy.stats.linregress`, quantile from `scipy.stats.t`.
+
+    Args:
+        values: One value per run, oldest first.
+        alpha: 1 − confidence level.
+
+    Returns:
+        The slope per run and its interval; None fields when n < 3 (too few runs: no degrees of
+        freedom left for the error). A perfectly straight series has a zero-width interval.
+    """
+    n = len(values)
+    if n < 3:
+        return Trend(None, None, None, n)
+    if len(set(values)) == 1:
+        # A flat series is a perfect line of slope 0; linregress reports its SE as 0/0 (nan).
+        return Trend(0.0, 0.0, 0.0, n)
+    sps = _scipy_stats()
+    fit = sps.linregress(range(n), values)
+    slope, se = float(fit.slope), float(fit.stderr)
+    half = float(sps.t.ppf(1 - alpha / 2, n - 2)) * se
+    return Trend(slope, slope - half, slope + half, n)

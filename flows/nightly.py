@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 
 from assay.runs import EvalResult
 from flows.suite_run import suite_run
+from tasks._store import store_reference
+from tasks.artifacts import publish_scorecard
 
 
 class NightlyJob(BaseModel):
@@ -101,6 +103,7 @@ def nightly(
     create_markdown_artifact(
         markdown=_outcome_table(outcomes), key="assay-nightly", description="Nightly job outcomes"
     )
+    publish_scorecard(store_reference(store, storage_block))
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         names = ", ".join(f"{o.suite} · {o.subject}" for o in failed)

@@ -1,4 +1,5 @@
-"""The suite run: ingest → score and persist in chunks → aggregate → artifacts.
+"""The suite run: ingest → score and persist in chunks → compare → aggregate → artifacts →
+findings → notify.
 
 Outputs travel by reference (a path or URI parameter): Prefect records the parameters of every
 run, so the flow must never receive output text. Work is chunked, so Prefect's overhead grows with
@@ -19,7 +20,8 @@ from assay.runs import EvalResult, RunPlan, Subject, fail_run
 from assay.scoring import RunMetrics
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
-from tasks.evidence import finish_run_task, start_run_task
+from tasks.evidence import compare_task, finish_run_task, start_run_task
+from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.scoring import CaseRow, score_chunk
 from tasks.suites import resolve_suite
@@ -45,6 +47,8 @@ def suite_run(
     storage_block: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     run_id: str | None = None,
+    baseline: str | None = None,
+    notification_block: str | None = None,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -58,6 +62,9 @@ def suite_run(
         store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
         storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
         chunk_size: Cases per scoring chunk.
+        baseline: Run id to compare with (default: the pinned baseline, else the latest
+            comparable run).
+        notification_block: Name of a saved NotificationTarget block that findings are sent to.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
     """
@@ -96,10 +103,16 @@ def suite_run(
             metrics.merge(summary.metrics)
             rows.extend(summary.rows)
             progress.chunk_done(metrics)
-        result = finish_run_task(store_uri, aggregate, metrics)
+        regression = compare_task(
+            store_uri, aggregate, metrics, golden.regression_threshold, baseline
+        )
+        result = finish_run_task(store_uri, aggregate, metrics, regression)
     except BaseException as exc:
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
     publish_run_artifacts(result, rows)
+    findings = report_findings(store_uri, result)
+    if findings and notification_block:
+        notify_findings(notification_block, findings)
     return result

@@ -16,6 +16,7 @@ from prefect.artifacts import (
 from assay import progress
 from assay.report import markdown_summary
 from assay.runs import EvalResult, RunAggregate, update_aggregate
+from assay.scorecard import scorecard
 from assay.scoring import RunMetrics
 from tasks._store import evidence_store
 from tasks.scoring import CaseRow
@@ -43,6 +44,16 @@ def publish_run_artifacts(result: EvalResult, rows: list[CaseRow]) -> None:
         table=[row.model_dump() for row in shown],
         key=f"{key}-cases",
         description=f"Per-case verdicts and redacted labels{note}; no output text.",
+    )
+
+
+def publish_scorecard(store: str) -> None:
+    """The scorecard of every subject × suite as a table artifact (after each nightly run)."""
+    rows = scorecard(evidence_store(store))
+    create_table_artifact(
+        table=[row.model_dump(mode="json") for row in rows],
+        key="assay-scorecard",
+        description="Per subject and suite: latest and pooled pass rate (Wilson 95%), trend.",
     )
 
 

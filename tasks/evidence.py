@@ -1,9 +1,11 @@
-"""Evidence tasks: start a run and finish it with the EvalResult."""
+"""Evidence tasks: start a run, compare it with its baseline, finish it with the EvalResult."""
 
 from __future__ import annotations
 
 from prefect import task
 
+from assay.comparison import compare_with_baseline
+from assay.regression import Comparison
 from assay.runs import EvalResult, RunAggregate, RunPlan, finish_run, start_run
 from assay.scoring import RunMetrics
 from tasks._options import IO_RETRIES
@@ -16,7 +18,21 @@ def start_run_task(store: str, plan: RunPlan) -> RunAggregate:
     return start_run(evidence_store(store), plan)
 
 
+@task(name="compare-with-baseline", **IO_RETRIES)
+def compare_task(
+    store: str,
+    aggregate: RunAggregate,
+    metrics: RunMetrics,
+    threshold: float,
+    baseline: str | None,
+) -> Comparison:
+    """Choose the baseline (explicit > pinned > automatic) and compare the run with it."""
+    return compare_with_baseline(evidence_store(store), aggregate, metrics, threshold, baseline)
+
+
 @task(name="finish-run", **IO_RETRIES)
-def finish_run_task(store: str, aggregate: RunAggregate, metrics: RunMetrics) -> EvalResult:
-    """Write the run's EvalResult and mark the aggregate completed."""
-    return finish_run(evidence_store(store), aggregate, metrics)
+def finish_run_task(
+    store: str, aggregate: RunAggregate, metrics: RunMetrics, regression: Comparison
+) -> EvalResult:
+    """Write the run's EvalResult (with its comparison) and mark the aggregate completed."""
+    return finish_run(evidence_store(store), aggregate, metrics, regression)

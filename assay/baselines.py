@@ -1,0 +1,123 @@
+"""Baselines: which earlier run a new run is compared with (SPEC §7).
+
+Exactly one baseline: the one given explicitly, else the pinned one, else the latest completed run
+of the same suite and subject (and variant, when the run has one) that was not itself recorded as
+`inconclusive_noise`. Pins are append-only records; unpinning appends, never deletes.
+
+Layout: `baselines/<suite>/<kind>/<id>/<variant or _>/<timestamp>-<uuid>.json` (PinRecord).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+from uuid import uuid4
+
+from pydantic import BaseModel
+
+from assay.errors import InputError, NotFoundError
+from assay.runs import RunAggregate, RunStatus, Subject, list_runs, load_aggregate, load_result, now
+from assay.store import EvidenceStore
+
+
+class BaselineSource(StrEnum):
+    """Why a run was chosen as the baseline."""
+
+    EXPLICIT = "explicit"
+    PINNED = "pinned"
+    AUTOMATIC = "automatic"
+
+
+class PinRecord(BaseModel):
+    """One pin or unpin, as recorded (append-only)."""
+
+    action: Literal["pin", "unpin"]
+    suite: str
+    subject: str
+    run_id: str | None
+    at: datetime
+
+
+def _pin_folder(suite: str, subject: Subject) -> str:
+    return f"baselines/{suite}/{subject.kind}/{subject.id}/{subject.variant or '_'}/"
+
+
+def _subject_of(run: RunAggregate) -> Subject:
+    return Subject(kind=run.subject_kind, id=run.subject_id, variant=run.variant)
+
+
+def pin(store: EvidenceStore, run_id: str) -> PinRecord:
+    """Pin a completed run as the baseline of its suite and subject."""
+    run = load_aggregate(store, run_id)
+    if run.status is not RunStatus.COMPLETED:
+        raise InputError(
+            run_id, f"only a completed run can be a baseline (this one is {run.status})"
+        )
+    subject = _subject_of(run)
+    record = PinRecord(action="pin", suite=run.suite, subject=str(subject), run_id=run_id, at=now())
+    _append(store, run.suite, subject, record)
+    return record
+
+
+def unpin(store: EvidenceStore, suite: str, subject: Subject) -> PinRecord:
+    """Remove the pin of a suite and subject (recorded as an `unpin`)."""
+    record = PinRecord(action="unpin", suite=suite, subject=str(subject), run_id=None, at=now())
+    _append(store, suite, subject, record)
+    return record
+
+
+def _append(store: EvidenceStore, suite: str, subject: Subject, record: PinRecord) -> None:
+    key = f"{_pin_folder(suite, subject)}{record.at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
+    store.put_once(key, record.model_dump_json().encode())
+
+
+def pinned(store: EvidenceStore, suite: str, subject: Subject) -> str | None:
+    """The pinned baseline run id, or None (never pinned, or unpinned since)."""
+    keys = list(store.list(_pin_folder(suite, subject)))
+    if not keys:
+        return None
+    latest = PinRecord.model_validate_json(store.get(keys[-1]))
+    return latest.run_id if latest.action == "pin" else None
+
+
+def _was_noise(store: EvidenceStore, run_id: str) -> bool:
+    try:
+        regression = load_result(store, run_id).regression
+    except NotFoundError:
+        return False
+    return regression is not None and regression.status == "inconclusive_noise"
+
+
+def automatic(store: EvidenceStore, candidate: RunAggregate) -> str | None:
+    """Latest earlier completed run of the same suite and subject (and variant, when the
+    candidate has one) not recorded as `inconclusive_noise`."""
+    for run in list_runs(store):  # newest first
+        if (
+            run.run_id == candidate.run_id
+            or run.status is not RunStatus.COMPLETED
+            or run.started_at >= candidate.started_at
+            or run.suite != candidate.suite
+            or (run.subject_kind, run.subject_id) != (candidate.subject_kind, candidate.subject_id)
+            or (candidate.variant is not None and run.variant != candidate.variant)
+        ):
+            continue
+        if not _was_noise(store, run.run_id):
+            return run.run_id
+    return None
+
+
+def select_baseline(
+    store: EvidenceStore, candidate: RunAggregate, explicit: str | None
+) -> tuple[str, BaselineSource] | None:
+    """The run to compare `candidate` with, and why; None when there is none."""
+    if explicit:
+        baseline = load_aggregate(store, explicit)
+        if baseline.status is not RunStatus.COMPLETED:
+            raise InputError(explicit, f"the baseline run is {baseline.status}, not completed")
+        return explicit, BaselineSource.EXPLICIT
+    pinned_run = pinned(store, candidate.suite, _subject_of(candidate))
+    if pinned_run is not None and pinned_run != candidate.run_id:
+        return pinned_run, BaselineSource.PINNED
+    found = automatic(store, candidate)
+    return None if found is None else (found, BaselineSource.AUTOMATIC)

@@ -1,0 +1,58 @@
+"""Compare a finished run with its baseline: choose the baseline, load both sides, compare."""
+
+from __future__ import annotations
+
+from assay import registry
+from assay.baselines import select_baseline
+from assay.regression import Comparison, RunSide, compare, no_baseline
+from assay.runs import RunAggregate, load_aggregate, load_result, read_chunk
+from assay.scorers import Status
+from assay.scoring import RunMetrics
+from assay.store import EvidenceStore
+
+
+def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> dict[str, bool]:
+    verdicts: dict[str, bool] = {}
+    for number in range(chunks):
+        for case in read_chunk(store, run_id, number).cases:
+            if case.status is not Status.SKIPPED:
+                verdicts[case.case_id] = case.status is Status.PASS
+    return verdicts
+
+
+def _scorer_keys(store: EvidenceStore, suite: str, version: int) -> frozenset[str]:
+    _, golden = registry.resolve(store, f"{suite}@{version}")
+    return frozenset(spec.key for case in golden.cases for spec in golden.scorers_for(case))
+
+
+def run_side(
+    store: EvidenceStore, run: RunAggregate, metrics: RunMetrics, score: float | None
+) -> RunSide:
+    """Everything the comparison needs about one run, read from its evidence."""
+    return RunSide(
+        run_id=run.run_id,
+        passed=metrics.passed,
+        scored=metrics.scored,
+        score=score,
+        suite_version=run.suite_version,
+        scorers=_scorer_keys(store, run.suite, run.suite_version),
+        verdicts=_verdicts(store, run.run_id, run.chunks),
+    )
+
+
+def compare_with_baseline(
+    store: EvidenceStore,
+    candidate: RunAggregate,
+    metrics: RunMetrics,
+    threshold: float,
+    explicit: str | None = None,
+) -> Comparison:
+    """The candidate's comparison with its baseline (explicit > pinned > automatic)."""
+    side = run_side(store, candidate, metrics, metrics.score)
+    chosen = select_baseline(store, candidate, explicit)
+    if chosen is None:
+        return no_baseline(side, threshold)
+    baseline_id, source = chosen
+    result = load_result(store, baseline_id)
+    baseline = run_side(store, load_aggregate(store, baseline_id), result.metrics, result.score)
+    return compare(baseline, side, threshold, source)

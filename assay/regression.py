@@ -1,0 +1,170 @@
+"""Regression: did this run get worse than its baseline? (SPEC §7)
+
+Differences are *baseline minus candidate*, so a drop is positive. A run has **regressed** when its
+mean score dropped by more than the suite's `regression_threshold` *and* the 95% Newcombe hybrid
+score interval of the pass-rate difference lies above 0 (the baseline's pass rate is credibly
+higher). A drop above the threshold whose interval includes 0 is `inconclusive_noise`: too little
+data to tell, never reported as a regression. When both runs scored exactly the same cases, the
+paired analysis (Newcombe's paired interval and the exact McNemar test) is added: it uses the
+case-by-case pairing and has more power on the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from assay.stats import mcnemar_exact, newcombe_diff, paired_diff
+
+
+class RegressionStatus(StrEnum):
+    """Outcome of a comparison."""
+
+    REGRESSED = "regressed"
+    INCONCLUSIVE_NOISE = "inconclusive_noise"
+    NO_REGRESSION = "no_regression"
+    NO_BASELINE = "no_baseline"
+
+
+class Counts(BaseModel):
+    """A pass-rate numerator and denominator."""
+
+    passed: int
+    scored: int
+
+
+class PairedAnalysis(BaseModel):
+    """Case-by-case comparison over the same scored cases (baseline first)."""
+
+    both_pass: int
+    baseline_only: int
+    candidate_only: int
+    both_fail: int
+    interval: list[float] | None
+    """95% Newcombe paired interval of baseline − candidate pass rate."""
+    mcnemar_p: float
+
+
+class Comparison(BaseModel):
+    """A run compared with its baseline; `--json` shape of `regression`."""
+
+    baseline_run: str | None
+    baseline_source: str | None = None
+    status: RegressionStatus
+    score_drop: float | None
+    pass_rate_diff: float | None
+    interval: list[float] | None
+    """95% Newcombe hybrid score interval of baseline − candidate pass rate."""
+    threshold: float
+    baseline: Counts | None
+    candidate: Counts
+    paired: PairedAnalysis | None
+    changed: list[str]
+
+
+@dataclass
+class RunSide:
+    """What the comparison needs to know about one run."""
+
+    run_id: str
+    passed: int
+    scored: int
+    score: float | None
+    suite_version: int
+    scorers: frozenset[str]
+    """Keys of every scorer configuration the run's suite version used."""
+    verdicts: Mapping[str, bool] = field(default_factory=dict)
+    """Pass (True) or fail (False) of each scored case, by case id."""
+    judge_model: str | None = None
+    prompt_version: str | None = None
+
+
+def no_baseline(candidate: RunSide, threshold: float) -> Comparison:
+    """The comparison of a run that has nothing to compare with."""
+    return Comparison(
+        baseline_run=None,
+        status=RegressionStatus.NO_BASELINE,
+        score_drop=None,
+        pass_rate_diff=None,
+        interval=None,
+        threshold=threshold,
+        baseline=None,
+        candidate=Counts(passed=candidate.passed, scored=candidate.scored),
+        paired=None,
+        changed=[],
+    )
+
+
+def _paired(baseline: RunSide, candidate: RunSide) -> PairedAnalysis | None:
+    if not baseline.verdicts or baseline.verdicts.keys() != candidate.verdicts.keys():
+        return None
+    cells = {"both_pass": 0, "baseline_only": 0, "candidate_only": 0, "both_fail": 0}
+    for case_id, before in baseline.verdicts.items():
+        after = candidate.verdicts[case_id]
+        name = (
+            ("both_pass" if after else "baseline_only")
+            if before
+            else ("candidate_only" if after else "both_fail")
+        )
+        cells[name] += 1
+    interval = paired_diff(
+        cells["both_pass"], cells["baseline_only"], cells["candidate_only"], cells["both_fail"]
+    )
+    return PairedAnalysis(
+        **cells,
+        interval=None if interval is None else [interval.lo, interval.hi],
+        mcnemar_p=mcnemar_exact(cells["baseline_only"], cells["candidate_only"]),
+    )
+
+
+def what_changed(baseline: RunSide, candidate: RunSide) -> list[str]:
+    """Human-readable differences between the runs' set-ups (not their results)."""
+    changed = []
+    if baseline.suite_version != candidate.suite_version:
+        changed.append(f"suite_version: {baseline.suite_version} → {candidate.suite_version}")
+    if baseline.scorers != candidate.scorers:
+        added, removed = candidate.scorers - baseline.scorers, baseline.scorers - candidate.scorers
+        changed.append(f"scorer_set: +{len(added)} −{len(removed)} configurations")
+    if baseline.judge_model != candidate.judge_model:
+        changed.append(f"judge_model: {baseline.judge_model} → {candidate.judge_model}")
+    if baseline.prompt_version != candidate.prompt_version:
+        changed.append(f"prompt_version: {baseline.prompt_version} → {candidate.prompt_version}")
+    return changed
+
+
+def compare(
+    baseline: RunSide, candidate: RunSide, threshold: float, source: str | None = None
+) -> Comparison:
+    """Compare `candidate` with `baseline` under the rule above."""
+    score_drop = (
+        None
+        if baseline.score is None or candidate.score is None
+        else baseline.score - candidate.score
+    )
+    rates = baseline.scored and candidate.scored
+    pass_rate_diff = (
+        baseline.passed / baseline.scored - candidate.passed / candidate.scored if rates else None
+    )
+    interval = newcombe_diff(baseline.passed, baseline.scored, candidate.passed, candidate.scored)
+    if score_drop is None or interval is None or score_drop <= threshold:
+        status = RegressionStatus.NO_REGRESSION
+    elif interval.lo > 0:
+        status = RegressionStatus.REGRESSED
+    else:
+        status = RegressionStatus.INCONCLUSIVE_NOISE
+    return Comparison(
+        baseline_run=baseline.run_id,
+        baseline_source=source,
+        status=status,
+        score_drop=score_drop,
+        pass_rate_diff=pass_rate_diff,
+        interval=None if interval is None else [interval.lo, interval.hi],
+        threshold=threshold,
+        baseline=Counts(passed=baseline.passed, scored=baseline.scored),
+        candidate=Counts(passed=candidate.passed, scored=candidate.scored),
+        paired=_paired(baseline, candidate),
+        changed=what_changed(baseline, candidate),
+    )

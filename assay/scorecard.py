@@ -1,0 +1,115 @@
+"""Scorecards: per subject and suite, how runs have gone over time (SPEC §7)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from statistics import fmean
+
+from pydantic import BaseModel
+
+from assay.runs import EvalResult, RunStatus, list_runs, load_result
+from assay.stats import trend, wilson
+from assay.store import EvidenceStore
+
+DEFAULT_TREND_RUNS = 10
+
+
+class ScorecardRow(BaseModel):
+    """One subject × suite line of a scorecard."""
+
+    subject: str
+    suite: str
+    runs: int
+    latest_run: str
+    latest_pass_rate: float | None
+    latest_passed: int
+    latest_scored: int
+    latest_lo: float | None
+    latest_hi: float | None
+    mean_pass_rate: float | None
+    """Unweighted mean of the runs' pass rates."""
+    pooled_passed: int
+    pooled_scored: int
+    pooled_lo: float | None
+    pooled_hi: float | None
+    """Wilson 95% interval of all runs' passes over all their scored cases."""
+    mean_score: float | None
+    trend_runs: int
+    trend_slope: float | None
+    """Change in pass rate per run over the last `trend_runs` runs; None: too few runs (< 3)."""
+    trend_lo: float | None
+    trend_hi: float | None
+
+
+def _subject(result: EvalResult) -> str:
+    base = f"{result.subject_kind}:{result.subject_id}"
+    return base + (f"@{result.variant}" if result.variant else "")
+
+
+def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> ScorecardRow:
+    latest = results[-1]
+    rates = [r.pass_rate for r in results if r.pass_rate is not None]
+    scores = [r.score for r in results if r.score is not None]
+    passed = sum(r.metrics.passed for r in results)
+    scored = sum(r.metrics.scored for r in results)
+    latest_ci = wilson(latest.metrics.passed, latest.metrics.scored)
+    pooled_ci = wilson(passed, scored)
+    recent = rates[-last:]
+    slope = trend(recent)
+    return ScorecardRow(
+        subject=subject,
+        suite=suite,
+        runs=len(results),
+        latest_run=latest.run_id,
+        latest_pass_rate=latest.pass_rate,
+        latest_passed=latest.metrics.passed,
+        latest_scored=latest.metrics.scored,
+        latest_lo=latest_ci.lo if latest_ci else None,
+        latest_hi=latest_ci.hi if latest_ci else None,
+        mean_pass_rate=fmean(rates) if rates else None,
+        pooled_passed=passed,
+        pooled_scored=scored,
+        pooled_lo=pooled_ci.lo if pooled_ci else None,
+        pooled_hi=pooled_ci.hi if pooled_ci else None,
+        mean_score=fmean(scores) if scores else None,
+        trend_runs=len(recent),
+        trend_slope=slope.slope,
+        trend_lo=slope.lo,
+        trend_hi=slope.hi,
+    )
+
+
+def scorecard(
+    store: EvidenceStore,
+    subject: str | None = None,
+    suite: str | None = None,
+    last: int = DEFAULT_TREND_RUNS,
+) -> list[ScorecardRow]:
+    """Scorecard rows for every subject × suite with completed runs (optionally filtered).
+
+    `subject` matches `KIND:ID` (all variants) or `KIND:ID@VARIANT` exactly.
+    """
+    groups: dict[tuple[str, str], list[EvalResult]] = defaultdict(list)
+    for run in reversed(list_runs(store)):  # oldest first
+        if run.status is not RunStatus.COMPLETED or (suite and run.suite != suite):
+            continue
+        result = load_result(store, run.run_id)
+        name = _subject(result)
+        if subject and subject not in (name, f"{result.subject_kind}:{result.subject_id}"):
+            continue
+        groups[(name, result.suite)].append(result)
+    return [
+        _row(name, suite_name, runs, last) for (name, suite_name), runs in sorted(groups.items())
+    ]
+
+
+def to_csv(rows: list[ScorecardRow]) -> str:
+    """Scorecard as CSV (one header line, one line per row)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(ScorecardRow.model_fields), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row.model_dump())
+    return buffer.getvalue()
