@@ -102,6 +102,7 @@ def regression_lines(regression: Comparison | None) -> list[str]:
             f"{paired.candidate_only} now pass, {paired.both_pass} both pass, "
             f"{paired.both_fail} both fail; 95% CI {pi}; exact McNemar p={paired.mcnemar_p:.4f}"
         )
-    if regression.changed:
-        lines.append("changed: " + "; ".join(regression.changed))
+    lines.append(
+        "changed: " + ("; ".join(regression.changed) or "nothing (same suite and scorers)")
+    )
     return lines

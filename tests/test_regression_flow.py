@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -43,6 +44,26 @@ def _outputs(tmp_path: Path, name: str, cases: int, failing: set[int]) -> str:
         )
     )
     return str(path)
+
+
+def _reported_events(run_id: str) -> list[dict[str, object]]:
+    """`finding.reported` events about `run_id`, read back from the Prefect API's event store."""
+    from prefect.settings import PREFECT_API_URL
+
+    query = {"filter": {"event": {"name": ["finding.reported"]}}, "limit": 50}
+    for _ in range(60):  # events are written asynchronously by the server
+        request = urllib.request.Request(
+            f"{PREFECT_API_URL.value()}/events/filter",
+            data=json.dumps(query).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            events = json.loads(response.read())["events"]
+        mine = [e for e in events if e["payload"].get("run_id") == run_id]
+        if mine:
+            return mine
+        time.sleep(0.5)
+    return []
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -114,6 +135,7 @@ def test_a_real_drop_is_regressed_recorded_announced_and_notified(
 
     (finding,) = list_findings(FileStore(store_dir), after.run_id)
     assert finding.kind == "eval_regression"
+    assert _reported_events(after.run_id), "finding.reported reached the Prefect API"
     assert finding.details["baseline"] == {"passed": 100, "scored": 100}
     for _ in range(50):  # the webhook call is synchronous, but give the server thread a moment
         if received:
@@ -160,3 +182,32 @@ def test_changed_suite_version_is_reported_and_first_run_has_no_baseline(
         "suite_version: 1 → 2",
         "scorer_set: +1 −0 configurations",
     ]
+
+
+def test_scorecard_exports_csv_and_json_after_runs(store_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    suite = _suite(tmp_path, 20, "card")
+    for failing in (set(), {1}, {1, 2}, {1, 2, 3}):
+        outputs = _outputs(tmp_path, f"o{len(failing)}", 20, failing)
+        suite_run(suite=suite, outputs=outputs, subject="agent:card@v1")
+
+    runner = CliRunner()
+    as_json = runner.invoke(app, ["scorecard", "--subject", "agent:card", "--format", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    (row,) = json.loads(as_json.stdout)
+    assert (row["subject"], row["suite"], row["runs"]) == ("agent:card@v1", "card", 4)
+    assert (row["latest_passed"], row["latest_scored"]) == (17, 20)
+    assert (row["pooled_passed"], row["pooled_scored"]) == (74, 80)
+    assert row["mean_pass_rate"] == pytest.approx((1 + 0.95 + 0.9 + 0.85) / 4)
+    assert row["trend_slope"] == pytest.approx(-0.05)  # a perfect line: one case lost per run
+    assert row["trend_lo"] == pytest.approx(-0.05) and row["trend_hi"] == pytest.approx(-0.05)
+
+    as_csv = runner.invoke(app, ["scorecard", "--format", "csv"])
+    header, line = as_csv.stdout.strip().splitlines()
+    assert header.split(",")[:4] == ["subject", "suite", "runs", "latest_run"]
+    assert line.startswith("agent:card@v1,card,4,")
+    table = runner.invoke(app, ["scorecard"])
+    assert "17/20" in table.output and "74/80" in table.output

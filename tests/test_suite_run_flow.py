@@ -123,9 +123,9 @@ def test_task_runs_grow_with_chunks_not_cases(store_dir: Path, tmp_path: Path) -
         return len(runs)
 
     one_chunk, four_chunks = task_count(2000), task_count(300)
-    # resolve-suite + ingest + start + finish, then one score-and-persist task per chunk
-    assert one_chunk == 4 + 1
-    assert four_chunks == 4 + 4
+    # resolve-suite, ingest, start, compare, finish, report-findings; one task per chunk
+    assert one_chunk == 6 + 1
+    assert four_chunks == 6 + 4
 
 
 def test_sampled_run_is_reproducible(store_dir: Path) -> None:
