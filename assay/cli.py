@@ -253,9 +253,7 @@ def _result_json(result: EvalResult) -> dict[str, Any]:
 def _print_result(result: EvalResult) -> None:
     m = result.metrics
     verdict = "[green]PASSED[/green]" if result.passed else "[red]DID NOT PASS[/red]"
-    subject = f"{result.subject_kind}:{result.subject_id}" + (
-        f"@{result.variant}" if result.variant else ""
-    )
+    subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
     out.print(f"[bold]{result.suite}@{result.suite_version}[/bold] · {subject}  {verdict}")
     out.print(
@@ -328,7 +326,7 @@ def runs_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
     table = Table("run", "suite", "subject", "status", "pass rate", "started (UTC)")
     for r in runs:
         m = r.metrics
-        subject = f"{r.subject_kind}:{r.subject_id}" + (f"@{r.variant}" if r.variant else "")
+        subject = r.subject
         rate = f"{m.passed}/{m.scored}" if r.status == "completed" else "—"
         table.add_row(
             r.run_id,

@@ -40,9 +40,7 @@ def findings_for(result: EvalResult) -> list[Finding]:
     if regression is None or regression.status is not RegressionStatus.REGRESSED:
         return []
     assert regression.baseline is not None and regression.interval is not None
-    subject = f"{result.subject_kind}:{result.subject_id}" + (
-        f"@{result.variant}" if result.variant else ""
-    )
+    subject = result.subject
     lo, hi = regression.interval
     summary = (
         f"{result.suite}@{result.suite_version} · {subject} regressed: pass rate "

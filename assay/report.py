@@ -43,9 +43,7 @@ def markdown_summary(result: EvalResult) -> str:
     """The run summary shown as a Prefect markdown artifact."""
     m = result.metrics
     verdict = "✅ passed" if result.passed else "❌ did not pass"
-    subject = f"{result.subject_kind}:{result.subject_id}"
-    if result.variant:
-        subject += f"@{result.variant}"
+    subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
     lines = [
         f"# {result.suite}@{result.suite_version} · {subject}",

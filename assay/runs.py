@@ -17,7 +17,7 @@ import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -64,7 +64,22 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
-class RunPlan(BaseModel):
+class _SubjectFields(Protocol):
+    subject_kind: str
+    subject_id: str
+    variant: str | None
+
+
+class _HasSubject:
+    """Adds `subject` (`KIND:ID[@VARIANT]`) to records that carry the three subject fields."""
+
+    @property
+    def subject(self: _SubjectFields) -> str:
+        """`KIND:ID[@VARIANT]`."""
+        return str(Subject(kind=self.subject_kind, id=self.subject_id, variant=self.variant))
+
+
+class RunPlan(_HasSubject, BaseModel):
     """Everything fixed before scoring starts; shared by the aggregate and the EvalResult."""
 
     run_id: str
@@ -94,7 +109,7 @@ class RunAggregate(RunPlan):
     error: str | None = None
 
 
-class EvalResult(BaseModel):
+class EvalResult(_HasSubject, BaseModel):
     """The canonical result of one run: what other systems read, without knowing Assay's tables."""
 
     run_id: str
@@ -179,7 +194,7 @@ def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
         run_id=plan.run_id,
         suite=plan.suite,
         suite_version=plan.suite_version,
-        subject=str(Subject(kind=plan.subject_kind, id=plan.subject_id, variant=plan.variant)),
+        subject=plan.subject,
         started_at=aggregate.started_at,
     )
     store.put_once_if_absent(f"index/runs/{plan.run_id}.json", entry.model_dump_json().encode())

@@ -43,11 +43,6 @@ class ScorecardRow(BaseModel):
     trend_hi: float | None
 
 
-def _subject(result: EvalResult) -> str:
-    base = f"{result.subject_kind}:{result.subject_id}"
-    return base + (f"@{result.variant}" if result.variant else "")
-
-
 def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> ScorecardRow:
     latest = results[-1]
     rates = [r.pass_rate for r in results if r.pass_rate is not None]
@@ -96,7 +91,7 @@ def scorecard(
         if run.status is not RunStatus.COMPLETED or (suite and run.suite != suite):
             continue
         result = load_result(store, run.run_id)
-        name = _subject(result)
+        name = result.subject
         if subject and subject not in (name, f"{result.subject_kind}:{result.subject_id}"):
             continue
         groups[(name, result.suite)].append(result)
