@@ -281,7 +281,7 @@ def period_bounds(period: Period, now: datetime | None = None) -> tuple[datetime
     if period == "day":
         first, after = today, today + timedelta(days=1)
     elif period == "week":
-        first = today - timedelta(days=(today.weekday() + 1) % 7)
+        first = today - timedelta(days=today.weekday())
         after = first + timedelta(days=7)
     else:
         first = today.replace(day=1)
