@@ -30,7 +30,6 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from assay.findings import Finding
 from assay.store import EvidenceStore
 
 Period = Literal["day", "week", "month"]
@@ -471,45 +470,8 @@ def preflight(
     return decision
 
 
-def budget_finding(
-    decision: Decision,
-    run_id: str,
-    suite: str,
-    suite_version: int,
-    subject: str,
-    occurred_at: datetime,
-) -> Finding | None:
-    """The finding a preflight decision gives rise to, if any.
-
-    `blocked`, `throttled` and `refused` give a `budget_blocked` finding (spending stopped);
-    `alert` gives a `budget_alert` finding (spending went ahead past a limit); `allowed` and
-    `no_budget` give none. Findings are keyed per run and kind, so several blocked tasks of one
-    run record one finding (the first).
-    """
-    if decision.status in ("blocked", "throttled", "refused"):
-        kind = "budget_blocked"
-        verb = (
-            "judge spending refused" if decision.status == "refused" else "judge spending stopped"
-        )
-    elif decision.status == "alert":
-        kind = "budget_alert"
-        verb = "judge spending over budget (alert)"
-    else:
-        return None
-    return Finding(
-        kind=kind,
-        run_id=run_id,
-        suite=suite,
-        suite_version=suite_version,
-        subject=subject,
-        occurred_at=occurred_at,
-        summary=f"{suite}@{suite_version} · {subject}: {verb}: {decision.reason}",
-        details={
-            "status": decision.status,
-            "budget": decision.budget,
-            "limit_usd": decision.limit_usd,
-            "spent_usd": decision.spent_usd,
-            "projected_usd": decision.projected_usd,
-            "reason": decision.reason,
-        },
-    )
+def strictest(first: Decision | None, second: Decision | None) -> Decision | None:
+    """The more restrictive of two decisions (a run reports the strictest of its chunks')."""
+    if first is None or second is None:
+        return first or second
+    return second if _SEVERITY[second.status] > _SEVERITY[first.status] else first

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from assay.budget import Decision
 from assay.regression import RegressionStatus
 from assay.runs import EvalResult
 from assay.store import EvidenceStore
@@ -35,10 +36,28 @@ def _key(finding: Finding) -> str:
 
 
 def findings_for(result: EvalResult) -> list[Finding]:
-    """The findings a finished run gives rise to."""
+    """The findings a finished run gives rise to: a regression, a budget that stopped judging."""
+    found = (
+        []
+        if result.budget is None
+        else [
+            budget_finding(
+                result.budget,
+                result.run_id,
+                result.suite,
+                result.suite_version,
+                result.subject,
+                result.occurred_at,
+            )
+        ]
+    )
+    return [f for f in (*found, _regression_finding(result)) if f is not None]
+
+
+def _regression_finding(result: EvalResult) -> Finding | None:
     regression = result.regression
     if regression is None or regression.status is not RegressionStatus.REGRESSED:
-        return []
+        return None
     assert regression.baseline is not None and regression.interval is not None
     subject = result.subject
     lo, hi = regression.interval
@@ -48,18 +67,16 @@ def findings_for(result: EvalResult) -> list[Finding]:
         f"{regression.candidate.passed}/{regression.candidate.scored} "
         f"(drop 95% CI {lo:.3f} to {hi:.3f}), score drop {regression.score_drop:.3f}"
     )
-    return [
-        Finding(
-            kind="eval_regression",
-            run_id=result.run_id,
-            suite=result.suite,
-            suite_version=result.suite_version,
-            subject=subject,
-            occurred_at=result.occurred_at,
-            summary=summary,
-            details=regression.model_dump(mode="json"),
-        )
-    ]
+    return Finding(
+        kind="eval_regression",
+        run_id=result.run_id,
+        suite=result.suite,
+        suite_version=result.suite_version,
+        subject=subject,
+        occurred_at=result.occurred_at,
+        summary=summary,
+        details=regression.model_dump(mode="json"),
+    )
 
 
 def record(store: EvidenceStore, finding: Finding) -> bool:
@@ -71,3 +88,47 @@ def list_findings(store: EvidenceStore, run_id: str | None = None) -> list[Findi
     """Recorded findings, for one run or all."""
     prefix = f"findings/{run_id}/" if run_id else "findings/"
     return [Finding.model_validate_json(store.get(key)) for key in store.list(prefix)]
+
+
+def budget_finding(
+    decision: Decision,
+    run_id: str,
+    suite: str,
+    suite_version: int,
+    subject: str,
+    occurred_at: datetime,
+) -> Finding | None:
+    """The finding a preflight decision gives rise to, if any.
+
+    `blocked`, `throttled` and `refused` give a `budget_blocked` finding (spending stopped);
+    `alert` gives a `budget_alert` finding (spending went ahead past a limit); `allowed` and
+    `no_budget` give none. Findings are keyed per run and kind, so several blocked tasks of one
+    run record one finding (the first).
+    """
+    if decision.status in ("blocked", "throttled", "refused"):
+        kind = "budget_blocked"
+        verb = (
+            "judge spending refused" if decision.status == "refused" else "judge spending stopped"
+        )
+    elif decision.status == "alert":
+        kind = "budget_alert"
+        verb = "judge spending over budget (alert)"
+    else:
+        return None
+    return Finding(
+        kind=kind,
+        run_id=run_id,
+        suite=suite,
+        suite_version=suite_version,
+        subject=subject,
+        occurred_at=occurred_at,
+        summary=f"{suite}@{suite_version} · {subject}: {verb}: {decision.reason}",
+        details={
+            "status": decision.status,
+            "budget": decision.budget,
+            "limit_usd": decision.limit_usd,
+            "spent_usd": decision.spent_usd,
+            "projected_usd": decision.projected_usd,
+            "reason": decision.reason,
+        },
+    )

@@ -21,6 +21,7 @@ from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
+from assay.budget import Decision
 from assay.errors import InputError, NotFoundError
 from assay.regression import Comparison
 from assay.scoring import CaseEvidence, RunMetrics
@@ -128,6 +129,8 @@ class EvalResult(_HasSubject, BaseModel):
     sample: int | None = None
     seed: int | None = None
     regression: Comparison | None = None
+    budget: Decision | None = None
+    """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
 
 class EvidenceChunk(BaseModel):
@@ -222,6 +225,7 @@ def finish_run(
     aggregate: RunAggregate,
     metrics: RunMetrics,
     regression: Comparison | None = None,
+    budget: Decision | None = None,
 ) -> EvalResult:
     """Write the EvalResult (write-once) and mark the aggregate completed.
 
@@ -251,6 +255,7 @@ def finish_run(
         occurred_at=now(),
         metrics=metrics,
         regression=regression,
+        budget=budget,
     )
     if not store.put_once_if_absent(_result_key(result.run_id), result.model_dump_json().encode()):
         result = load_result(store, result.run_id)

@@ -8,7 +8,7 @@ cases, pass_rate = passed / scored, passed = pass_rate >= pass_threshold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.outputs import CandidateOutput
-from assay.scorers import Scorer, Status, clamp
+from assay.scorers import Outcome, Scorer, Status, clamp
 from assay.suites import Case, Suite
 
 NO_OUTPUT = "no output"
@@ -55,6 +55,10 @@ class RunMetrics(BaseModel):
     score_sum: float = Field(default=0.0, exclude=True)
     skipped_checks: int = 0
     """Individual scorer checks skipped (e.g. llm_judge with no judge), excluded from scores."""
+    judge_calls: int = 0
+    """Judge requests sent (cache hits excluded)."""
+    judge_cache_hits: int = 0
+    judge_cost_usd: float = 0.0
     write_guard: str | None = None
     """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
 
@@ -99,6 +103,8 @@ class CompiledSuite:
     suite: Suite
     scorers: dict[str, tuple[Scorer, ...]] = field(default_factory=dict)
     cases: dict[str, Case] = field(default_factory=dict)
+    judged: bool = False
+    """Whether any case has an `llm_judge` check (only then is a judge configured)."""
 
     @classmethod
     def compile(cls, suite: Suite) -> CompiledSuite:
@@ -112,6 +118,7 @@ class CompiledSuite:
                     for spec in suite.scorers_for(case)
                 )
                 compiled.cases[case.id] = case
+        compiled.judged = any(scorer.name == "llm_judge" for scorer in built.values())
         return compiled
 
 
@@ -137,8 +144,13 @@ def score_case(
     scorers: tuple[Scorer, ...],
     output: CandidateOutput | None,
     hasher: OutputHasher,
+    judged: Mapping[tuple[str, int], Outcome] | None = None,
 ) -> CaseEvidence:
-    """Score one case under the SPEC §5 case rule."""
+    """Score one case under the SPEC §5 case rule.
+
+    `judged` holds the outcomes of checks decided elsewhere (the judge), by (case id, position);
+    the other checks run here.
+    """
     if output is None:
         return CaseEvidence.model_construct(
             case_id=case_id,
@@ -150,7 +162,11 @@ def score_case(
             checks=[],
         )
     text = output.output
-    outcomes = [(scorer, scorer(text)) for scorer in scorers]
+    decided = judged or {}
+    outcomes = [
+        (scorer, decided.get((case_id, position)) or scorer(text))
+        for position, scorer in enumerate(scorers)
+    ]
     counted = [o for _, o in outcomes if o.status is not Status.SKIPPED]
     if not counted:
         status, score = Status.SKIPPED, None
@@ -177,10 +193,13 @@ def score_case(
 
 
 def score_outputs(
-    compiled: CompiledSuite, outputs: Iterable[CandidateOutput], hasher: OutputHasher
+    compiled: CompiledSuite,
+    outputs: Iterable[CandidateOutput],
+    hasher: OutputHasher,
+    judged: Mapping[tuple[str, int], Outcome] | None = None,
 ) -> list[CaseEvidence]:
     """Score a stream of outputs (each for a case of the suite)."""
-    return [score_case(o.case_id, compiled.scorers[o.case_id], o, hasher) for o in outputs]
+    return [score_case(o.case_id, compiled.scorers[o.case_id], o, hasher, judged) for o in outputs]
 
 
 def score_missing(compiled: CompiledSuite, case_ids: Iterable[str]) -> list[CaseEvidence]:

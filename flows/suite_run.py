@@ -15,6 +15,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay import registry
+from assay.budget import Decision, strictest
 from assay.outputs import OutputSlice
 from assay.runs import EvalResult, RunPlan, Subject, fail_run
 from assay.scoring import RunMetrics
@@ -49,6 +50,8 @@ def suite_run(
     run_id: str | None = None,
     baseline: str | None = None,
     notification_block: str | None = None,
+    judge_block: str | None = None,
+    fresh_judge: bool = False,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -65,6 +68,9 @@ def suite_run(
         baseline: Run id to compare with (default: the pinned baseline, else the latest
             comparable run).
         notification_block: Name of a saved NotificationTarget block that findings are sent to.
+        judge_block: Name of a saved JudgeSettings block (default: `ASSAY_JUDGE_MODEL`,
+            `OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped).
+        fresh_judge: Ignore cached verdicts and judge again.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
     """
@@ -95,18 +101,30 @@ def suite_run(
     try:
         progress = ProgressReporter(store_uri, aggregate)
         metrics = RunMetrics()
+        budget: Decision | None = None
         rows: list[CaseRow] = []
         for number, (piece, ids) in enumerate(pieces):
             summary = score_chunk(
-                store_uri, plan.run_id, version.ref, number, piece, ids, sample, seed
+                store_uri,
+                plan.run_id,
+                version.ref,
+                number,
+                piece,
+                ids,
+                sample,
+                seed,
+                plan.subject,
+                judge_block,
+                fresh_judge,
             )
             metrics.merge(summary.metrics)
+            budget = strictest(budget, summary.budget)
             rows.extend(summary.rows)
             progress.chunk_done(metrics)
         regression = compare_task(
             store_uri, aggregate, metrics, golden.regression_threshold, baseline
         )
-        result = finish_run_task(store_uri, aggregate, metrics, regression)
+        result = finish_run_task(store_uri, aggregate, metrics, regression, budget)
     except BaseException as exc:
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")

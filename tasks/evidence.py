@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 
+from assay.budget import Decision
 from assay.comparison import compare_with_baseline
 from assay.regression import Comparison
 from assay.runs import EvalResult, RunAggregate, RunPlan, finish_run, start_run
@@ -32,7 +33,11 @@ def compare_task(
 
 @task(name="finish-run", **IO_RETRIES)
 def finish_run_task(
-    store: str, aggregate: RunAggregate, metrics: RunMetrics, regression: Comparison
+    store: str,
+    aggregate: RunAggregate,
+    metrics: RunMetrics,
+    regression: Comparison,
+    budget: Decision | None,
 ) -> EvalResult:
     """Write the run's EvalResult (with its comparison) and mark the aggregate completed."""
-    return finish_run(evidence_store(store), aggregate, metrics, regression)
+    return finish_run(evidence_store(store), aggregate, metrics, regression, budget)

@@ -15,13 +15,16 @@ from prefect import task
 from pydantic import BaseModel
 
 from assay import registry
+from assay.budget import Decision
 from assay.hashing import OutputHasher, store_secret
+from assay.judging import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
 from assay.outputs import OutputSlice, read_slice
 from assay.runs import EvidenceChunk, write_chunk
 from assay.sampling import select_cases
 from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
+from tasks.judge import judge_setup
 
 TABLE_ROWS_PER_CHUNK = 200
 
@@ -43,6 +46,8 @@ class ChunkSummary(BaseModel):
     """False when identical evidence was already there (a retry or a resumed run)."""
     metrics: RunMetrics
     rows: list[CaseRow]
+    budget: Decision | None = None
+    """The FinOps preflight's decision, when this chunk had judge calls to make."""
 
 
 @lru_cache(maxsize=4)
@@ -80,6 +85,9 @@ def score_chunk(
     missing: list[str],
     sample: int | None,
     seed: int,
+    subject: str,
+    judge_block: str | None = None,
+    fresh_judge: bool = False,
 ) -> ChunkSummary:
     """Score the outputs in `piece` (or the `missing` cases, which have none) and persist them.
 
@@ -89,8 +97,19 @@ def score_chunk(
     target = evidence_store(store)
     if piece is None:
         cases = score_missing(compiled, missing)
+        judged = ChunkJudgement(outcomes={})
     else:
         hasher = OutputHasher(store_secret(target))
-        cases = score_outputs(compiled, read_slice(piece, selected), hasher)
+        outputs = list(read_slice(piece, selected))
+        setup = judge_setup(judge_block, fresh_judge) if compiled.judged else NO_JUDGE_NEEDED
+        judged = judge_chunk(
+            target, compiled, outputs, hasher, setup, run_id=run_id, chunk=chunk, subject=subject
+        )
+        cases = score_outputs(compiled, outputs, hasher, judged.outcomes)
     evidence = EvidenceChunk(run_id=run_id, chunk=chunk, cases=cases)
-    return _summarise(evidence, write_chunk(target, evidence))
+    summary = _summarise(evidence, write_chunk(target, evidence))
+    summary.metrics.judge_calls = judged.calls
+    summary.metrics.judge_cache_hits = judged.cache_hits
+    summary.metrics.judge_cost_usd = judged.cost_usd
+    summary.budget = judged.decision
+    return summary

@@ -21,6 +21,7 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("ASSAY_STORE", None)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
+from tests.judge_server import judge_server, judge_server_session  # noqa: E402
 from tests.servers import (  # noqa: E402 - fixtures for every test module; env is set first
     moto_s3,
     rclone_s3,
@@ -29,7 +30,15 @@ from tests.servers import (  # noqa: E402 - fixtures for every test module; env 
     s3_env,
 )
 
-__all__ = ["moto_s3", "rclone_s3", "restartable_moto", "restartable_rclone", "s3_env"]
+__all__ = [
+    "judge_server",
+    "judge_server_session",
+    "moto_s3",
+    "rclone_s3",
+    "restartable_moto",
+    "restartable_rclone",
+    "s3_env",
+]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

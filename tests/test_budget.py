@@ -20,7 +20,6 @@ from assay.budget import (
     CostRecord,
     Decision,
     Prices,
-    budget_finding,
     cost_key,
     estimate,
     estimate_tokens,
@@ -536,7 +535,7 @@ def test_preflight_rejects_bad_projections_and_naive_times(store: FileStore) -> 
 
 
 def finding_for(decision: Decision) -> findings.Finding | None:
-    return budget_finding(decision, "run-9", "refunds", 3, "agent:bot@v2", WEDNESDAY)
+    return findings.budget_finding(decision, "run-9", "refunds", 3, "agent:bot@v2", WEDNESDAY)
 
 
 def test_blocked_decision_gives_a_budget_blocked_finding(store: FileStore) -> None:

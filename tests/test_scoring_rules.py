@@ -316,6 +316,9 @@ def test_merge_adds_every_count() -> None:
         "missing": 1,
         "errors": 1,
         "skipped_checks": 0,
+        "judge_calls": 0,
+        "judge_cache_hits": 0,
+        "judge_cost_usd": 0.0,
         "write_guard": None,  # set by the store when the run finishes, never summed
     }
     assert first.score == pytest.approx(2.5 / 4)

@@ -191,7 +191,7 @@ def _interrupt_after_first_chunk(store: FileStore, ref: str, outputs: Path, run_
             chunks=len(index.slices),
         ),
     )
-    summary = score_chunk.fn(store.uri, run_id, ref, 0, index.slices[0], [], None, 0)
+    summary = score_chunk.fn(store.uri, run_id, ref, 0, index.slices[0], [], None, 0, "agent:out")
     assert summary.written
 
 

@@ -1,0 +1,61 @@
+"""The judge: a port (`assay.judge.port`), versioned prompts, and one OpenAI-compatible adapter.
+
+The port and the prompts import quickly and are what scorers and flows depend on. The adapter
+imports the `openai` SDK (about a second), so it is loaded on first use of `OpenAIJudge`,
+`judge_from_env` or `judge_skip_reason` from this package, not when `assay.judge` is imported.
+Nothing here imports Prefect.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from assay.judge.port import (
+    BUDGET_BLOCKED,
+    JUDGED,
+    MALFORMED_REPLY,
+    MODES,
+    NO_CREDENTIALS,
+    NO_JUDGE,
+    Judge,
+    JudgeRequest,
+    Mode,
+    Verdict,
+    judge_all,
+    judge_unavailable,
+)
+from assay.judge.prompts import MalformedReply, Prompt, PromptError, load_prompt
+
+if TYPE_CHECKING:
+    from assay.judge.openai_adapter import OpenAIJudge, judge_from_env, judge_skip_reason
+
+_ADAPTER_NAMES = frozenset({"OpenAIJudge", "judge_from_env", "judge_skip_reason"})
+
+__all__ = [
+    "BUDGET_BLOCKED",
+    "JUDGED",
+    "MALFORMED_REPLY",
+    "MODES",
+    "NO_CREDENTIALS",
+    "NO_JUDGE",
+    "Judge",
+    "JudgeRequest",
+    "MalformedReply",
+    "Mode",
+    "OpenAIJudge",
+    "Prompt",
+    "PromptError",
+    "Verdict",
+    "judge_all",
+    "judge_from_env",
+    "judge_skip_reason",
+    "judge_unavailable",
+    "load_prompt",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ADAPTER_NAMES:
+        return getattr(import_module("assay.judge.openai_adapter"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,541 @@
+"""The OpenAI-compatible judge: one adapter for OpenAI, vLLM, Ollama, llama.cpp and the like.
+
+It talks to `POST {base_url}/chat/completions` through the official `openai` SDK, with the SDK's
+own retries off (`max_retries=0`): tenacity owns every retry, so there is one bounded, jittered
+policy with a total deadline, as for S3 (`assay.s3`).
+
+**Structured output, with fallback.** The reply is requested in the strongest form the endpoint
+accepts, in this order (`assay.judge.port.MODES`):
+
+1. `json_schema` — `response_format={"type": "json_schema", "json_schema": {"name": "verdict",
+   "strict": true, "schema": …}}` (OpenAI, vLLM, Ollama);
+2. `json_object` — `response_format={"type": "json_object", "schema": …}` (llama.cpp's server,
+   which constrains generation to the schema; elsewhere it at least forces JSON);
+3. `prompt` — no `response_format`; the prompt itself asks for the JSON object.
+
+The prompt asks for the same JSON in every mode and every reply is parsed strictly
+(`parse_verdict_reply`), so the mode changes how sure we are to get JSON, never its meaning.
+
+**The fallback rule.** Which answers mean "this endpoint does not support that mode":
+
+- 400 or 422 to a structured mode is a rejection: the next mode is asked at once, without
+  waiting and without using up an attempt.
+- 500 to a structured mode is ambiguous: llama.cpp's server answers 500 to `json_schema`, but
+  so does any server having a bad moment. The first 500 is treated as transient (backoff, next
+  attempt, same mode). A *second* 500 to the same mode in the same call makes the adapter probe:
+  it asks the next mode at once, stepping down past further 400/422/500 answers. A reply from a
+  lower mode proves the gap. Any other failure during the probe (timeout, 429, 502, …) means the
+  server is unwell: the attempt fails as transient and the call goes on with its original mode.
+  Each call probes at most once, so an outage costs a few extra requests, never a loop.
+- Other statuses never change the mode.
+
+The mode that produced a reply is remembered per (base URL, model) in a class-level dict behind
+a lock, and later calls (any instance, any thread, any event loop) start from it. The memory
+only moves down the ladder, and only after a reply in the lower mode: a rejection followed by
+an outage teaches nothing, and a single transient 500 never downgrades an endpoint. Residual
+risk: a server that fails twice in a row with 500 and then answers the probe is read as not
+supporting the mode, for the life of the process (`forget_endpoint_modes` resets it). Every
+verdict records its mode, so such a downgrade is visible in the evidence.
+
+**Retries** (tenacity): 429 (honouring `Retry-After` / `Retry-After-Ms`, else full-jitter
+exponential backoff), 408, 409, 5xx, timeouts and connection errors; at most `max_attempts`
+attempts, none started once the next wait would cross `deadline_seconds`, and each request's
+timeout is clipped to the time left. A malformed reply is asked for again once, at once. What
+still fails becomes `skipped` with `judge unavailable: <ErrorType>` or `malformed reply` —
+never a pass.
+
+**Minimal data.** The output text and the rendered prompt exist only in this call's memory.
+Nothing here logs them or puts them in an exception or a verdict; server error bodies (which
+may echo the request) are never logged either: only status codes and exception type names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from openai import APIConnectionError, APIStatusError, AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
+
+from assay.judge.port import (
+    JUDGED,
+    MALFORMED_REPLY,
+    MODES,
+    NO_CREDENTIALS,
+    NO_JUDGE,
+    JudgeRequest,
+    Mode,
+    Verdict,
+    judge_unavailable,
+)
+from assay.judge.prompts import (
+    VERDICT_SCHEMA,
+    MalformedReply,
+    Prompt,
+    VerdictReply,
+    load_prompt,
+    parse_verdict_reply,
+)
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV: Final = "OPENAI_API_KEY"
+BASE_URL_ENV: Final = "OPENAI_BASE_URL"
+MODEL_ENV: Final = "ASSAY_JUDGE_MODEL"
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+
+REJECTION_STATUSES: Final = frozenset({400, 422})
+"""Answers to a structured mode that mean "not supported here": fall back at once."""
+AMBIGUOUS_STATUS: Final = 500
+"""llama.cpp's answer to `json_schema`, and also a plain server error: see the module docs."""
+AMBIGUOUS_REPEATS: Final = 2
+"""500s to one structured mode, in one call, after which the next mode is probed."""
+TRANSIENT_STATUSES: Final = frozenset({408, 409, 429})
+"""Retried besides every 5xx: timeout, conflict (OpenAI's lock contention), rate limit."""
+MALFORMED_RETRIES: Final = 1
+"""A malformed reply is asked for again this many times before the verdict is skipped."""
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """The wait a server asked for, in seconds, or None when it did not ask (or asked nonsense).
+
+    Reads `Retry-After-Ms` (OpenAI) first, then `Retry-After` as delay-seconds or as an HTTP
+    date (RFC 9110 §10.2.3). A date in the past means 0.
+
+    Args:
+        headers: Response headers (case-insensitive mapping, as httpx gives them).
+        now: The current time, for HTTP dates (tests); default: now.
+    """
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            value = float(milliseconds) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same request may succeed later: 408/409/429/5xx, timeouts, network errors."""
+    if isinstance(exc, APIStatusError):
+        return exc.status_code in TRANSIENT_STATUSES or exc.status_code >= 500
+    return isinstance(exc, APIConnectionError)  # includes APITimeoutError
+
+
+def _redact_url(url: str) -> str:
+    """A base URL for logs: no credentials, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _next_mode(mode: Mode) -> Mode | None:
+    index = MODES.index(mode)
+    return MODES[index + 1] if index + 1 < len(MODES) else None
+
+
+def _response_format(mode: Mode) -> dict[str, Any] | None:
+    if mode == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA},
+        }
+    if mode == "json_object":
+        return {"type": "json_object", "schema": VERDICT_SCHEMA}
+    return None
+
+
+def _reply_text(completion: object) -> str | None:
+    """The first choice's message text; None when the body is not a usable completion."""
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        return None
+    content = getattr(getattr(choices[0], "message", None), "content", None)
+    return content if isinstance(content, str) else None
+
+
+def _usage(completion: object) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens) as reported; 0 for what is absent or nonsensical."""
+    usage = getattr(completion, "usage", None)
+
+    def count(name: str) -> int:
+        value = getattr(usage, name, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    return count("prompt_tokens"), count("completion_tokens")
+
+
+@dataclass
+class _Call:
+    """The state of one `judge` call across its attempts (never holds any text)."""
+
+    mode: Mode
+    deadline_at: float
+    started_at: float = field(default_factory=time.monotonic)
+    server_errors: dict[Mode, int] = field(default_factory=dict)
+    probed: bool = False
+    replied: bool = False
+    malformed: int = 0
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class OpenAIJudge:
+    """A `Judge` behind any OpenAI-compatible chat-completions endpoint.
+
+    Safe to share across tasks, threads and event loops: it keeps one SDK client per running
+    event loop (an HTTP connection pool belongs to the loop that opened it).
+
+    Args:
+        model: The model pin (`gpt-4o-2024-08-06`, a vLLM/Ollama model name, …).
+        base_url: The API root, e.g. `http://127.0.0.1:8080/v1`; default `OPENAI_BASE_URL`,
+            else OpenAI's.
+        api_key: Default `OPENAI_API_KEY`. Local servers that need none accept any string.
+        prompt: A prompt template name (see `load_prompt`) or a loaded `Prompt`. It must use
+            the default prompt's reply contract (`parse_verdict_reply`).
+        timeout: Seconds one request may take.
+        max_attempts: Attempts per verdict, retries included (>= 1).
+        deadline_seconds: Time budget per verdict: no attempt starts once the next wait would
+            cross it, and requests are cut off when it runs out.
+        backoff_seconds: Base of the exponential backoff (full jitter: a wait is uniform in
+            [0, backoff × 2^(attempt-1)]).
+        max_backoff_seconds: Ceiling of one backoff wait (a `Retry-After` is honoured as sent).
+        temperature: Sampling temperature; None leaves it to the server (for models that
+            refuse the parameter).
+
+    Raises:
+        ValueError: No model, no API key, or a bound that is not positive.
+    """
+
+    _endpoint_modes: ClassVar[dict[tuple[str, str], Mode]] = {}
+    _endpoint_modes_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        prompt: str | Prompt = "default",
+        timeout: float = 30.0,
+        max_attempts: int = 5,
+        deadline_seconds: float = 60.0,
+        *,
+        backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 8.0,
+        temperature: float | None = 0.0,
+    ) -> None:
+        if not model.strip():
+            raise ValueError("OpenAIJudge needs a model name")
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        if not key:
+            raise ValueError(f"OpenAIJudge needs an API key: pass api_key or set {API_KEY_ENV}")
+        if timeout <= 0 or deadline_seconds <= 0 or max_attempts < 1:
+            raise ValueError("timeout and deadline_seconds must be positive, max_attempts >= 1")
+        if backoff_seconds < 0 or max_backoff_seconds < 0:
+            raise ValueError("backoff_seconds and max_backoff_seconds must not be negative")
+        self._model = model
+        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+        self._api_key = key
+        self.prompt = prompt if isinstance(prompt, Prompt) else load_prompt(prompt)
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.deadline_seconds = deadline_seconds
+        self.temperature = temperature
+        self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
+        self._endpoint = (self.base_url, model)
+        self._where = _redact_url(self.base_url)
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._clients_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(model={self._model!r}, base_url={self._where!r})"
+
+    @property
+    def model(self) -> str:
+        """The model pin recorded with every verdict."""
+        return self._model
+
+    @property
+    def prompt_version(self) -> str:
+        """The prompt template's `name@hash`, recorded with every verdict."""
+        return self.prompt.version
+
+    @property
+    def endpoint_mode(self) -> Mode | None:
+        """The mode remembered for this (base URL, model), or None before any fallback."""
+        with self._endpoint_modes_lock:
+            return self._endpoint_modes.get(self._endpoint)
+
+    @classmethod
+    def forget_endpoint_modes(cls) -> None:
+        """Forget every remembered mode (tests; or after an endpoint was upgraded)."""
+        with cls._endpoint_modes_lock:
+            cls._endpoint_modes.clear()
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **options: Any
+    ) -> OpenAIJudge | None:
+        """The judge configured by `ASSAY_JUDGE_MODEL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`.
+
+        Returns None when the model or the key is missing or blank: the caller then skips
+        judged checks with `judge_skip_reason(environ)` ("no judge configured" or
+        "no credentials"), never passes them.
+
+        Args:
+            environ: Where to read the settings; default `os.environ`.
+            **options: Other `OpenAIJudge` arguments (timeout, max_attempts, …).
+        """
+        env = os.environ if environ is None else environ
+        if judge_skip_reason(env) is not None:
+            return None
+        base_url = env.get(BASE_URL_ENV, "").strip() or None
+        return cls(
+            env[MODEL_ENV].strip(), base_url=base_url, api_key=env[API_KEY_ENV].strip(), **options
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK client of the running event loop (the others close with their loop)."""
+        with self._clients_lock:
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> OpenAIJudge:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def judge(self, request: JudgeRequest) -> Verdict:
+        """Grade one output; never raises for a judging failure, never passes one.
+
+        Returns:
+            `pass`/`fail` with the judge's score (pass = the judge's verdict, or
+            score >= `request.pass_threshold` when the request has one); else `skipped` with
+            `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the model
+            pin, prompt version, mode and the tokens billed.
+        """
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": self.prompt.system},
+            {"role": "user", "content": self.prompt.user_message(request)},
+        ]
+        now = time.monotonic()
+        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=now + self.deadline_seconds)
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
+            stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
+            wait=self._wait,
+            reraise=True,
+        )
+        try:
+            reply: VerdictReply = await retrying(self._attempt, messages, call)
+        except MalformedReply:
+            return self._give_up(request, call, MALFORMED_REPLY)
+        except Exception as exc:  # every failure is a skip with its type, never a pass
+            return self._give_up(request, call, judge_unavailable(exc))
+        if request.pass_threshold is not None:
+            passed = reply.score >= request.pass_threshold
+        else:
+            passed = reply.verdict == "pass"
+        return Verdict(
+            status="pass" if passed else "fail",
+            score=reply.score,
+            reason=JUDGED,
+            mode=call.mode,
+            model=self._model,
+            prompt_version=self.prompt.version,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+        )
+
+    async def _attempt(
+        self, messages: list[ChatCompletionMessageParam], call: _Call
+    ) -> VerdictReply:
+        """One attempt: a request in the call's mode, plus any immediate fallback requests."""
+        mode = call.mode
+        probing = False
+        while True:
+            try:
+                completion = await self._request(mode, messages, call)
+            except APIStatusError as exc:
+                lower = self._fallback(mode, exc.status_code, call, probing)
+                if lower is None:
+                    raise
+                logger.info(
+                    "judge %s at %s: %s answered HTTP %d, trying %s",
+                    self._model,
+                    self._where,
+                    mode,
+                    exc.status_code,
+                    lower,
+                )
+                if exc.status_code == AMBIGUOUS_STATUS:
+                    probing = True
+                elif not probing:
+                    call.mode = lower  # a definite rejection: not asked again in this call
+                mode = lower
+                continue
+            break
+        call.mode = mode
+        call.replied = True
+        self._remember(mode)
+        tokens_in, tokens_out = _usage(completion)
+        call.input_tokens += tokens_in
+        call.output_tokens += tokens_out
+        try:
+            return parse_verdict_reply(_reply_text(completion))
+        except MalformedReply:
+            call.malformed += 1
+            raise
+
+    def _fallback(self, mode: Mode, status: int, call: _Call, probing: bool) -> Mode | None:
+        """The mode to ask at once after `status` in `mode`, or None to fail the attempt."""
+        lower = _next_mode(mode)
+        if lower is None:
+            return None
+        if status in REJECTION_STATUSES:
+            return lower
+        if status != AMBIGUOUS_STATUS:
+            return None
+        if probing:
+            return lower
+        call.server_errors[mode] = call.server_errors.get(mode, 0) + 1
+        if call.server_errors[mode] >= AMBIGUOUS_REPEATS and not call.probed:
+            call.probed = True
+            return lower
+        return None
+
+    async def _request(
+        self, mode: Mode, messages: list[ChatCompletionMessageParam], call: _Call
+    ) -> object:
+        """One HTTP request, its timeout clipped to what is left of the call's deadline."""
+        options: dict[str, Any] = {}
+        response_format = _response_format(mode)
+        if response_format is not None:
+            options["response_format"] = response_format
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        left = call.deadline_at - time.monotonic()
+        call.requests += 1
+        completion: object = await self._client().chat.completions.create(
+            model=self._model,
+            messages=messages,
+            timeout=max(0.001, min(self.timeout, left)),
+            **options,
+        )
+        return completion
+
+    def _client(self) -> AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = AsyncOpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    max_retries=0,  # tenacity owns retries
+                    timeout=self.timeout,
+                )
+                self._clients[loop] = client
+            return client
+
+    def _remember(self, mode: Mode) -> None:
+        """Record that the endpoint answers in `mode`; the memory only ever moves down."""
+        with self._endpoint_modes_lock:
+            known = self._endpoint_modes.get(self._endpoint, MODES[0])
+            if MODES.index(mode) <= MODES.index(known):
+                return
+            self._endpoint_modes[self._endpoint] = mode
+        logger.info("judge %s at %s: using %s from now on", self._model, self._where, mode)
+
+    def _should_retry(self, exc: BaseException, call: _Call) -> bool:
+        if isinstance(exc, MalformedReply):
+            return call.malformed <= MALFORMED_RETRIES
+        return is_transient(exc)
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Seconds before the next attempt: none after a malformed reply, the server's
+        `Retry-After` when it sent one, else full-jitter exponential backoff."""
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, MalformedReply):
+            return 0.0
+        if isinstance(exc, APIStatusError):
+            asked = retry_after_seconds(exc.response.headers)
+            if asked is not None:
+                return asked
+        return float(self._backoff(state))
+
+    def _give_up(self, request: JudgeRequest, call: _Call, reason: str) -> Verdict:
+        logger.warning(
+            "judge %s at %s: case %s skipped (%s) after %d request(s) in %.1fs",
+            self._model,
+            self._where,
+            request.case_id,
+            reason,
+            call.requests,
+            time.monotonic() - call.started_at,
+        )
+        return Verdict.skipped(
+            reason,
+            mode=call.mode if call.replied else None,
+            model=self._model,
+            prompt_version=self.prompt.version,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+        )
+
+
+def judge_skip_reason(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the environment configures no judge: `no judge configured` (no `ASSAY_JUDGE_MODEL`),
+    `no credentials` (no `OPENAI_API_KEY`), or None when both are set."""
+    env = os.environ if environ is None else environ
+    if not env.get(MODEL_ENV, "").strip():
+        return NO_JUDGE
+    if not env.get(API_KEY_ENV, "").strip():
+        return NO_CREDENTIALS
+    return None
+
+
+def judge_from_env(environ: Mapping[str, str] | None = None, **options: Any) -> OpenAIJudge | None:
+    """`OpenAIJudge.from_env`: the judge the environment configures, or None (see there)."""
+    return OpenAIJudge.from_env(environ, **options)

@@ -1,0 +1,227 @@
+"""The judge port: what Assay asks a judge, what it gets back, and how many it asks at once.
+
+Scorers, flows and the pairwise comparison depend on this module only; the one adapter
+(`assay.judge.openai_adapter`) implements `Judge` for any OpenAI-compatible endpoint. Nothing here
+knows about HTTP, SDKs or Prefect.
+
+Two rules shape the models (SPEC §1):
+
+- **Fail closed.** A verdict is `pass` or `fail` only when a judge actually judged (`reason` is
+  `"judged"`); everything else — no judge, no credentials, a malformed reply, an outage, a budget
+  stop — is `skipped` with score 0 and a reason from a fixed vocabulary, never a pass.
+- **Minimal data.** Candidate output text lives only in memory, in `JudgeRequest.output`, which
+  neither `repr` nor serialization shows. A `Verdict` holds no free text at all: the judge's
+  reasoning is parsed and discarded by the adapter, and `reason` is validated against the
+  vocabulary, so neither output text nor reasoning can reach evidence, Prefect or logs through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from typing import Final, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["json_schema", "json_object", "prompt"]
+"""How a verdict was obtained from the endpoint (see `assay.judge.openai_adapter`)."""
+
+MODES: Final[tuple[Mode, ...]] = ("json_schema", "json_object", "prompt")
+"""Structured-output modes, strongest first: the order the adapter falls back in."""
+
+VerdictStatus = Literal["pass", "fail", "skipped"]
+
+JUDGED: Final = "judged"
+NO_JUDGE: Final = "no judge configured"
+NO_CREDENTIALS: Final = "no credentials"
+MALFORMED_REPLY: Final = "malformed reply"
+BUDGET_BLOCKED: Final = "budget_blocked"
+UNAVAILABLE_PREFIX: Final = "judge unavailable: "
+
+SKIP_REASONS: Final[frozenset[str]] = frozenset(
+    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED}
+)
+"""Fixed reasons a verdict may be skipped for, besides `judge unavailable: <ErrorType>`."""
+
+_UNAVAILABLE = re.compile(r"judge unavailable: [A-Za-z_][A-Za-z0-9_]{0,79}")
+
+
+def judge_unavailable(error: BaseException | type[BaseException]) -> str:
+    """The skip reason for a judge that could not be reached: `judge unavailable: <ErrorType>`.
+
+    Only the exception's type name is used: exception messages may quote a server's error body,
+    and servers echo requests, so a message could carry the candidate output.
+    """
+    kind = error if isinstance(error, type) else type(error)
+    return UNAVAILABLE_PREFIX + kind.__name__
+
+
+def is_known_reason(reason: str) -> bool:
+    """Whether `reason` belongs to the verdict vocabulary."""
+    return reason == JUDGED or reason in SKIP_REASONS or _UNAVAILABLE.fullmatch(reason) is not None
+
+
+class JudgeRequest(BaseModel):
+    """One output to grade against one rubric.
+
+    `output` is the candidate output. It is kept out of `repr` and out of `model_dump` /
+    `model_dump_json` (`exclude=True`), so a request passed to a log line, an exception or a
+    Prefect parameter by mistake does not carry the text with it.
+
+    Attributes:
+        case_id: The suite case, for logs and for matching verdicts to cases.
+        input: The case's input (the task the agent was given).
+        expected: The case's reference answer, if it has one.
+        rubric: What the judge checks.
+        output: The candidate output (in memory only; never logged or stored).
+        pass_threshold: When set, the verdict passes iff score >= threshold, whatever the
+            judge's own pass/fail says.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    case_id: str
+    input: str
+    expected: str | None = None
+    rubric: str = Field(min_length=1)
+    output: str = Field(repr=False, exclude=True)
+    pass_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class Verdict(BaseModel):
+    """What a judge said about one output — without anything it wrote.
+
+    Attributes:
+        status: `pass` / `fail` when judged; `skipped` otherwise (never a pass).
+        score: The judge's score in [0, 1]; 0 when skipped.
+        reason: `"judged"` for pass/fail; for skipped, one of `SKIP_REASONS` or
+            `judge unavailable: <ErrorType>`.
+        mode: The structured-output mode that produced the reply, when there was one.
+        model: The judge model pin, when a judge was involved.
+        prompt_version: `name@hash` of the prompt template, when a judge was involved.
+        input_tokens: Prompt tokens the judge billed for this verdict, over every reply it
+            took (including a discarded malformed one); 0 when the server reports none.
+        output_tokens: Completion tokens billed, likewise.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: VerdictStatus
+    score: float = Field(ge=0.0, le=1.0)
+    reason: str
+    mode: Mode | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _fail_closed(self) -> Verdict:
+        if not is_known_reason(self.reason):
+            raise ValueError("verdict reason is not in the judge vocabulary")
+        if self.status == "skipped":
+            if self.reason == JUDGED:
+                raise ValueError("a skipped verdict needs the reason it was skipped")
+            if self.score != 0.0:
+                raise ValueError("a skipped verdict has score 0")
+        elif self.reason != JUDGED:
+            raise ValueError(f"a {self.status} verdict must have been judged")
+        return self
+
+    @classmethod
+    def skipped(
+        cls,
+        reason: str,
+        *,
+        mode: Mode | None = None,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> Verdict:
+        """A verdict that was not judged, with its reason (and any tokens already spent)."""
+        return cls(
+            status="skipped",
+            score=0.0,
+            reason=reason,
+            mode=mode,
+            model=model,
+            prompt_version=prompt_version,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
+
+class Judge(Protocol):
+    """A judge model behind some API. Implementations never raise for a judging failure: they
+    return a skipped `Verdict` with its reason (and `judge_all` guards against those that do).
+    """
+
+    @property
+    def model(self) -> str:
+        """The model pin, recorded with every verdict (a judge is calibrated per pin)."""
+        ...
+
+    @property
+    def prompt_version(self) -> str:
+        """The prompt template's `name@hash`, recorded with every verdict."""
+        ...
+
+    async def judge(self, request: JudgeRequest) -> Verdict:
+        """Grade one output."""
+        ...
+
+
+async def judge_all(
+    judge: Judge, requests: Sequence[JudgeRequest], max_concurrency: int
+) -> list[Verdict]:
+    """Judge many outputs with at most `max_concurrency` calls in flight; verdicts in order.
+
+    Why bounded: a judged suite should be limited by the judge's latency and rate limit, not by
+    Assay, yet never open thousands of connections at once. A semaphore is acquired *before*
+    each task is created, so at most `max_concurrency` tasks (and requests) exist at any time,
+    however long `requests` is.
+
+    A request whose `judge` call raises becomes `skipped` with `judge unavailable: <ErrorType>`
+    (the message is not used: it may quote the output); the others carry on. Cancellation
+    propagates.
+
+    Args:
+        judge: Any `Judge`.
+        requests: The outputs to grade.
+        max_concurrency: Calls in flight at most (>= 1).
+
+    Returns:
+        One verdict per request, in request order.
+    """
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+    results: list[Verdict | None] = [None] * len(requests)
+    slots = asyncio.Semaphore(max_concurrency)
+
+    async def run(index: int, request: JudgeRequest) -> None:
+        try:
+            results[index] = await judge.judge(request)
+        except Exception as exc:
+            logger.warning(
+                "judge failed on case %s (%s); verdict skipped", request.case_id, type(exc).__name__
+            )
+            results[index] = Verdict.skipped(
+                judge_unavailable(exc), model=judge.model, prompt_version=judge.prompt_version
+            )
+        finally:
+            slots.release()
+
+    async with asyncio.TaskGroup() as group:
+        for index, request in enumerate(requests):
+            await slots.acquire()
+            group.create_task(run(index, request))
+
+    verdicts = [verdict for verdict in results if verdict is not None]
+    if len(verdicts) != len(requests):  # pragma: no cover - every task stores a verdict
+        raise RuntimeError("judge_all lost a verdict")
+    return verdicts

@@ -1,0 +1,254 @@
+"""Versioned judge prompts, and the reply contract of the default one.
+
+A prompt template is a text file in `assay/judge/prompts/` (package data) with two sections::
+
+    === system ===
+    ...instructions...
+    === user ===
+    ...the case, with $input, $expected, $rubric and $output placeholders...
+
+Its version is `name@<first 12 hex digits of the SHA-256 of the file's bytes>`: any edit, even
+whitespace, is a new version. Why: a judge is calibrated for one (model pin, prompt version),
+verdicts are cached under it, and regression reports say when it changed — so the version must
+change exactly when what the judge reads changes.
+
+Placeholders use `string.Template` syntax (`$name`): substitution is a single pass, so a `$`
+inside a case or an output is never expanded, and JSON braces in the instructions need no
+escaping. Candidate outputs go in through `untrusted_block`, which fences them between marker
+lines tagged with a hash of the output itself: an output cannot forge its own closing marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any, Final, Literal
+
+from assay.judge.port import JudgeRequest
+
+SYSTEM_HEADER: Final = "=== system ==="
+USER_HEADER: Final = "=== user ==="
+NO_REFERENCE: Final = "(no reference answer)"
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*)\n[ \t]*```", re.DOTALL)
+
+VERDICT_KEYS: Final = ("reasoning", "score", "verdict")
+
+VERDICT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        # Reasoning first: the judge writes its argument before committing to a verdict.
+        "reasoning": {
+            "type": "string",
+            "description": "Which rubric points the output meets or misses, before deciding.",
+        },
+        "score": {
+            "type": "number",
+            "description": "How fully the output meets the rubric, from 0 to 1.",
+        },
+        "verdict": {"type": "string", "enum": ["pass", "fail"]},
+    },
+    "required": list(VERDICT_KEYS),
+    "additionalProperties": False,
+}
+"""JSON Schema of the default prompt's reply, in the order the judge must write it.
+
+No `minimum`/`maximum` on `score`: some strict structured-output implementations reject those
+keywords; the range is checked by `parse_verdict_reply` instead.
+"""
+
+
+class PromptError(ValueError):
+    """A prompt template is missing or malformed, or rendering lacks a placeholder's value."""
+
+
+class MalformedReply(ValueError):
+    """A judge reply that does not follow the reply contract.
+
+    The message says what is wrong in fixed words ("score out of range"); it never quotes the
+    reply, which may repeat the candidate output.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A loaded prompt template.
+
+    Attributes:
+        name: The template's name (its file name without `.txt`).
+        version: `name@<sha256[:12]>` of the file's bytes.
+        system: The system message, used as is.
+        user_template: The user message, with `$placeholders`.
+    """
+
+    name: str
+    version: str
+    system: str
+    user_template: str
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The `$names` the user template needs."""
+        return frozenset(Template(self.user_template).get_identifiers())
+
+    def render(self, **values: str) -> str:
+        """The user message with every placeholder filled, verbatim and in a single pass.
+
+        Raises:
+            PromptError: A placeholder has no value (its name is given, never a value).
+        """
+        missing = self.placeholders - values.keys()
+        if missing:
+            raise PromptError(f"prompt {self.version} needs values for {sorted(missing)}")
+        return Template(self.user_template).substitute(values)
+
+    def user_message(self, request: JudgeRequest) -> str:
+        """The user message grading `request` with this (single-output) template.
+
+        The output is fenced by `untrusted_block`; a missing reference answer reads as
+        `(no reference answer)`.
+        """
+        return self.render(
+            input=request.input,
+            expected=NO_REFERENCE if request.expected is None else request.expected,
+            rubric=request.rubric,
+            output=untrusted_block(request.output),
+        )
+
+    def messages(self, request: JudgeRequest) -> list[dict[str, str]]:
+        """Chat messages (system, then user) grading `request` with this template."""
+        return [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.user_message(request)},
+        ]
+
+
+def untrusted_block(text: str, label: str = "CANDIDATE OUTPUT") -> str:
+    """Fence untrusted text between marker lines that it cannot forge.
+
+    The tag is a hash of the text itself, so the text would have to contain its own hash to
+    close the fence early. The prompt tells the judge that everything between the markers is
+    data to grade and that instructions inside it are to be ignored.
+
+    Args:
+        text: The untrusted text (a candidate output).
+        label: Marker wording; the pairwise template uses `RESPONSE 1` and `RESPONSE 2`.
+    """
+    tag = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
+
+
+def parse_prompt(name: str, content: str) -> Prompt:
+    """Build a `Prompt` from a template file's text (see the module docstring for the format).
+
+    Raises:
+        PromptError: The name is not a slug, or the sections are missing, repeated, out of
+            order or empty.
+    """
+    if not _NAME.fullmatch(name):
+        raise PromptError(f"prompt name {name!r} must be lower-case letters, digits, - or _")
+    lines = content.splitlines()
+    system_at = [i for i, line in enumerate(lines) if line.strip() == SYSTEM_HEADER]
+    user_at = [i for i, line in enumerate(lines) if line.strip() == USER_HEADER]
+    if len(system_at) != 1 or len(user_at) != 1 or system_at[0] > user_at[0]:
+        raise PromptError(
+            f"prompt {name!r} needs one {SYSTEM_HEADER!r} line, then one {USER_HEADER!r} line"
+        )
+    if any(line.strip() for line in lines[: system_at[0]]):
+        raise PromptError(f"prompt {name!r} has text before {SYSTEM_HEADER!r}")
+    system = "\n".join(lines[system_at[0] + 1 : user_at[0]]).strip()
+    user = "\n".join(lines[user_at[0] + 1 :]).strip()
+    if not system or not user:
+        raise PromptError(f"prompt {name!r} has an empty section")
+    if not Template(user).is_valid():
+        raise PromptError(f"prompt {name!r} has an invalid $placeholder (write $$ for a dollar)")
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:12]
+    return Prompt(name=name, version=f"{name}@{digest}", system=system, user_template=user)
+
+
+def load_prompt(name: str = "default", directory: Path | None = None) -> Prompt:
+    """Load the prompt template `name` (`<name>.txt`).
+
+    Args:
+        name: Template name: `default` (grade one output) or `pairwise` (compare two).
+        directory: Where to read it from; default: the templates shipped in this package.
+
+    Raises:
+        PromptError: No such template, or it is malformed.
+    """
+    if not _NAME.fullmatch(name):
+        raise PromptError(f"prompt name {name!r} must be lower-case letters, digits, - or _")
+    try:
+        if directory is None:
+            data = resources.files("assay.judge").joinpath("prompts", f"{name}.txt").read_bytes()
+        else:
+            data = (directory / f"{name}.txt").read_bytes()
+    except FileNotFoundError:
+        raise PromptError(f"no judge prompt named {name!r}") from None
+    return parse_prompt(name, data.decode("utf-8"))
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictReply:
+    """A parsed reply to the default prompt — without its reasoning, which is discarded."""
+
+    score: float
+    verdict: Literal["pass", "fail"]
+
+
+def parse_verdict_reply(text: str | None) -> VerdictReply:
+    """Parse a judge's reply strictly, keeping the score and verdict and dropping the reasoning.
+
+    Accepted: exactly one JSON object, optionally inside one Markdown code fence, with a string
+    `reasoning`, a `score` that is a finite JSON number in [0, 1] (not a string, not a boolean)
+    and a `verdict` of exactly `"pass"` or `"fail"`. Extra keys are ignored; duplicate keys,
+    `NaN`/`Infinity`, trailing text and a second object are rejected.
+
+    Raises:
+        MalformedReply: What is wrong, in words that never quote the reply.
+    """
+    if text is None:
+        raise MalformedReply("reply has no text")
+    body = text.strip()
+    fenced = _FENCE.fullmatch(body)
+    if fenced is not None:
+        body = fenced.group(1).strip()
+    try:
+        document = json.loads(body, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+    except (ValueError, RecursionError):
+        raise MalformedReply("reply is not exactly one JSON object") from None
+    if not isinstance(document, dict):
+        raise MalformedReply("reply is not a JSON object")
+    missing = [key for key in VERDICT_KEYS if key not in document]
+    if missing:
+        raise MalformedReply(f"reply lacks {', '.join(missing)}")
+    if not isinstance(document["reasoning"], str):
+        raise MalformedReply("reasoning is not a string")
+    score = document["score"]
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise MalformedReply("score is not a number")
+    if not 0.0 <= score <= 1.0:  # also false for NaN, were it to get here
+        raise MalformedReply("score out of range")
+    verdict = document["verdict"]
+    if verdict == "pass":
+        return VerdictReply(float(score), "pass")
+    if verdict == "fail":
+        return VerdictReply(float(score), "fail")
+    raise MalformedReply("verdict is not pass or fail")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise ValueError("duplicate key")
+    return document
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError("NaN and Infinity are not JSON")

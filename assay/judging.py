@@ -1,0 +1,197 @@
+"""Judging a chunk: the verdict cache, the FinOps preflight, bounded concurrent calls, costs.
+
+Runs inside one scoring task, so candidate output text never leaves that task's memory. Steps:
+1. every `llm_judge` check of the chunk becomes a `JudgeRequest`;
+2. the verdict cache (keyed by case content, keyed output hash, rubric, threshold, model pin and
+   prompt version) answers what it can — a hit costs nothing (`fresh` bypasses it);
+3. the preflight prices what is left and checks the applicable budgets: `blocked`, `throttled`
+   or `refused` stops the spending and the checks are skipped (`budget_blocked`), never passed;
+4. the rest is judged with bounded concurrency; pass/fail verdicts are cached (write-once) and
+   the tokens priced into the cost ledger.
+With no judge configured, every `llm_judge` check is skipped with the reason (fail closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from assay.budget import Budget, CostRecord, Decision, Prices, estimate_tokens, preflight, price
+from assay.budget import record_cost as write_cost
+from assay.canonical import content_hash
+from assay.hashing import OutputHasher
+from assay.judge.port import BUDGET_BLOCKED, Judge, JudgeRequest, Verdict, judge_all
+from assay.outputs import CandidateOutput
+from assay.scorers import Outcome, Status
+from assay.scorers.judge import LlmJudgeConfig
+from assay.scoring import CompiledSuite
+from assay.store import EvidenceStore
+
+T = TypeVar("T")
+FREE = Prices(input_per_million=0, output_per_million=0)
+CheckKey = tuple[str, int]
+"""(case id, position of the check among the case's scorers)."""
+
+
+@dataclass
+class JudgeSetup:
+    """How this run judges: which judge (or why none), concurrency, prices, budgets."""
+
+    make_judge: Callable[[], Judge] | None
+    """Builds the judge inside the chunk's event loop; None when no judge is configured."""
+    skip_reason: str
+    """Why checks are skipped when `make_judge` is None (`no judge configured`, …)."""
+    model: str | None = None
+    prompt_version: str | None = None
+    max_concurrency: int = 4
+    prices: Prices = field(
+        default_factory=lambda: Prices(input_per_million=0, output_per_million=0)
+    )
+    budgets: list[Budget] | None = field(default_factory=list)
+    """Applicable budgets; None when they could not be read (spending is then refused)."""
+    fresh: bool = False
+
+
+NO_JUDGE_NEEDED = JudgeSetup(None, "no judge configured")
+"""For suites without `llm_judge` checks: nothing to configure, nothing to read."""
+
+
+@dataclass
+class ChunkJudgement:
+    """What judging one chunk produced (no text)."""
+
+    outcomes: dict[CheckKey, Outcome]
+    calls: int = 0
+    cache_hits: int = 0
+    cost_usd: float = 0.0
+    decision: Decision | None = None
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from sync code, also when this thread already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _outcome(verdict: Verdict) -> Outcome:
+    if verdict.status == "skipped":
+        return Outcome(Status.SKIPPED, 0.0, verdict.reason)
+    return Outcome(Status.PASS if verdict.status == "pass" else Status.FAIL, verdict.score, "")
+
+
+def _cache_key(case_hash: str, output_hmac: str, config: LlmJudgeConfig, setup: JudgeSetup) -> str:
+    digest = content_hash(
+        {
+            "case": case_hash,
+            "output": output_hmac,
+            "rubric": config.rubric,
+            "threshold": config.pass_threshold,
+            "model": setup.model,
+            "prompt": setup.prompt_version,
+        }
+    ).removeprefix("sha256:")
+    return f"judge-cache/{digest[:2]}/{digest}.json"
+
+
+async def _judge(setup: JudgeSetup, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+    assert setup.make_judge is not None
+    judge = setup.make_judge()
+    try:
+        return await judge_all(judge, requests, setup.max_concurrency)
+    finally:
+        close = getattr(judge, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def judge_chunk(
+    store: EvidenceStore,
+    compiled: CompiledSuite,
+    outputs: Sequence[CandidateOutput],
+    hasher: OutputHasher,
+    setup: JudgeSetup,
+    *,
+    run_id: str,
+    chunk: int,
+    subject: str,
+    now: datetime | None = None,
+) -> ChunkJudgement:
+    """Judge every `llm_judge` check of one chunk's outputs (see the module docstring)."""
+    suite = compiled.suite
+    pending: list[tuple[CheckKey, str, JudgeRequest]] = []
+    judgement = ChunkJudgement(outcomes={})
+    for output in outputs:
+        case = compiled.cases[output.case_id]
+        for position, spec in enumerate(suite.scorers_for(case)):
+            if not isinstance(spec.config, LlmJudgeConfig):
+                continue
+            key = (case.id, position)
+            if setup.make_judge is None:
+                judgement.outcomes[key] = Outcome(Status.SKIPPED, 0.0, setup.skip_reason)
+                continue
+            cache_key = _cache_key(case.content_hash, hasher(output.output), spec.config, setup)
+            if not setup.fresh and store.exists(cache_key):
+                judgement.outcomes[key] = _outcome(
+                    Verdict.model_validate_json(store.get(cache_key))
+                )
+                judgement.cache_hits += 1
+                continue
+            request = JudgeRequest(
+                case_id=case.id,
+                input=case.input,
+                expected=case.expected,
+                rubric=spec.config.rubric,
+                output=output.output,
+                pass_threshold=spec.config.pass_threshold,
+            )
+            pending.append((key, cache_key, request))
+    if not pending:
+        return judgement
+    requests = [request for _, _, request in pending]
+    tokens_in, tokens_out = estimate_tokens(
+        [len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output) for r in requests]
+    )
+    projected = price(setup.prices, tokens_in, tokens_out)
+    decision = preflight(store, setup.budgets, projected, suite.suite, subject, now)
+    judgement.decision = decision
+    if not decision.allowed:
+        for key, _, _ in pending:
+            judgement.outcomes[key] = Outcome(Status.SKIPPED, 0.0, BUDGET_BLOCKED)
+        return judgement
+    verdicts = _run(_judge(setup, requests))
+    used_in = used_out = 0
+    for (key, cache_key, _), verdict in zip(pending, verdicts, strict=True):
+        judgement.outcomes[key] = _outcome(verdict)
+        used_in += verdict.input_tokens
+        used_out += verdict.output_tokens
+        if verdict.status != "skipped":
+            store.put_once_if_absent(cache_key, verdict.model_dump_json().encode())
+    judgement.calls = len(requests)
+    judgement.cost_usd = price(setup.prices, used_in, used_out)
+    # One ledger record per run and chunk (first writer wins): a retried chunk finds its
+    # verdicts in the cache and spends, and records, only what the first attempt did not.
+    write_cost(
+        store,
+        CostRecord(
+            run_id=run_id,
+            chunk=chunk,
+            suite=suite.suite,
+            subject=subject,
+            model=setup.model or "",
+            prompt_version=setup.prompt_version or "",
+            calls=judgement.calls,
+            input_tokens=used_in,
+            output_tokens=used_out,
+            cost_usd=judgement.cost_usd,
+            at=now or datetime.now(UTC),
+        ),
+    )
+    return judgement

@@ -1,0 +1,110 @@
+"""The example suite's llm_judge checks judged through the real openai SDK against a local
+OpenAI-compatible server: verdicts, cache, costs, budget stop, missing credentials, canary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assay.findings import list_findings
+from assay.store import FileStore
+from blocks import FinOpsBudget
+from flows.suite_run import suite_run
+from tests.conftest import EXAMPLES
+from tests.judge_server import JudgeServer, verdict
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+SUITE = str(EXAMPLES / "support-suite.yaml")
+JUDGED_CHECKS = 8  # llm_judge checks in the example suite, all with outputs in v1
+CANARY = "CANARY-judge-3c9e-never-stored"
+
+
+@pytest.fixture
+def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "1.0")
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    return judge_server
+
+
+def _canary_outputs(tmp_path: Path) -> str:
+    rows = [
+        json.loads(line)
+        for line in (EXAMPLES / "outputs" / "support-bot-v1.jsonl").read_text().splitlines()
+    ]
+    path = tmp_path / "v1-canary.jsonl"
+    path.write_text(
+        "".join(json.dumps({**r, "output": f"{r['output']} {CANARY}"}) + "\n" for r in rows)
+    )
+    return str(path)
+
+
+def test_judged_cached_priced_and_nothing_stored(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    judge_env.script(default=verdict("pass", 0.9, reasoning=f"reasoning {CANARY}-R"))
+    outputs = _canary_outputs(tmp_path)
+
+    first = suite_run(suite=SUITE, outputs=outputs, subject="agent:judge@v1")
+
+    m = first.metrics
+    assert (m.judge_calls, m.judge_cache_hits, m.skipped_checks) == (JUDGED_CHECKS, 0, 0)
+    assert len(judge_env.requests) == JUDGED_CHECKS
+    # 8 calls x (120 prompt + 30 completion tokens) at $1 / $2 per million
+    assert m.judge_cost_usd == pytest.approx(8 * (120 * 1.0 + 30 * 2.0) / 1e6)
+    store = FileStore(store_dir)
+    (ledger_key,) = [k for k in store.list("costs/") if first.run_id in k]
+    assert json.loads(store.get(ledger_key))["calls"] == JUDGED_CHECKS
+
+    second = suite_run(suite=SUITE, outputs=outputs, subject="agent:judge@v1")
+    assert (second.metrics.judge_calls, second.metrics.judge_cache_hits) == (0, JUDGED_CHECKS)
+    assert len(judge_env.requests) == JUDGED_CHECKS  # the cache spent nothing
+    assert second.pass_rate == first.pass_rate
+
+    fresh = suite_run(suite=SUITE, outputs=outputs, subject="agent:judge@v1", fresh_judge=True)
+    assert fresh.metrics.judge_calls == JUDGED_CHECKS
+
+    for path in store_dir.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), path  # neither output nor reasoning
+
+
+def test_failing_verdicts_fail_cases_and_missing_credentials_skip(
+    judge_env: JudgeServer, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outputs = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
+    judge_env.script(default=verdict("fail", 0.1))
+    failing = suite_run(suite=SUITE, outputs=outputs, subject="agent:judge@fail")
+    assert failing.metrics.passed <= 45 - 1  # judged checks now count, and they failed
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    skipped = suite_run(suite=SUITE, outputs=outputs, subject="agent:judge@nokey")
+    assert skipped.metrics.skipped_checks == JUDGED_CHECKS
+    assert skipped.metrics.judge_calls == 0
+    assert skipped.metrics.passed == 45  # skipped checks are excluded, never passed
+
+
+def test_budget_stops_spending_before_it_starts(judge_env: JudgeServer, store_dir: Path) -> None:
+    FinOpsBudget(
+        limit_usd=0.000001, period="day", mode="block", scope="subject:agent:budget-test"
+    ).save("test-tiny-budget", overwrite=True)
+    try:
+        result = suite_run(
+            suite=SUITE,
+            outputs=str(EXAMPLES / "outputs" / "support-bot-v1.jsonl"),
+            subject="agent:budget-test@v1",
+        )
+    finally:
+        FinOpsBudget.delete("test-tiny-budget")  # type: ignore[attr-defined]
+
+    assert judge_env.requests == []
+    assert result.metrics.judge_calls == 0
+    assert result.metrics.skipped_checks == JUDGED_CHECKS
+    assert result.budget is not None and result.budget.status == "blocked"
+    kinds = [f.kind for f in list_findings(FileStore(store_dir), result.run_id)]
+    assert kinds == ["budget_blocked"]
