@@ -218,6 +218,8 @@ def execute_run(
     show_progress: bool,
     resume: str | None = None,
     baseline: str | None = None,
+    judge_block: str | None = None,
+    fresh_judge: bool = False,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
     evidence = _store(store)
@@ -242,6 +244,8 @@ def execute_run(
                 store=evidence.uri,
                 run_id=resume,
                 baseline=baseline,
+                judge_block=judge_block,
+                fresh_judge=fresh_judge,
             )
         )
 
@@ -295,6 +299,13 @@ def run(
         str | None,
         typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
     ] = None,
+    judge_block: Annotated[
+        str | None,
+        typer.Option("--judge-block", help="Saved JudgeSettings block (default: environment)."),
+    ] = None,
+    fresh_judge: Annotated[
+        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
@@ -308,6 +319,8 @@ def run(
         show_progress=not as_json,
         resume=resume,
         baseline=baseline,
+        judge_block=judge_block,
+        fresh_judge=fresh_judge,
     )
     if as_json:
         _print_json(_result_json(result))

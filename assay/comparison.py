@@ -37,6 +37,8 @@ def run_side(
         suite_version=run.suite_version,
         scorers=_scorer_keys(store, run.suite, run.suite_version),
         verdicts=_verdicts(store, run.run_id, run.chunks),
+        judge_model=run.judge.model if run.judge else None,
+        prompt_version=run.judge.prompt_version if run.judge else None,
     )
 
 

@@ -98,6 +98,13 @@ class RunPlan(_HasSubject, BaseModel):
     chunks: int
 
 
+class JudgeInfo(BaseModel):
+    """The judge a run used: changing either field makes runs incomparable without notice."""
+
+    model: str
+    prompt_version: str
+
+
 class RunAggregate(RunPlan):
     """The mutable view of a run while and after it executes."""
 
@@ -107,6 +114,7 @@ class RunAggregate(RunPlan):
     chunks_done: int = 0
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     regression: Comparison | None = None
+    judge: JudgeInfo | None = None
     error: str | None = None
 
 
@@ -130,6 +138,8 @@ class EvalResult(_HasSubject, BaseModel):
     seed: int | None = None
     regression: Comparison | None = None
     budget: Decision | None = None
+    judge: JudgeInfo | None = None
+    """Model pin and prompt version of the judge, when the run judged anything."""
     """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
 
@@ -247,6 +257,7 @@ def finish_run(
                 "outputs",
                 "sample",
                 "seed",
+                "judge",
             }
         ),
         score=metrics.score,

@@ -119,6 +119,7 @@ def suite_run(
             )
             metrics.merge(summary.metrics)
             budget = strictest(budget, summary.budget)
+            aggregate.judge = summary.judge or aggregate.judge
             rows.extend(summary.rows)
             progress.chunk_done(metrics)
         regression = compare_task(

@@ -19,7 +19,7 @@ from assay.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judging import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
 from assay.outputs import OutputSlice, read_slice
-from assay.runs import EvidenceChunk, write_chunk
+from assay.runs import EvidenceChunk, JudgeInfo, write_chunk
 from assay.sampling import select_cases
 from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
 from tasks._options import IO_RETRIES
@@ -48,6 +48,8 @@ class ChunkSummary(BaseModel):
     rows: list[CaseRow]
     budget: Decision | None = None
     """The FinOps preflight's decision, when this chunk had judge calls to make."""
+    judge: JudgeInfo | None = None
+    """The judge this chunk was set up with, when the suite has llm_judge checks."""
 
 
 @lru_cache(maxsize=4)
@@ -95,6 +97,7 @@ def score_chunk(
     """
     compiled, selected = _prepared(store, suite_ref, sample, seed)
     target = evidence_store(store)
+    setup = NO_JUDGE_NEEDED
     if piece is None:
         cases = score_missing(compiled, missing)
         judged = ChunkJudgement(outcomes={})
@@ -112,4 +115,6 @@ def score_chunk(
     summary.metrics.judge_cache_hits = judged.cache_hits
     summary.metrics.judge_cost_usd = judged.cost_usd
     summary.budget = judged.decision
+    if setup.model and setup.prompt_version:
+        summary.judge = JudgeInfo(model=setup.model, prompt_version=setup.prompt_version)
     return summary

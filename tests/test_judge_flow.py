@@ -108,3 +108,32 @@ def test_budget_stops_spending_before_it_starts(judge_env: JudgeServer, store_di
     assert result.budget is not None and result.budget.status == "blocked"
     kinds = [f.kind for f in list_findings(FileStore(store_dir), result.run_id)]
     assert kinds == ["budget_blocked"]
+
+
+def test_changing_the_judge_model_is_reported_and_misses_the_cache(
+    judge_env: JudgeServer, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic import SecretStr
+
+    from blocks import JudgeSettings
+
+    outputs = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
+    first = suite_run(suite=SUITE, outputs=outputs, subject="agent:pin@v1")
+    assert first.judge is not None and first.judge.model == "judge-test-1"
+    assert first.judge.prompt_version.startswith("default@")
+
+    JudgeSettings(
+        model="judge-test-2",
+        base_url=judge_env.base_url,
+        api_key=SecretStr("sk-block"),
+        max_concurrency=2,
+    ).save("test-judge-settings", overwrite=True)
+    monkeypatch.delenv("OPENAI_API_KEY")  # the block's key must be the one used
+    second = suite_run(
+        suite=SUITE, outputs=outputs, subject="agent:pin@v1", judge_block="test-judge-settings"
+    )
+
+    assert second.metrics.judge_calls == JUDGED_CHECKS  # a new model pin: no cached verdicts
+    assert second.regression is not None
+    assert "judge_model: judge-test-1 → judge-test-2" in second.regression.changed
+    assert judge_env.requests[-1].body["model"] == "judge-test-2"
