@@ -9,7 +9,9 @@ structured-output fallbacks meet a real server. It implements `POST /v1/chat/com
 - `rejects={"json_schema": 400}`: answer that status to a response_format mode without using up
   the queue; `llama_cpp=True` is `rejects={"json_schema": 500}`, as `llama_cpp.server` does;
 - `position_biased=True`: pairwise prompts (those asking for a `"winner"`) always get
-  `"winner": "first"`, whatever order the responses come in — a judge with pure position bias.
+  `"winner": "first"`, whatever order the responses come in — a judge with pure position bias;
+- `default=prefers("MARKER")`: a consistent pairwise judge that picks whichever response holds
+  the marker (`RecordedRequest.response(n)` reads a response out of the prompt).
 
 Every request is recorded (`server.requests`: body, headers, arrival and finish times, mode), and
 `server.max_in_flight` is the most requests it was serving at once, for concurrency tests.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -72,6 +75,14 @@ def verdict(
 ) -> Reply:
     """A well-formed verdict reply (reasoning first, as the prompt asks)."""
     body = {"reasoning": reasoning, "score": score, "verdict": decision}
+    return Reply(content=json.dumps(body), **options)
+
+
+def pair_verdict(
+    winner: str = "first", reasoning: str = "One response meets the rubric better.", **options: Any
+) -> Reply:
+    """A well-formed pairwise reply (reasoning first, then the winner)."""
+    body = {"reasoning": reasoning, "winner": winner}
     return Reply(content=json.dumps(body), **options)
 
 
@@ -144,8 +155,32 @@ class RecordedRequest:
         """Whether the prompt asks for a pairwise `winner`."""
         return '"winner"' in self.text("system")
 
+    def response(self, number: int) -> str | None:
+        """The text of `Response <number>` in a pairwise prompt (between its fence markers)."""
+        match = re.search(
+            rf"<<<BEGIN RESPONSE {number} (\w+)>>>\n(.*?)\n<<<END RESPONSE {number} \1>>>",
+            self.text("user"),
+            re.DOTALL,
+        )
+        return None if match is None else match.group(2)
+
 
 Policy = Callable[[RecordedRequest], Reply]
+
+
+def prefers(marker: str, reasoning: str = "It meets the rubric better.") -> Policy:
+    """A consistent pairwise judge: the response containing `marker` wins, in either order
+    (`tie` when both or neither do). Requests that are not pairwise get a passing verdict."""
+
+    def policy(recorded: RecordedRequest) -> Reply:
+        if not recorded.is_pairwise:
+            return verdict()
+        first = marker in (recorded.response(1) or "")
+        second = marker in (recorded.response(2) or "")
+        winner = "tie" if first == second else "first" if first else "second"
+        return pair_verdict(winner, reasoning)
+
+    return policy
 
 
 class JudgeServer:

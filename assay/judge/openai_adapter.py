@@ -44,6 +44,11 @@ timeout is clipped to the time left. A malformed reply is asked for again once, 
 still fails becomes `skipped` with `judge unavailable: <ErrorType>` or `malformed reply` —
 never a pass.
 
+**Pairwise.** `judge_pair` compares two outputs with the `pairwise` prompt through the same
+machinery (modes, fallback and its memory, retries, deadline), asking for the pairwise reply
+schema (`{"reasoning", "winner"}`) and parsing it strictly (`parse_pair_reply`): the verdict
+keeps only the winner's position (`first`, `second` or `tie`).
+
 **Minimal data.** The output text and the rendered prompt exist only in this call's memory.
 Nothing here logs them or puts them in an exception or a verdict; server error bodies (which
 may echo the request) are never logged either: only status codes and exception type names.
@@ -58,11 +63,11 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from openai import APIConnectionError, APIStatusError, AsyncOpenAI
@@ -84,15 +89,21 @@ from assay.judge.port import (
     NO_JUDGE,
     JudgeRequest,
     Mode,
+    PairRequest,
+    PairVerdict,
     Verdict,
+    Winner,
     judge_unavailable,
 )
 from assay.judge.prompts import (
+    PAIR_SCHEMA,
+    PAIRWISE_PLACEHOLDERS,
     VERDICT_SCHEMA,
     MalformedReply,
     Prompt,
     VerdictReply,
     load_prompt,
+    parse_pair_reply,
     parse_verdict_reply,
 )
 
@@ -171,14 +182,35 @@ def _next_mode(mode: Mode) -> Mode | None:
 
 
 def _response_format(mode: Mode) -> dict[str, Any] | None:
+    return _structured_format(mode, "verdict", VERDICT_SCHEMA)
+
+
+def _structured_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The `response_format` asking for `schema` in `mode` (None: ask in the prompt only)."""
     if mode == "json_schema":
         return {
             "type": "json_schema",
-            "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA},
+            "json_schema": {"name": name, "strict": True, "schema": schema},
         }
     if mode == "json_object":
-        return {"type": "json_object", "schema": VERDICT_SCHEMA}
+        return {"type": "json_object", "schema": schema}
     return None
+
+
+ReplyT = TypeVar("ReplyT")
+
+
+@dataclass(frozen=True)
+class _ReplyContract(Generic[ReplyT]):
+    """What a prompt asks the judge to reply: the schema (and its name), and the strict parser."""
+
+    name: str
+    schema: dict[str, Any]
+    parse: Callable[[str | None], ReplyT]
+
+
+_VERDICT_CONTRACT: Final = _ReplyContract("verdict", VERDICT_SCHEMA, parse_verdict_reply)
+_PAIR_CONTRACT: Final = _ReplyContract("pairwise_verdict", PAIR_SCHEMA, parse_pair_reply)
 
 
 def _reply_text(completion: object) -> str | None:
@@ -239,9 +271,12 @@ class OpenAIJudge:
         max_backoff_seconds: Ceiling of one backoff wait (a `Retry-After` is honoured as sent).
         temperature: Sampling temperature; None leaves it to the server (for models that
             refuse the parameter).
+        pairwise_prompt: The template `judge_pair` uses (name or loaded `Prompt`); it must show
+            `$first` and `$second` and use the pairwise reply contract (`parse_pair_reply`).
 
     Raises:
-        ValueError: No model, no API key, or a bound that is not positive.
+        ValueError: No model, no API key, a bound that is not positive, or a pairwise prompt
+            without `$first` and `$second`.
     """
 
     _endpoint_modes: ClassVar[dict[tuple[str, str], Mode]] = {}
@@ -260,6 +295,7 @@ class OpenAIJudge:
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 8.0,
         temperature: float | None = 0.0,
+        pairwise_prompt: str | Prompt = "pairwise",
     ) -> None:
         if not model.strip():
             raise ValueError("OpenAIJudge needs a model name")
@@ -274,6 +310,13 @@ class OpenAIJudge:
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self._api_key = key
         self.prompt = prompt if isinstance(prompt, Prompt) else load_prompt(prompt)
+        self.pairwise_prompt = (
+            pairwise_prompt if isinstance(pairwise_prompt, Prompt) else load_prompt(pairwise_prompt)
+        )
+        if not PAIRWISE_PLACEHOLDERS.issubset(self.pairwise_prompt.placeholders):
+            raise ValueError(
+                f"pairwise prompt {self.pairwise_prompt.version} must show $first and $second"
+            )
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.deadline_seconds = deadline_seconds
@@ -298,6 +341,11 @@ class OpenAIJudge:
     def prompt_version(self) -> str:
         """The prompt template's `name@hash`, recorded with every verdict."""
         return self.prompt.version
+
+    @property
+    def pairwise_prompt_version(self) -> str:
+        """The pairwise template's `name@hash`, recorded with every pairwise verdict."""
+        return self.pairwise_prompt.version
 
     @property
     def endpoint_mode(self) -> Mode | None:
@@ -388,15 +436,65 @@ class OpenAIJudge:
             output_tokens=call.output_tokens,
         )
 
+    async def judge_pair(self, request: PairRequest) -> PairVerdict:
+        """Compare two outputs with the pairwise prompt; never raises for a judging failure.
+
+        The same request machinery as `judge` (structured-output fallback and its memory,
+        tenacity retries, `Retry-After`, deadline, one re-ask after a malformed reply), with the
+        pairwise reply contract: the reasoning is parsed and discarded, only the winner kept.
+
+        Returns:
+            `judged` with the winner's *position* (`first`, `second` or `tie`); else `skipped`
+            with `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the
+            model pin, the pairwise prompt version, the mode and the tokens billed.
+        """
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": self.pairwise_prompt.system},
+            {"role": "user", "content": self.pairwise_prompt.pair_message(request)},
+        ]
+        now = time.monotonic()
+        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=now + self.deadline_seconds)
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
+            stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
+            wait=self._wait,
+            reraise=True,
+        )
+        try:
+            winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
+        except MalformedReply:
+            return self._give_up_pair(request, call, MALFORMED_REPLY)
+        except Exception as exc:  # every failure is a skip with its type, never a win
+            return self._give_up_pair(request, call, judge_unavailable(exc))
+        return PairVerdict(
+            status="judged",
+            winner=winner,
+            reason=JUDGED,
+            mode=call.mode,
+            model=self._model,
+            prompt_version=self.pairwise_prompt.version,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+        )
+
     async def _attempt(
         self, messages: list[ChatCompletionMessageParam], call: _Call
     ) -> VerdictReply:
         """One attempt: a request in the call's mode, plus any immediate fallback requests."""
+        return await self._attempt_as(messages, call, _VERDICT_CONTRACT)
+
+    async def _attempt_as(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        call: _Call,
+        contract: _ReplyContract[ReplyT],
+    ) -> ReplyT:
+        """`_attempt` for any reply contract (the schema asked for and the parser applied)."""
         mode = call.mode
         probing = False
         while True:
             try:
-                completion = await self._request(mode, messages, call)
+                completion = await self._request(mode, messages, call, contract)
             except APIStatusError as exc:
                 lower = self._fallback(mode, exc.status_code, call, probing)
                 if lower is None:
@@ -423,7 +521,7 @@ class OpenAIJudge:
         call.input_tokens += tokens_in
         call.output_tokens += tokens_out
         try:
-            return parse_verdict_reply(_reply_text(completion))
+            return contract.parse(_reply_text(completion))
         except MalformedReply:
             call.malformed += 1
             raise
@@ -446,11 +544,15 @@ class OpenAIJudge:
         return None
 
     async def _request(
-        self, mode: Mode, messages: list[ChatCompletionMessageParam], call: _Call
+        self,
+        mode: Mode,
+        messages: list[ChatCompletionMessageParam],
+        call: _Call,
+        contract: _ReplyContract[Any] = _VERDICT_CONTRACT,
     ) -> object:
         """One HTTP request, its timeout clipped to what is left of the call's deadline."""
         options: dict[str, Any] = {}
-        response_format = _response_format(mode)
+        response_format = _structured_format(mode, contract.name, contract.schema)
         if response_format is not None:
             options["response_format"] = response_format
         if self.temperature is not None:
@@ -520,6 +622,25 @@ class OpenAIJudge:
             mode=call.mode if call.replied else None,
             model=self._model,
             prompt_version=self.prompt.version,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+        )
+
+    def _give_up_pair(self, request: PairRequest, call: _Call, reason: str) -> PairVerdict:
+        logger.warning(
+            "judge %s at %s: pair for case %s skipped (%s) after %d request(s) in %.1fs",
+            self._model,
+            self._where,
+            request.case_id,
+            reason,
+            call.requests,
+            time.monotonic() - call.started_at,
+        )
+        return PairVerdict.skipped(
+            reason,
+            mode=call.mode if call.replied else None,
+            model=self._model,
+            prompt_version=self.pairwise_prompt.version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
         )

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Sequence
-from typing import Final, Literal, Protocol
+from typing import Final, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -224,4 +224,171 @@ async def judge_all(
     verdicts = [verdict for verdict in results if verdict is not None]
     if len(verdicts) != len(requests):  # pragma: no cover - every task stores a verdict
         raise RuntimeError("judge_all lost a verdict")
+    return verdicts
+
+
+# --- pairwise ---------------------------------------------------------------------------------
+
+PairStatus = Literal["judged", "skipped"]
+Winner = Literal["first", "second", "tie"]
+WINNERS: Final[tuple[Winner, ...]] = ("first", "second", "tie")
+"""What a pairwise judge may answer: the response shown first, the second, or neither."""
+
+
+class PairRequest(BaseModel):
+    """Two outputs for the same case, to compare against one rubric, in a given order.
+
+    `first` and `second` are candidate outputs, shown to the judge as Response 1 and Response 2.
+    Like `JudgeRequest.output`, they are kept out of `repr` and serialization (`exclude=True`).
+
+    Attributes:
+        case_id: The suite case, for logs and for matching verdicts to cases.
+        input: The case's input (the task both agents were given).
+        expected: The case's reference answer, if it has one.
+        rubric: What the judge compares the responses on.
+        first: The output shown first (in memory only; never logged or stored).
+        second: The output shown second (in memory only; never logged or stored).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    case_id: str
+    input: str
+    expected: str | None = None
+    rubric: str = Field(min_length=1)
+    first: str = Field(repr=False, exclude=True)
+    second: str = Field(repr=False, exclude=True)
+
+
+class PairVerdict(BaseModel):
+    """Which of two presented outputs a judge preferred — without anything it wrote.
+
+    The winner names a *position* (`first`/`second`), not a subject: mapping it back to A or B,
+    and checking both orders agree, is the pairwise comparison's job (`assay.pairwise`).
+
+    Attributes:
+        status: `judged` when the judge answered; `skipped` otherwise (never a win).
+        winner: `first`, `second` or `tie` when judged; None when skipped.
+        reason: `"judged"`, or why it was skipped (the `Verdict` vocabulary).
+        mode: The structured-output mode that produced the reply, when there was one.
+        model: The judge model pin, when a judge was involved.
+        prompt_version: `name@hash` of the pairwise prompt, when a judge was involved.
+        input_tokens: Prompt tokens billed for this verdict, over every reply it took.
+        output_tokens: Completion tokens billed, likewise.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: PairStatus
+    winner: Winner | None = None
+    reason: str
+    mode: Mode | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _fail_closed(self) -> PairVerdict:
+        if not is_known_reason(self.reason):
+            raise ValueError("verdict reason is not in the judge vocabulary")
+        if self.status == "skipped":
+            if self.reason == JUDGED:
+                raise ValueError("a skipped verdict needs the reason it was skipped")
+            if self.winner is not None:
+                raise ValueError("a skipped verdict has no winner")
+        elif self.reason != JUDGED or self.winner is None:
+            raise ValueError("a judged pairwise verdict has reason `judged` and a winner")
+        return self
+
+    @classmethod
+    def skipped(
+        cls,
+        reason: str,
+        *,
+        mode: Mode | None = None,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> PairVerdict:
+        """A pair that was not judged, with its reason (and any tokens already spent)."""
+        return cls(
+            status="skipped",
+            reason=reason,
+            mode=mode,
+            model=model,
+            prompt_version=prompt_version,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
+
+@runtime_checkable
+class PairJudge(Protocol):
+    """A judge that compares two outputs. Like `Judge`, it never raises for a judging failure:
+    it returns a skipped `PairVerdict` with its reason."""
+
+    @property
+    def model(self) -> str:
+        """The model pin, recorded with every verdict."""
+        ...
+
+    @property
+    def pairwise_prompt_version(self) -> str:
+        """The pairwise prompt template's `name@hash`, recorded with every verdict."""
+        ...
+
+    async def judge_pair(self, request: PairRequest) -> PairVerdict:
+        """Say which of the two presented outputs meets the rubric better (or a tie)."""
+        ...
+
+
+async def judge_pairs_all(
+    judge: PairJudge, requests: Sequence[PairRequest], max_concurrency: int
+) -> list[PairVerdict]:
+    """Judge many pairs with at most `max_concurrency` calls in flight; verdicts in order.
+
+    The pairwise twin of `judge_all` (same semaphore-before-task bound): a request whose
+    `judge_pair` raises becomes `skipped` with `judge unavailable: <ErrorType>`; the others carry
+    on. Cancellation propagates.
+
+    Args:
+        judge: Any `PairJudge`.
+        requests: The pairs to compare (each order of a case is its own request).
+        max_concurrency: Calls in flight at most (>= 1).
+
+    Returns:
+        One verdict per request, in request order.
+    """
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+    results: list[PairVerdict | None] = [None] * len(requests)
+    slots = asyncio.Semaphore(max_concurrency)
+
+    async def run(index: int, request: PairRequest) -> None:
+        try:
+            results[index] = await judge.judge_pair(request)
+        except Exception as exc:
+            logger.warning(
+                "pairwise judge failed on case %s (%s); verdict skipped",
+                request.case_id,
+                type(exc).__name__,
+            )
+            results[index] = PairVerdict.skipped(
+                judge_unavailable(exc),
+                model=judge.model,
+                prompt_version=judge.pairwise_prompt_version,
+            )
+        finally:
+            slots.release()
+
+    async with asyncio.TaskGroup() as group:
+        for index, request in enumerate(requests):
+            await slots.acquire()
+            group.create_task(run(index, request))
+
+    verdicts = [verdict for verdict in results if verdict is not None]
+    if len(verdicts) != len(requests):  # pragma: no cover - every task stores a verdict
+        raise RuntimeError("judge_pairs_all lost a verdict")
     return verdicts

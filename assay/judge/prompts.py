@@ -29,7 +29,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, Final, Literal
 
-from assay.judge.port import JudgeRequest
+from assay.judge.port import WINNERS, JudgeRequest, PairRequest, Winner
 
 SYSTEM_HEADER: Final = "=== system ==="
 USER_HEADER: Final = "=== user ==="
@@ -126,6 +126,27 @@ class Prompt:
         return [
             {"role": "system", "content": self.system},
             {"role": "user", "content": self.user_message(request)},
+        ]
+
+    def pair_message(self, request: PairRequest) -> str:
+        """The user message comparing the two outputs of `request` with this (pairwise) template.
+
+        Each output is fenced by `untrusted_block`, as `RESPONSE 1` (first) and `RESPONSE 2`
+        (second); a missing reference answer reads as `(no reference answer)`.
+        """
+        return self.render(
+            input=request.input,
+            expected=NO_REFERENCE if request.expected is None else request.expected,
+            rubric=request.rubric,
+            first=untrusted_block(request.first, "RESPONSE 1"),
+            second=untrusted_block(request.second, "RESPONSE 2"),
+        )
+
+    def pair_messages(self, request: PairRequest) -> list[dict[str, str]]:
+        """Chat messages (system, then user) comparing the outputs of `request`."""
+        return [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.pair_message(request)},
         ]
 
 
@@ -252,3 +273,60 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constants(name: str) -> Any:
     raise ValueError("NaN and Infinity are not JSON")
+
+
+# --- pairwise replies -------------------------------------------------------------------------
+
+PAIR_KEYS: Final = ("reasoning", "winner")
+PAIRWISE_PLACEHOLDERS: Final = frozenset({"first", "second"})
+"""What a pairwise template must show the judge (besides the case, which it may leave out)."""
+
+PAIR_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        # Reasoning first: the judge compares both responses before it picks one.
+        "reasoning": {
+            "type": "string",
+            "description": "How each response meets or misses the rubric, before choosing.",
+        },
+        "winner": {"type": "string", "enum": list(WINNERS)},
+    },
+    "required": list(PAIR_KEYS),
+    "additionalProperties": False,
+}
+"""JSON Schema of the pairwise prompt's reply, in the order the judge must write it."""
+
+
+def parse_pair_reply(text: str | None) -> Winner:
+    """Parse a pairwise judge's reply strictly, keeping the winner and dropping the reasoning.
+
+    Accepted: exactly one JSON object, optionally inside one Markdown code fence, with a string
+    `reasoning` and a `winner` of exactly `"first"`, `"second"` or `"tie"`. Extra keys are
+    ignored; duplicate keys, `NaN`/`Infinity`, trailing text and a second object are rejected
+    (the same rules as `parse_verdict_reply`).
+
+    Raises:
+        MalformedReply: What is wrong, in words that never quote the reply.
+    """
+    if text is None:
+        raise MalformedReply("reply has no text")
+    body = text.strip()
+    fenced = _FENCE.fullmatch(body)
+    if fenced is not None:
+        body = fenced.group(1).strip()
+    try:
+        document = json.loads(body, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+    except (ValueError, RecursionError):
+        raise MalformedReply("reply is not exactly one JSON object") from None
+    if not isinstance(document, dict):
+        raise MalformedReply("reply is not a JSON object")
+    missing = [key for key in PAIR_KEYS if key not in document]
+    if missing:
+        raise MalformedReply(f"reply lacks {', '.join(missing)}")
+    if not isinstance(document["reasoning"], str):
+        raise MalformedReply("reasoning is not a string")
+    winner = document["winner"]
+    for known in WINNERS:
+        if winner == known:
+            return known
+    raise MalformedReply("winner is not first, second or tie")
