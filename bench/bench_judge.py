@@ -1,0 +1,435 @@
+"""Judge benchmark: 1,000 judged cases against a local judge with 100 ms latency, concurrency 16.
+
+Starts the scripted OpenAI-compatible judge server of the tests (`tests/judge_server.py`) in a
+subprocess, answering every `POST /v1/chat/completions` with a passing verdict after a fixed
+delay, and judges a generated suite (one `llm_judge` check per case) through the real code path:
+`assay.judging.judge_chunk` (verdict cache, FinOps preflight, bounded concurrency, cost ledger)
+with a `FileStore`, the `OpenAIJudge` adapter and the real `openai` SDK over real HTTP. Prints
+
+    wall time, the ideal (cases x latency / concurrency), ideal / wall as a percentage
+    (goal >= 80%), and the calls made; then the same suite again, answered by the verdict
+    cache: calls made (goal 0) and wall time.
+
+    python bench/bench_judge.py [--cases 1000] [--concurrency 16] [--latency 0.1]
+
+Exit status: 0 when every run succeeded and counted what was expected (every case judged and
+passed the first time, every verdict a cache hit the second time) whatever the goals say: this
+is a measurement; 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `tests.judge_server` and the packages, run from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from assay.budget import Prices  # noqa: E402
+from assay.hashing import OutputHasher, store_secret  # noqa: E402
+from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
+from assay.judging import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402
+from assay.outputs import CandidateOutput  # noqa: E402
+from assay.scorers import Status  # noqa: E402
+from assay.scoring import CompiledSuite  # noqa: E402
+from assay.store import FileStore  # noqa: E402
+from assay.suites import load_suite  # noqa: E402
+
+GOAL_RATIO = 0.80
+MODEL = "bench-judge-1"
+PRICES = Prices(input_per_million=1.0, output_per_million=2.0)
+SERVER_START_SECONDS = 30.0
+TOPICS = ["refund", "exchange", "store credit", "cancellation", "warranty", "shipping fee"]
+
+
+# ---------------------------------------------------------------- the judge server
+
+
+def serve(port: int, latency: float) -> None:
+    """Run the tests' scripted judge server on 127.0.0.1:`port` until killed.
+
+    Every completion is a passing verdict answered after `latency` seconds. Two routes are
+    added for the benchmark: `GET /stats` (requests received, most in flight at once) and
+    `POST /reset`.
+    """
+    import uvicorn
+
+    from tests.judge_server import JudgeServer, slow
+
+    state = JudgeServer()
+    state.script(default=slow(latency))
+    app = state.app()
+
+    @app.get("/stats")
+    async def stats() -> dict[str, float]:
+        return {
+            "requests": len(state.requests),
+            "max_in_flight": state.max_in_flight,
+            "cpu_seconds": time.process_time(),
+        }
+
+    @app.post("/reset")
+    async def reset() -> dict[str, bool]:
+        state.reset()
+        state.script(default=slow(latency))
+        return {"reset": True}
+
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _http(url: str, method: str = "GET") -> dict[str, Any]:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request, timeout=5) as response:  # 127.0.0.1 only
+        result: dict[str, Any] = json.loads(response.read())
+        return result
+
+
+class Server:
+    """The judge server subprocess (its own interpreter, so it does not share Assay's GIL)."""
+
+    def __init__(self, latency: float, log: Path) -> None:
+        self.port = _free_port()
+        self.root = f"http://127.0.0.1:{self.port}"
+        self._log = log.open("wb")
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--serve",
+                "--port",
+                str(self.port),
+                "--latency",
+                str(latency),
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while True:
+            try:
+                self.stats()
+                return
+            except OSError:
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise BenchError(f"the judge server did not start (log: {log})") from None
+                time.sleep(0.05)
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root}/v1"
+
+    def stats(self) -> dict[str, Any]:
+        return _http(f"{self.root}/stats")
+
+    def reset(self) -> None:
+        _http(f"{self.root}/reset", method="POST")
+
+    def stop(self) -> None:
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+
+# ---------------------------------------------------------------- generation
+
+
+def generate(workdir: Path, cases: int) -> tuple[Path, Path]:
+    """A JSON suite of `cases` cases with one `llm_judge` check each, and one output per case."""
+    documents = []
+    suite_path = workdir / f"judge-suite-{cases}.json"
+    outputs_path = workdir / f"judge-outputs-{cases}.jsonl"
+    with outputs_path.open("w", encoding="utf-8") as out:
+        for index in range(1, cases + 1):
+            topic = TOPICS[index % len(TOPICS)]
+            order = 10000 + index
+            case_id = f"case-{index:06d}"
+            documents.append(
+                {
+                    "id": case_id,
+                    "input": f"What is the status of the {topic} for order {order}?",
+                    "expected": f"Confirms the {topic} for order {order} and gives a timeline.",
+                    "scorers": [
+                        {
+                            "llm_judge": {
+                                "rubric": f"Confirms the {topic} for order {order}, gives a "
+                                "timeline, and does not ask for payment details."
+                            }
+                        }
+                    ],
+                }
+            )
+            output = (
+                f"Thanks for reaching out. The {topic} for your order {order} is confirmed; "
+                "you will see it within 5 to 7 business days. No further action is needed."
+            )
+            out.write(json.dumps({"case_id": case_id, "output": output}) + "\n")
+    suite = {
+        "suite": f"bench-judge-{cases}",
+        "description": f"Judge benchmark: {cases} cases, one llm_judge check each",
+        "pass_threshold": 0.8,
+        "regression_threshold": 0.05,
+        "defaults": [],
+        "cases": documents,
+    }
+    suite_path.write_text(json.dumps(suite), encoding="utf-8")
+    return suite_path, outputs_path
+
+
+# ---------------------------------------------------------------- measurement
+
+
+class BenchError(Exception):
+    """A run failed or counted something other than what was expected."""
+
+
+class TimedFileStore(FileStore):
+    """A `FileStore` that counts its writes and the time they take (each is fsync'd)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.writes = 0
+        self.write_seconds = 0.0
+
+    def put_once(self, key: str, data: bytes) -> bool:
+        started = time.perf_counter()
+        try:
+            return super().put_once(key, data)
+        finally:
+            self.writes += 1
+            self.write_seconds += time.perf_counter() - started
+
+    def put(self, key: str, data: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            super().put(key, data)
+        finally:
+            self.writes += 1
+            self.write_seconds += time.perf_counter() - started
+
+
+@dataclass
+class Run:
+    label: str
+    wall: float
+    judgement: ChunkJudgement
+    server_requests: int
+    max_in_flight: int
+    client_cpu: float
+    """CPU seconds of this process (Assay, the openai SDK, the store) during the run."""
+    server_cpu: float
+    """CPU seconds of the judge server process during the run."""
+    store_writes: int
+    store_seconds: float
+
+    def count(self, status: Status) -> int:
+        return sum(1 for outcome in self.judgement.outcomes.values() if outcome.status is status)
+
+
+def judge_setup(base_url: str, concurrency: int) -> JudgeSetup:
+    """The setup `tasks.judge.judge_setup` builds from `ASSAY_JUDGE_MODEL`, `OPENAI_API_KEY`,
+    `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` and the price variables — without reading the
+    FinOps budgets from Prefect (no Prefect API here): no budget applies, the preflight allows."""
+    prompt = load_prompt()
+    return JudgeSetup(
+        make_judge=partial(OpenAIJudge, MODEL, base_url=base_url, api_key="bench", prompt=prompt),
+        skip_reason="",
+        model=MODEL,
+        prompt_version=prompt.version,
+        max_concurrency=concurrency,
+        prices=PRICES,
+        budgets=[],
+    )
+
+
+def judge_once(
+    label: str,
+    server: Server,
+    store: TimedFileStore,
+    compiled: CompiledSuite,
+    outputs: list[CandidateOutput],
+    setup: JudgeSetup,
+) -> Run:
+    server.reset()
+    hasher = OutputHasher(store_secret(store))
+    server_cpu = float(server.stats()["cpu_seconds"])
+    store.writes, store.write_seconds = 0, 0.0
+    cpu = time.process_time()
+    started = time.perf_counter()
+    judgement = judge_chunk(
+        store, compiled, outputs, hasher, setup, run_id=label, chunk=0, subject="agent:bench"
+    )
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    stats = server.stats()
+    return Run(
+        label=label,
+        wall=wall,
+        judgement=judgement,
+        server_requests=int(stats["requests"]),
+        max_in_flight=int(stats["max_in_flight"]),
+        client_cpu=cpu,
+        server_cpu=float(stats["cpu_seconds"]) - server_cpu,
+        store_writes=store.writes,
+        store_seconds=store.write_seconds,
+    )
+
+
+def check(run: Run, calls: int, cache_hits: int, requests: int, passes: int) -> None:
+    """Raise unless the run made exactly these calls, hits, server requests and passes."""
+    expected = (calls, cache_hits, requests, passes)
+    got = (
+        run.judgement.calls,
+        run.judgement.cache_hits,
+        run.server_requests,
+        run.count(Status.PASS),
+    )
+    if got != expected:
+        raise BenchError(
+            f"{run.label}: (calls, cache hits, server requests, passes) = {got}, expected "
+            f"{expected} (skipped verdicts: {run.count(Status.SKIPPED)})"
+        )
+
+
+def report(args: argparse.Namespace, first: Run, cached: Run) -> None:
+    ideal = args.cases * args.latency / args.concurrency
+    ratio = ideal / first.wall
+    print()
+    print(
+        f"machine: nproc {os.cpu_count()} · Python {platform.python_version()} "
+        f"({platform.python_implementation()}) · {platform.system()} {platform.machine()}"
+    )
+    print(
+        f"{args.cases} cases, one llm_judge check each · judge latency {args.latency * 1000:.0f} ms"
+        f" per call · concurrency {args.concurrency} · path: assay.judging.judge_chunk + "
+        "OpenAIJudge (openai SDK, HTTP)"
+    )
+    print()
+    print(f"judged run   wall time      : {first.wall:8.2f} s")
+    print(
+        f"             ideal          : {ideal:8.2f} s  "
+        f"({args.cases} x {args.latency:g} s / {args.concurrency})"
+    )
+    print(
+        f"             ideal / wall   : {ratio:8.1%}    goal >= {GOAL_RATIO:.0%}  "
+        f"{'PASS' if ratio >= GOAL_RATIO else 'FAIL'}"
+    )
+    print(
+        f"             calls made     : {first.judgement.calls:8d}    "
+        f"(server received {first.server_requests}, at most {first.max_in_flight} in flight)"
+    )
+    print(f"             cost (ledger)  : {first.judgement.cost_usd:10.6f} USD")
+    print(
+        f"             of the wall    : {first.store_seconds:8.2f} s in {first.store_writes} "
+        "store writes (verdict cache + ledger, fsync'd, after the calls)"
+    )
+    calls_only = first.wall - first.store_seconds
+    print(
+        f"             without them   : {calls_only:8.2f} s, ideal / that = "
+        f"{ideal / calls_only:.1%}"
+    )
+    print(
+        f"             CPU            : {first.client_cpu:8.2f} s here (Assay + openai SDK), "
+        f"{first.server_cpu:.2f} s in the judge server"
+    )
+    print(
+        f"cached run   calls made     : {cached.judgement.calls:8d}    goal 0  "
+        f"{'PASS' if cached.judgement.calls == 0 and cached.server_requests == 0 else 'FAIL'}"
+        f"  (server received {cached.server_requests}; "
+        f"{cached.judgement.cache_hits} cache hits)"
+    )
+    print(f"             wall time      : {cached.wall:8.2f} s")
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--latency", type=float, default=0.1, help="judge seconds per call")
+    parser.add_argument("--workdir", type=Path, help="default: a temporary folder, removed")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.serve:
+        if args.port is None:
+            parser.error("--serve needs --port")
+        serve(args.port, args.latency)
+        return 0
+    if args.cases < 1 or args.concurrency < 1 or args.latency <= 0:
+        parser.error("need --cases >= 1, --concurrency >= 1 and --latency > 0")
+
+    for name in ("NO_PROXY", "no_proxy"):  # a proxy from the environment must not see 127.0.0.1
+        os.environ[name] = "127.0.0.1,localhost"
+    temporary = args.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="assay-bench-judge-")) if temporary else args.workdir
+    workdir = workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    server: Server | None = None
+    try:
+        suite_path, outputs_path = generate(workdir, args.cases)
+        compiled = CompiledSuite.compile(load_suite(suite_path))
+        with outputs_path.open(encoding="utf-8") as handle:
+            outputs = [CandidateOutput.model_validate_json(line) for line in handle]
+        store_root = workdir / "store"
+        shutil.rmtree(store_root, ignore_errors=True)
+        store = TimedFileStore(store_root)
+        server = Server(args.latency, workdir / "judge-server.log")
+        setup = judge_setup(server.base_url, args.concurrency)
+        print(f"workdir {workdir} · judge server {server.base_url}", flush=True)
+
+        first = judge_once("bench-judged", server, store, compiled, outputs, setup)
+        print(f"  judged run: {first.wall:.2f} s, {first.judgement.calls} calls", flush=True)
+        check(first, args.cases, 0, args.cases, args.cases)
+        cached = judge_once("bench-cached", server, store, compiled, outputs, setup)
+        print(f"  cached run: {cached.wall:.2f} s, {cached.judgement.calls} calls", flush=True)
+        check(cached, 0, args.cases, 0, args.cases)
+    except BenchError as exc:
+        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.stop()
+        if temporary:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    report(args, first, cached)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
