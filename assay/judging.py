@@ -71,7 +71,7 @@ class ChunkJudgement:
     decision: Decision | None = None
 
 
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine from sync code, also when this thread already runs an event loop."""
     try:
         asyncio.get_running_loop()
@@ -166,7 +166,7 @@ def judge_chunk(
         for key, _, _ in pending:
             judgement.outcomes[key] = Outcome(Status.SKIPPED, 0.0, BUDGET_BLOCKED)
         return judgement
-    verdicts = _run(_judge(setup, requests))
+    verdicts = run_sync(_judge(setup, requests))
     used_in = used_out = 0
     for (key, cache_key, _), verdict in zip(pending, verdicts, strict=True):
         judgement.outcomes[key] = _outcome(verdict)

@@ -35,15 +35,13 @@ Nothing here imports Prefect.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import re
 from collections import Counter
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeVar
+from typing import Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
@@ -62,7 +60,7 @@ from assay.judge.port import (
     judge_pairs_all,
 )
 from assay.judge.prompts import load_prompt
-from assay.judging import JudgeSetup
+from assay.judging import JudgeSetup, run_sync
 from assay.outputs import index_outputs, read_slice
 from assay.registry import SuiteVersion
 from assay.scorers.judge import LlmJudgeConfig
@@ -72,7 +70,6 @@ from assay.suites import Case, Suite
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 PAIRWISE_PROMPT: Final = "pairwise"
 """The prompt template pairwise verdicts use (`assay/judge/prompts/pairwise.txt`)."""
@@ -306,16 +303,6 @@ def _read_texts(uri: str, known: set[str], selected: list[str]) -> tuple[dict[st
     return texts, len(index.missing)
 
 
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from sync code, also when this thread already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
 async def _judge_batch(setup: JudgeSetup, requests: Sequence[PairRequest]) -> list[PairVerdict]:
     assert setup.make_judge is not None
     judge = setup.make_judge()
@@ -506,7 +493,7 @@ def _spend(
     calls = 0
     cost = 0.0
     for number, batch in enumerate(_batches(pending, BATCH_REQUESTS)):
-        answers = _run(_judge_batch(setup, [item.request for item in batch]))
+        answers = run_sync(_judge_batch(setup, [item.request for item in batch]))
         used_in = used_out = 0
         for item, verdict in zip(batch, answers, strict=True):
             verdicts[(item.case_id, item.order)] = verdict
