@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Sequence
-from typing import Final, Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 logger = logging.getLogger(__name__)
+RequestT = TypeVar("RequestT")
+ResultT = TypeVar("ResultT")
 
 Mode = Literal["json_schema", "json_object", "prompt"]
 """How a verdict was obtained from the endpoint (see `assay.judge.openai_adapter`)."""
@@ -198,21 +200,40 @@ async def judge_all(
     Returns:
         One verdict per request, in request order.
     """
+
+    def on_error(request: JudgeRequest, exc: Exception) -> Verdict:
+        logger.warning(
+            "judge failed on case %s (%s); verdict skipped", request.case_id, type(exc).__name__
+        )
+        return Verdict.skipped(
+            judge_unavailable(exc), model=judge.model, prompt_version=judge.prompt_version
+        )
+
+    return await _bounded(judge.judge, requests, max_concurrency, on_error)
+
+
+async def _bounded(
+    call: Callable[[RequestT], Awaitable[ResultT]],
+    requests: Sequence[RequestT],
+    max_concurrency: int,
+    on_error: Callable[[RequestT, Exception], ResultT],
+) -> list[ResultT]:
+    """Run `call` over `requests` with at most `max_concurrency` in flight; results in order.
+
+    The semaphore is acquired *before* each task is created, so at most `max_concurrency` tasks
+    exist at any time however long `requests` is. An exception becomes `on_error`'s result for
+    that request only; cancellation propagates.
+    """
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
-    results: list[Verdict | None] = [None] * len(requests)
+    results: list[ResultT | None] = [None] * len(requests)
     slots = asyncio.Semaphore(max_concurrency)
 
-    async def run(index: int, request: JudgeRequest) -> None:
+    async def run(index: int, request: RequestT) -> None:
         try:
-            results[index] = await judge.judge(request)
+            results[index] = await call(request)
         except Exception as exc:
-            logger.warning(
-                "judge failed on case %s (%s); verdict skipped", request.case_id, type(exc).__name__
-            )
-            results[index] = Verdict.skipped(
-                judge_unavailable(exc), model=judge.model, prompt_version=judge.prompt_version
-            )
+            results[index] = on_error(request, exc)
         finally:
             slots.release()
 
@@ -221,10 +242,10 @@ async def judge_all(
             await slots.acquire()
             group.create_task(run(index, request))
 
-    verdicts = [verdict for verdict in results if verdict is not None]
-    if len(verdicts) != len(requests):  # pragma: no cover - every task stores a verdict
-        raise RuntimeError("judge_all lost a verdict")
-    return verdicts
+    done = [result for result in results if result is not None]
+    if len(done) != len(requests):  # pragma: no cover - every task stores a result
+        raise RuntimeError("a judge call lost its verdict")
+    return done
 
 
 # --- pairwise ---------------------------------------------------------------------------------
@@ -361,34 +382,15 @@ async def judge_pairs_all(
     Returns:
         One verdict per request, in request order.
     """
-    if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
-    results: list[PairVerdict | None] = [None] * len(requests)
-    slots = asyncio.Semaphore(max_concurrency)
 
-    async def run(index: int, request: PairRequest) -> None:
-        try:
-            results[index] = await judge.judge_pair(request)
-        except Exception as exc:
-            logger.warning(
-                "pairwise judge failed on case %s (%s); verdict skipped",
-                request.case_id,
-                type(exc).__name__,
-            )
-            results[index] = PairVerdict.skipped(
-                judge_unavailable(exc),
-                model=judge.model,
-                prompt_version=judge.pairwise_prompt_version,
-            )
-        finally:
-            slots.release()
+    def on_error(request: PairRequest, exc: Exception) -> PairVerdict:
+        logger.warning(
+            "pairwise judge failed on case %s (%s); verdict skipped",
+            request.case_id,
+            type(exc).__name__,
+        )
+        return PairVerdict.skipped(
+            judge_unavailable(exc), model=judge.model, prompt_version=judge.pairwise_prompt_version
+        )
 
-    async with asyncio.TaskGroup() as group:
-        for index, request in enumerate(requests):
-            await slots.acquire()
-            group.create_task(run(index, request))
-
-    verdicts = [verdict for verdict in results if verdict is not None]
-    if len(verdicts) != len(requests):  # pragma: no cover - every task stores a verdict
-        raise RuntimeError("judge_pairs_all lost a verdict")
-    return verdicts
+    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error)
