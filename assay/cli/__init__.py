@@ -1,0 +1,17 @@
+"""The `assay` command line (Typer + Rich).
+
+Exit codes: 0 when the command did its job (a run completed, whatever its verdict); 2 on usage or
+input errors, with one line naming file, line and field. The only package in `assay/` allowed to
+import Prefect, and only inside the commands that launch flows (so `assay suite …` stays fast).
+One module per command family; each registers its commands on the shared `app`.
+"""
+
+from assay.cli import baselines, blocks, compare, runs, scorecard, suites
+from assay.cli._common import app
+
+__all__ = ["app", "baselines", "blocks", "compare", "main", "runs", "scorecard", "suites"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,87 @@
+"""`assay compare`: pairwise A/B judging with the order swapped."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from assay import registry
+from assay.cli._common import (
+    JsonOption,
+    StoreOption,
+    app,
+    guarded,
+    open_evidence,
+    out,
+    prefect_defaults,
+    print_json,
+    resolve_suite_arg,
+)
+from assay.report import rate_text
+
+
+@app.command("compare")
+def compare_command(
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    outputs_a: Annotated[str, typer.Option("--a", help="Outputs of side A (JSONL file/folder).")],
+    outputs_b: Annotated[str, typer.Option("--b", help="Outputs of side B.")],
+    label_a: Annotated[str, typer.Option("--label-a", help="Name of side A.")] = "A",
+    label_b: Annotated[str, typer.Option("--label-b", help="Name of side B.")] = "B",
+    judge_block: Annotated[
+        str | None, typer.Option("--judge-block", help="Saved JudgeSettings block.")
+    ] = None,
+    fresh_judge: Annotated[
+        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts.")
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Pairwise A/B: judge each shared case twice with the order swapped."""
+    evidence = open_evidence(store)
+    ref = resolve_suite_arg(evidence, suite)
+    prefect_defaults()
+    from prefect import tags
+
+    from flows.compare import compare
+
+    with tags("assay", f"suite:{registry.parse_ref(ref)[0]}", "compare"):
+        report = guarded(
+            lambda: compare(
+                suite=ref,
+                outputs_a=outputs_a,
+                outputs_b=outputs_b,
+                label_a=label_a,
+                label_b=label_b,
+                store=evidence.uri,
+                judge_block=judge_block,
+                fresh_judge=fresh_judge,
+            )
+        )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    n = report.judged
+    out.print(f"[bold]{report.suite}@{report.suite_version}[/bold] · {label_a} vs {label_b}")
+    out.print(
+        f"  {label_a} wins {report.wins_a}/{n} · {label_b} wins {report.wins_b}/{n} · "
+        f"ties {report.ties}/{n} · inconsistent {report.inconsistent}/{n} · "
+        f"unjudged {report.unjudged}/{report.cases_compared}",
+        highlight=False,
+    )
+    out.print(f"  win rate {label_a} {rate_text(report.wins_a, n)}", highlight=False)
+    out.print(f"  win rate {label_b} {rate_text(report.wins_b, n)}", highlight=False)
+    consistency = report.position_consistency
+    out.print(
+        f"  position consistency {rate_text(consistency.consistent, consistency.judged)}",
+        highlight=False,
+    )
+    for reason, count in report.unjudged_reasons.items():
+        out.print(
+            f"  [yellow]warning:[/yellow] {count} pair(s) unjudged: {reason}", highlight=False
+        )
+    out.print(
+        f"  comparison [cyan]{report.comparison_id}[/cyan] · {report.calls} call(s), "
+        f"{report.cache_hits} cache hit(s), ${report.cost_usd:.4f}",
+        highlight=False,
+    )
