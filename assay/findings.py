@@ -21,10 +21,13 @@ class Finding(BaseModel):
     """One finding: what kind, about which run, and the numbers behind it."""
 
     kind: str
-    """`eval_regression` (later also `budget_blocked`, `judge_uncalibrated`, governance actions)."""
+    """`eval_regression`, `budget_blocked`, `budget_alert`, `judge_uncalibrated`,
+    `governance_action`, monitor thresholds, …"""
     run_id: str
-    suite: str
-    suite_version: int
+    """The Assay run (or report) the finding belongs to; keys the finding."""
+    suite: str | None = None
+    """The suite, for findings about a suite run; None for outcome and monitor findings."""
+    suite_version: int | None = None
     subject: str
     occurred_at: datetime
     summary: str

@@ -15,14 +15,18 @@ from tasks._options import IO_RETRIES, NO_PERSISTENCE
 from tasks._store import evidence_store
 
 
-def _announce(finding: Finding) -> None:
-    """Emit `finding.reported`, best effort: an event failure never fails the run."""
+def announce(finding: Finding) -> None:
+    """Emit `finding.reported`, best effort: an event failure never fails the run.
+
+    The event's resource is the suite for suite-run findings, else the subject.
+    """
+    about = ("suite", finding.suite) if finding.suite else ("subject", finding.subject)
     try:
         emit_event(
             event="finding.reported",
             resource={
-                "prefect.resource.id": f"assay.suite.{finding.suite}",
-                "prefect.resource.name": finding.suite,
+                "prefect.resource.id": f"assay.{about[0]}.{about[1]}",
+                "prefect.resource.name": about[1],
             },
             related=[
                 {
@@ -43,7 +47,7 @@ def report_findings(store: str, result: EvalResult) -> list[Finding]:
     target = evidence_store(store)
     for finding in findings:
         record(target, finding)
-        _announce(finding)
+        announce(finding)
     return findings
 
 
