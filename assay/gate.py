@@ -1,0 +1,223 @@
+"""The CI gate: one recorded verdict per run, from regression, pass rate, calibration and budget.
+
+SPEC §10. A gate decision is derived from a finished run's EvalResult and the judge's calibration
+status, and recorded write-once under `gates/<run_id>.json`. Rules, each reported whether it
+passed or not:
+
+- `regressed`: the run regressed against its baseline (Newcombe interval and score drop);
+- `pass_rate_below_threshold`: the pass rate is below the suite's pass threshold, or nothing was
+  scored at all (fail closed: an empty denominator never passes);
+- `judge_uncalibrated`: the suite uses `llm_judge`, a judge was configured, and that judge
+  (model pin, prompt version) has no passing calibration report;
+- `budget_blocked`: a FinOps budget stopped or refused judge spending.
+
+Judged checks that were skipped for want of a judge or credentials do not fail the gate; they are
+a declared warning that lists the unjudged cases — never a silent pass. The *recorded* verdict
+never changes; a governed override (`assay.overrides`) changes only the effective verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+from pydantic import BaseModel
+
+from assay.errors import NotFoundError
+from assay.regression import RegressionStatus
+from assay.runs import EvalResult, JudgeInfo, load_aggregate, read_chunk
+from assay.scorers import Status
+from assay.store import EvidenceStore
+
+GateVerdict = Literal["pass", "fail"]
+
+REGRESSED: Final = "regressed"
+PASS_RATE: Final = "pass_rate_below_threshold"
+UNCALIBRATED: Final = "judge_uncalibrated"
+BUDGET_BLOCKED: Final = "budget_blocked"
+RULES: Final = (REGRESSED, PASS_RATE, UNCALIBRATED, BUDGET_BLOCKED)
+"""Every gate rule, in the order they are reported."""
+
+UNJUDGED_SHOWN: Final = 20
+"""How many unjudged case ids a warning names before it says `… and N more`."""
+
+
+class RuleResult(BaseModel):
+    """One gate rule's outcome for one run."""
+
+    rule: str
+    passed: bool
+    detail: str
+
+
+class GateReason(BaseModel):
+    """Why the gate failed: the rule and a one-line explanation with the numbers."""
+
+    rule: str
+    message: str
+
+
+class GateDecision(BaseModel):
+    """The recorded gate verdict of one run (write-once).
+
+    Attributes:
+        run_id: The suite run the gate judged (its Prefect flow run id).
+        verdict: The recorded verdict; overrides never change it.
+        reasons: Every failed rule, in rule order; empty when the verdict is `pass`.
+        warnings: Declared warnings (unjudged cases, missing outputs, …).
+        rules: Every rule's result, passed or not (one JUnit test case each).
+        unjudged_cases: Case ids whose `llm_judge` checks were skipped.
+        judge: The judge the run used, if any.
+        calibrated: Whether that judge was calibrated; None when no judge was involved.
+        decided_at: When the gate decided (UTC).
+    """
+
+    run_id: str
+    suite: str
+    suite_version: int
+    subject: str
+    verdict: GateVerdict
+    reasons: list[GateReason]
+    warnings: list[str]
+    rules: list[RuleResult]
+    unjudged_cases: list[str]
+    judge: JudgeInfo | None
+    calibrated: bool | None
+    decided_at: datetime
+
+
+def _key(run_id: str) -> str:
+    return f"gates/{run_id}.json"
+
+
+def _rule_results(
+    result: EvalResult, uses_judge: bool, calibrated: bool | None
+) -> list[RuleResult]:
+    regression = result.regression
+    regressed = regression is not None and regression.status is RegressionStatus.REGRESSED
+    if regression is None:
+        regression_detail = "no comparison"
+    elif regressed and regression.baseline is not None and regression.interval is not None:
+        lo, hi = regression.interval
+        regression_detail = (
+            f"regressed vs {regression.baseline_run}: pass "
+            f"{regression.baseline.passed}/{regression.baseline.scored} → "
+            f"{regression.candidate.passed}/{regression.candidate.scored}, "
+            f"drop 95% CI {lo:.3f} to {hi:.3f}"
+        )
+    else:
+        regression_detail = f"{regression.status.value} vs baseline {regression.baseline_run}"
+
+    m = result.metrics
+    rate = "n/a" if result.pass_rate is None else f"{result.pass_rate:.3f}"
+    pass_rate_ok = result.pass_rate is not None and result.passed
+    pass_detail = (
+        f"pass rate {rate} ({m.passed}/{m.scored}) vs threshold {result.pass_threshold:.2f}"
+        + ("" if m.scored else "; nothing was scored")
+    )
+
+    if not uses_judge:
+        judge_ok, judge_detail = True, "the suite has no llm_judge checks"
+    elif result.judge is None:
+        judge_ok, judge_detail = True, "no judge configured (see warnings)"
+    elif calibrated:
+        judge_ok = True
+        judge_detail = f"{result.judge.model} · {result.judge.prompt_version} is calibrated"
+    else:
+        judge_ok = False
+        judge_detail = (
+            f"{result.judge.model} · {result.judge.prompt_version} has no passing "
+            "calibration report (run `assay calibrate`)"
+        )
+
+    budget = result.budget
+    budget_ok = budget is None or budget.allowed
+    budget_detail = (
+        "judge spending was within budget"
+        if budget is None
+        else f"{budget.status}: {budget.reason}"
+    )
+    return [
+        RuleResult(rule=REGRESSED, passed=not regressed, detail=regression_detail),
+        RuleResult(rule=PASS_RATE, passed=pass_rate_ok, detail=pass_detail),
+        RuleResult(rule=UNCALIBRATED, passed=judge_ok, detail=judge_detail),
+        RuleResult(rule=BUDGET_BLOCKED, passed=budget_ok, detail=budget_detail),
+    ]
+
+
+def unjudged_cases(store: EvidenceStore, result: EvalResult) -> list[str]:
+    """Case ids of the run whose `llm_judge` checks were skipped (from per-case evidence)."""
+    if not result.metrics.skipped_checks:
+        return []
+    found: list[str] = []
+    for chunk in range(load_aggregate(store, result.run_id).chunks):
+        for case in read_chunk(store, result.run_id, chunk).cases:
+            if any(
+                check.status is Status.SKIPPED and check.scorer.startswith("llm_judge")
+                for check in case.checks
+            ):
+                found.append(case.case_id)
+    return found
+
+
+def _named(case_ids: Iterable[str]) -> str:
+    ids = list(case_ids)
+    shown = ", ".join(ids[:UNJUDGED_SHOWN])
+    more = len(ids) - UNJUDGED_SHOWN
+    return shown + (f" … and {more} more" if more > 0 else "")
+
+
+def decide(
+    result: EvalResult,
+    *,
+    uses_judge: bool,
+    calibrated: bool | None,
+    unjudged: list[str],
+    run_warnings: list[str],
+    now: datetime | None = None,
+) -> GateDecision:
+    """Apply every gate rule to a finished run.
+
+    Args:
+        result: The run's EvalResult.
+        uses_judge: Whether the suite has `llm_judge` checks.
+        calibrated: Whether the run's judge is calibrated (None when no judge was used).
+        unjudged: Case ids whose judge checks were skipped (`unjudged_cases`).
+        run_warnings: The run's declared warnings (`assay.report.warnings`).
+        now: The decision time (default: now, UTC).
+    """
+    rules = _rule_results(result, uses_judge, calibrated)
+    reasons = [GateReason(rule=r.rule, message=r.detail) for r in rules if not r.passed]
+    notes = list(run_warnings)
+    if unjudged:
+        why = "no judge or no credentials" if result.judge is None else "judge skipped them"
+        notes.append(f"{len(unjudged)} case(s) not judged ({why}): {_named(unjudged)}")
+    return GateDecision(
+        run_id=result.run_id,
+        suite=result.suite,
+        suite_version=result.suite_version,
+        subject=result.subject,
+        verdict="fail" if reasons else "pass",
+        reasons=reasons,
+        warnings=notes,
+        rules=rules,
+        unjudged_cases=unjudged,
+        judge=result.judge,
+        calibrated=calibrated if result.judge is not None else None,
+        decided_at=now or datetime.now(UTC),
+    )
+
+
+def record_decision(store: EvidenceStore, decision: GateDecision) -> GateDecision:
+    """Record a decision write-once; a run already decided keeps its first decision."""
+    store.put_once_if_absent(_key(decision.run_id), decision.model_dump_json().encode())
+    return load_decision(store, decision.run_id)
+
+
+def load_decision(store: EvidenceStore, run_id: str) -> GateDecision:
+    """The recorded gate decision of a run; NotFoundError when the gate never decided it."""
+    try:
+        return GateDecision.model_validate_json(store.get(_key(run_id)))
+    except NotFoundError:
+        raise NotFoundError(f"no gate decision for run {run_id} in {store.uri}") from None
