@@ -1,6 +1,7 @@
 """Judging a chunk: the verdict cache, the FinOps preflight, bounded concurrent calls, costs.
 
-Runs inside one scoring task, so candidate output text never leaves that task's memory. Steps:
+Runs inside one scoring task, so candidate output text never leaves that task's memory. Steps
+(`judge_requests` does 2-4 for any batch of requests; `judge_chunk` feeds it a suite chunk):
 1. every `llm_judge` check of the chunk becomes a `JudgeRequest`;
 2. the verdict cache (keyed by case content, keyed output hash, rubric, threshold, model pin and
    prompt version) answers what it can — a hit costs nothing (`fresh` bypasses it);
@@ -112,6 +113,221 @@ async def _judge(setup: JudgeSetup, requests: Sequence[JudgeRequest]) -> list[Ve
             await close()
 
 
+@dataclass
+class Judged:
+    """What judging a batch of requests produced: one verdict per request, in order (no text)."""
+
+    verdicts: list[Verdict]
+    calls: int = 0
+    cache_hits: int = 0
+    cost_usd: float = 0.0
+    decision: Decision | None = None
+
+
+def judge_requests(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[tuple[str, JudgeRequest]],
+    *,
+    run_id: str,
+    chunk: int,
+    suite: str,
+    subject: str,
+    now: datetime | None = None,
+) -> Judged:
+    """Judge a batch of requests through the cache, the preflight, the judge and the ledger.
+
+    Any caller that grades outputs with the judge port goes through here, so every verdict is
+    cached, budgeted and priced the same way: suite checks (`judge_chunk`) and the outcome
+    score's judged dimensions (`assay.outcome`).
+
+    Args:
+        store: The evidence store (verdict cache, cost ledger, budget spend).
+        setup: How to judge; with no judge, every verdict is skipped with `setup.skip_reason`.
+        requests: `(cache key, request)` pairs; the caller builds the cache key from content
+            hashes and keyed output hashes, the rubric, the model pin and the prompt version.
+        run_id: Names the batch's cost record (with `chunk`).
+        chunk: Numbers the batch within the run: one cost record per run and chunk.
+        suite: The suite judged, for budget scopes and the ledger (empty outside a suite).
+        subject: The subject judged (`KIND:ID[@VARIANT]`), for budget scopes and the ledger.
+        now: When the spend happens (dates the ledger and picks budget periods); default now.
+
+    Returns:
+        One verdict per request, in order, with the calls made, cache hits, cost and the
+        preflight decision (None when nothing needed judging).
+    """
+    if setup.make_judge is None:
+        return Judged([Verdict.skipped(setup.skip_reason)] * len(requests))
+    verdicts: list[Verdict | None] = [None] * len(requests)
+    judged = Judged(verdicts=[])
+    pending: list[tuple[int, str, JudgeRequest]] = []
+    for index, (cache_key, request) in enumerate(requests):
+        if not setup.fresh and store.exists(cache_key):
+            verdicts[index] = Verdict.model_validate_json(store.get(cache_key))
+            judged.cache_hits += 1
+        else:
+            pending.append((index, cache_key, request))
+    if pending:
+        _spend(store, setup, pending, verdicts, judged, run_id, chunk, suite, subject, now)
+    judged.verdicts = [verdict for verdict in verdicts if verdict is not None]
+    return judged
+
+
+def _spend(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    pending: list[tuple[int, str, JudgeRequest]],
+    verdicts: list[Verdict | None],
+    judged: Judged,
+    run_id: str,
+    chunk: int,
+    suite: str,
+    subject: str,
+    now: datetime | None,
+) -> None:
+    """Preflight, then judge what the cache did not answer; cache and price the verdicts."""
+    requests = [request for _, _, request in pending]
+    tokens_in, tokens_out = estimate_tokens(
+        [len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output) for r in requests]
+    )
+    projected = price(setup.prices, tokens_in, tokens_out)
+    judged.decision = preflight(store, setup.budgets, projected, suite, subject, now)
+    if not judged.decision.allowed:
+        for index, _, _ in pending:
+            verdicts[index] = Verdict.skipped(BUDGET_BLOCKED)
+        return
+    answers = run_sync(_judge(setup, requests))
+    used_in = used_out = 0
+    for (index, cache_key, _), verdict in zip(pending, answers, strict=True):
+        verdicts[index] = verdict
+        used_in += verdict.input_tokens
+        used_out += verdict.output_tokens
+        if verdict.status != "skipped":
+            store.put_once_if_absent(cache_key, verdict.model_dump_json().encode())
+    judged.calls = len(requests)
+    judged.cost_usd = price(setup.prices, used_in, used_out)
+    # One ledger record per run and chunk (first writer wins): a retried chunk finds its
+    # verdicts in the cache and spends, and records, only what the first attempt did not.
+    write_cost(
+        store,
+        CostRecord(
+            run_id=run_id,
+            chunk=chunk,
+            suite=suite,
+            subject=subject,
+            model=setup.model or "",
+            prompt_version=setup.prompt_version or "",
+            calls=judged.calls,
+            input_tokens=used_in,
+            output_tokens=used_out,
+            cost_usd=judged.cost_usd,
+            at=now or datetime.now(UTC),
+        ),
+    )
+
+
+@dataclass
+class Batch:
+    """What judging a batch of requests produced: one verdict per request, in order (no text)."""
+
+    verdicts: list[Verdict]
+    calls: int = 0
+    cache_hits: int = 0
+    cost_usd: float = 0.0
+    decision: Decision | None = None
+
+
+def judge_batch(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[JudgeRequest],
+    *,
+    cache_keys: Sequence[str] | None,
+    suite: str,
+    subject: str,
+    run_id: str,
+    chunk: int,
+    now: datetime | None = None,
+) -> Batch:
+    """Judge requests through the cache, the FinOps preflight, bounded calls and the ledger.
+
+    Args:
+        store: Where the verdict cache, the budgets' spend and the cost ledger live.
+        setup: The judge (or why there is none), concurrency, prices and budgets.
+        requests: What to judge.
+        cache_keys: One verdict-cache key per request, or None to judge without the cache.
+        suite: Budget scope and ledger field (a suite name, or e.g. `calibration`).
+        subject: Budget scope and ledger field.
+        run_id: The ledger record's run.
+        chunk: The ledger record's chunk: one record per (run, chunk), first writer wins, so a
+            retried task finds its verdicts in the cache and records only what it spent anew.
+        now: The time used for budget periods and the ledger (default: now).
+    """
+    if setup.make_judge is None:
+        return Batch([Verdict.skipped(setup.skip_reason) for _ in requests])
+    found: list[Verdict | None] = [None] * len(requests)
+    batch = Batch(verdicts=[])
+    if cache_keys is not None and not setup.fresh:
+        for position, key in enumerate(cache_keys):
+            if store.exists(key):
+                found[position] = Verdict.model_validate_json(store.get(key))
+                batch.cache_hits += 1
+    todo = [position for position, verdict in enumerate(found) if verdict is None]
+    if todo:
+        pending = [requests[position] for position in todo]
+        tokens_in, tokens_out = estimate_tokens(
+            [len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output) for r in pending]
+        )
+        decision = preflight(
+            store, setup.budgets, price(setup.prices, tokens_in, tokens_out), suite, subject, now
+        )
+        batch.decision = decision
+        if decision.allowed:
+            fresh = run_sync(_judge(setup, pending))
+            batch.calls = len(pending)
+            _record_spend(store, setup, batch, fresh, suite, subject, run_id, chunk, now)
+        else:
+            fresh = [Verdict.skipped(BUDGET_BLOCKED) for _ in pending]
+        for position, verdict in zip(todo, fresh, strict=True):
+            found[position] = verdict
+            if cache_keys is not None and verdict.status != "skipped":
+                store.put_once_if_absent(cache_keys[position], verdict.model_dump_json().encode())
+    batch.verdicts = [verdict for verdict in found if verdict is not None]
+    return batch
+
+
+def _record_spend(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    batch: Batch,
+    verdicts: Sequence[Verdict],
+    suite: str,
+    subject: str,
+    run_id: str,
+    chunk: int,
+    now: datetime | None,
+) -> None:
+    used_in = sum(v.input_tokens for v in verdicts)
+    used_out = sum(v.output_tokens for v in verdicts)
+    batch.cost_usd = price(setup.prices, used_in, used_out)
+    write_cost(
+        store,
+        CostRecord(
+            run_id=run_id,
+            chunk=chunk,
+            suite=suite,
+            subject=subject,
+            model=setup.model or "",
+            prompt_version=setup.prompt_version or "",
+            calls=batch.calls,
+            input_tokens=used_in,
+            output_tokens=used_out,
+            cost_usd=batch.cost_usd,
+            at=now or datetime.now(UTC),
+        ),
+    )
+
+
 def judge_chunk(
     store: EvidenceStore,
     compiled: CompiledSuite,
@@ -126,72 +342,45 @@ def judge_chunk(
 ) -> ChunkJudgement:
     """Judge every `llm_judge` check of one chunk's outputs (see the module docstring)."""
     suite = compiled.suite
-    pending: list[tuple[CheckKey, str, JudgeRequest]] = []
-    judgement = ChunkJudgement(outcomes={})
+    keys: list[CheckKey] = []
+    cache_keys: list[str] = []
+    requests: list[JudgeRequest] = []
     for output in outputs:
         case = compiled.cases[output.case_id]
         for position, spec in enumerate(suite.scorers_for(case)):
             if not isinstance(spec.config, LlmJudgeConfig):
                 continue
-            key = (case.id, position)
-            if setup.make_judge is None:
-                judgement.outcomes[key] = Outcome(Status.SKIPPED, 0.0, setup.skip_reason)
-                continue
-            cache_key = _cache_key(case.content_hash, hasher(output.output), spec.config, setup)
-            if not setup.fresh and store.exists(cache_key):
-                judgement.outcomes[key] = _outcome(
-                    Verdict.model_validate_json(store.get(cache_key))
-                )
-                judgement.cache_hits += 1
-                continue
-            request = JudgeRequest(
-                case_id=case.id,
-                input=case.input,
-                expected=case.expected,
-                rubric=spec.config.rubric,
-                output=output.output,
-                pass_threshold=spec.config.pass_threshold,
+            keys.append((case.id, position))
+            cache_keys.append(
+                _cache_key(case.content_hash, hasher(output.output), spec.config, setup)
             )
-            pending.append((key, cache_key, request))
-    if not pending:
-        return judgement
-    requests = [request for _, _, request in pending]
-    tokens_in, tokens_out = estimate_tokens(
-        [len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output) for r in requests]
-    )
-    projected = price(setup.prices, tokens_in, tokens_out)
-    decision = preflight(store, setup.budgets, projected, suite.suite, subject, now)
-    judgement.decision = decision
-    if not decision.allowed:
-        for key, _, _ in pending:
-            judgement.outcomes[key] = Outcome(Status.SKIPPED, 0.0, BUDGET_BLOCKED)
-        return judgement
-    verdicts = run_sync(_judge(setup, requests))
-    used_in = used_out = 0
-    for (key, cache_key, _), verdict in zip(pending, verdicts, strict=True):
-        judgement.outcomes[key] = _outcome(verdict)
-        used_in += verdict.input_tokens
-        used_out += verdict.output_tokens
-        if verdict.status != "skipped":
-            store.put_once_if_absent(cache_key, verdict.model_dump_json().encode())
-    judgement.calls = len(requests)
-    judgement.cost_usd = price(setup.prices, used_in, used_out)
-    # One ledger record per run and chunk (first writer wins): a retried chunk finds its
-    # verdicts in the cache and spends, and records, only what the first attempt did not.
-    write_cost(
+            requests.append(
+                JudgeRequest(
+                    case_id=case.id,
+                    input=case.input,
+                    expected=case.expected,
+                    rubric=spec.config.rubric,
+                    output=output.output,
+                    pass_threshold=spec.config.pass_threshold,
+                )
+            )
+    if not requests:
+        return ChunkJudgement(outcomes={})
+    batch = judge_batch(
         store,
-        CostRecord(
-            run_id=run_id,
-            chunk=chunk,
-            suite=suite.suite,
-            subject=subject,
-            model=setup.model or "",
-            prompt_version=setup.prompt_version or "",
-            calls=judgement.calls,
-            input_tokens=used_in,
-            output_tokens=used_out,
-            cost_usd=judgement.cost_usd,
-            at=now or datetime.now(UTC),
-        ),
+        setup,
+        requests,
+        cache_keys=cache_keys,
+        suite=suite.suite,
+        subject=subject,
+        run_id=run_id,
+        chunk=chunk,
+        now=now,
     )
-    return judgement
+    return ChunkJudgement(
+        outcomes={key: _outcome(v) for key, v in zip(keys, batch.verdicts, strict=True)},
+        calls=batch.calls,
+        cache_hits=batch.cache_hits,
+        cost_usd=batch.cost_usd,
+        decision=batch.decision,
+    )
