@@ -226,108 +226,6 @@ def _spend(
     )
 
 
-@dataclass
-class Batch:
-    """What judging a batch of requests produced: one verdict per request, in order (no text)."""
-
-    verdicts: list[Verdict]
-    calls: int = 0
-    cache_hits: int = 0
-    cost_usd: float = 0.0
-    decision: Decision | None = None
-
-
-def judge_batch(
-    store: EvidenceStore,
-    setup: JudgeSetup,
-    requests: Sequence[JudgeRequest],
-    *,
-    cache_keys: Sequence[str] | None,
-    suite: str,
-    subject: str,
-    run_id: str,
-    chunk: int,
-    now: datetime | None = None,
-) -> Batch:
-    """Judge requests through the cache, the FinOps preflight, bounded calls and the ledger.
-
-    Args:
-        store: Where the verdict cache, the budgets' spend and the cost ledger live.
-        setup: The judge (or why there is none), concurrency, prices and budgets.
-        requests: What to judge.
-        cache_keys: One verdict-cache key per request, or None to judge without the cache.
-        suite: Budget scope and ledger field (a suite name, or e.g. `calibration`).
-        subject: Budget scope and ledger field.
-        run_id: The ledger record's run.
-        chunk: The ledger record's chunk: one record per (run, chunk), first writer wins, so a
-            retried task finds its verdicts in the cache and records only what it spent anew.
-        now: The time used for budget periods and the ledger (default: now).
-    """
-    if setup.make_judge is None:
-        return Batch([Verdict.skipped(setup.skip_reason) for _ in requests])
-    found: list[Verdict | None] = [None] * len(requests)
-    batch = Batch(verdicts=[])
-    if cache_keys is not None and not setup.fresh:
-        for position, key in enumerate(cache_keys):
-            if store.exists(key):
-                found[position] = Verdict.model_validate_json(store.get(key))
-                batch.cache_hits += 1
-    todo = [position for position, verdict in enumerate(found) if verdict is None]
-    if todo:
-        pending = [requests[position] for position in todo]
-        tokens_in, tokens_out = estimate_tokens(
-            [len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output) for r in pending]
-        )
-        decision = preflight(
-            store, setup.budgets, price(setup.prices, tokens_in, tokens_out), suite, subject, now
-        )
-        batch.decision = decision
-        if decision.allowed:
-            fresh = run_sync(_judge(setup, pending))
-            batch.calls = len(pending)
-            _record_spend(store, setup, batch, fresh, suite, subject, run_id, chunk, now)
-        else:
-            fresh = [Verdict.skipped(BUDGET_BLOCKED) for _ in pending]
-        for position, verdict in zip(todo, fresh, strict=True):
-            found[position] = verdict
-            if cache_keys is not None and verdict.status != "skipped":
-                store.put_once_if_absent(cache_keys[position], verdict.model_dump_json().encode())
-    batch.verdicts = [verdict for verdict in found if verdict is not None]
-    return batch
-
-
-def _record_spend(
-    store: EvidenceStore,
-    setup: JudgeSetup,
-    batch: Batch,
-    verdicts: Sequence[Verdict],
-    suite: str,
-    subject: str,
-    run_id: str,
-    chunk: int,
-    now: datetime | None,
-) -> None:
-    used_in = sum(v.input_tokens for v in verdicts)
-    used_out = sum(v.output_tokens for v in verdicts)
-    batch.cost_usd = price(setup.prices, used_in, used_out)
-    write_cost(
-        store,
-        CostRecord(
-            run_id=run_id,
-            chunk=chunk,
-            suite=suite,
-            subject=subject,
-            model=setup.model or "",
-            prompt_version=setup.prompt_version or "",
-            calls=batch.calls,
-            input_tokens=used_in,
-            output_tokens=used_out,
-            cost_usd=batch.cost_usd,
-            at=now or datetime.now(UTC),
-        ),
-    )
-
-
 def judge_chunk(
     store: EvidenceStore,
     compiled: CompiledSuite,
@@ -343,34 +241,32 @@ def judge_chunk(
     """Judge every `llm_judge` check of one chunk's outputs (see the module docstring)."""
     suite = compiled.suite
     keys: list[CheckKey] = []
-    cache_keys: list[str] = []
-    requests: list[JudgeRequest] = []
+    requests: list[tuple[str, JudgeRequest]] = []
     for output in outputs:
         case = compiled.cases[output.case_id]
         for position, spec in enumerate(suite.scorers_for(case)):
             if not isinstance(spec.config, LlmJudgeConfig):
                 continue
             keys.append((case.id, position))
-            cache_keys.append(
-                _cache_key(case.content_hash, hasher(output.output), spec.config, setup)
-            )
             requests.append(
-                JudgeRequest(
-                    case_id=case.id,
-                    input=case.input,
-                    expected=case.expected,
-                    rubric=spec.config.rubric,
-                    output=output.output,
-                    pass_threshold=spec.config.pass_threshold,
+                (
+                    _cache_key(case.content_hash, hasher(output.output), spec.config, setup),
+                    JudgeRequest(
+                        case_id=case.id,
+                        input=case.input,
+                        expected=case.expected,
+                        rubric=spec.config.rubric,
+                        output=output.output,
+                        pass_threshold=spec.config.pass_threshold,
+                    ),
                 )
             )
     if not requests:
         return ChunkJudgement(outcomes={})
-    batch = judge_batch(
+    batch = judge_requests(
         store,
         setup,
         requests,
-        cache_keys=cache_keys,
         suite=suite.suite,
         subject=subject,
         run_id=run_id,
