@@ -6,10 +6,21 @@ import Prefect, and only inside the commands that launch flows (so `assay suite 
 One module per command family; each registers its commands on the shared `app`.
 """
 
-from assay.cli import baselines, blocks, compare, runs, scorecard, suites
+from assay.cli import access, baselines, blocks, compare, overrides, runs, scorecard, suites
 from assay.cli._common import app
 
-__all__ = ["app", "baselines", "blocks", "compare", "main", "runs", "scorecard", "suites"]
+__all__ = [
+    "access",
+    "app",
+    "baselines",
+    "blocks",
+    "compare",
+    "main",
+    "overrides",
+    "runs",
+    "scorecard",
+    "suites",
+]
 
 
 def main() -> None:

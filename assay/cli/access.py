@@ -1,0 +1,103 @@
+"""`assay access add|list`: principals, their tiers and their tokens.
+
+Exit codes: 0 done; 1 refused (the caller's `ASSAY_TOKEN` is not an admin's); 2 usage or input
+errors (bad name, existing name without `--rotate`, a first principal that is not an admin).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Final, NoReturn
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from assay import access
+from assay.access import AccessDeniedError, Tier
+from assay.cli._common import (
+    JsonOption,
+    StoreOption,
+    app,
+    err,
+    guarded,
+    open_evidence,
+    out,
+    print_json,
+)
+
+EXIT_REFUSED: Final = 1
+
+access_app = typer.Typer(help="Principals, tiers and tokens.", no_args_is_help=True)
+app.add_typer(access_app, name="access")
+
+
+def caller_token() -> str | None:
+    """The caller's token from `ASSAY_TOKEN` (surrounding whitespace from pasting ignored)."""
+    token = os.environ.get("ASSAY_TOKEN", "").strip()
+    return token or None
+
+
+def refused(message: str) -> NoReturn:
+    """Say why on stderr and exit 1: the request was understood and not allowed."""
+    err.print(Text.assemble(("refused: ", "red"), message), highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_REFUSED)
+
+
+@access_app.command("add")
+def access_add(
+    name: Annotated[str, typer.Argument(help="The principal's name (a person or a CI job).")],
+    tier: Annotated[Tier, typer.Option("--tier", help="viewer < operator < admin.")],
+    rotate: Annotated[
+        bool,
+        typer.Option("--rotate", help="Issue an existing principal a new token (and tier)."),
+    ] = False,
+    store: StoreOption = None,
+) -> None:
+    """Add a principal and print its new token once (only its hash is stored).
+
+    The store's first principal must be an admin; after that, ASSAY_TOKEN must be an admin's.
+    The token goes to stdout alone, so `TOKEN=$(assay access add …)` captures it.
+    """
+    evidence = open_evidence(store)
+
+    def add() -> str:
+        try:
+            return access.add_principal(
+                evidence, name, tier, by_token=caller_token(), rotate=rotate
+            )
+        except AccessDeniedError as exc:
+            refused(str(exc))
+
+    token = guarded(add)
+    typer.echo(token)
+    err.print(
+        Text(
+            f"{'Rotated' if rotate else 'Added'} {name} ({tier}). This token cannot be shown "
+            "again: keep it as a secret and pass it as ASSAY_TOKEN."
+        ),
+        soft_wrap=True,
+    )
+
+
+@access_app.command("list")
+def access_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """List principals with their tiers (never tokens or hashes)."""
+    found = guarded(lambda: access.principals(open_evidence(store)))
+    if as_json:
+        print_json([principal.model_dump(mode="json") for principal in found])
+        return
+    if not found:
+        out.print(
+            "No principals yet: add the first admin with `assay access add NAME --tier admin`."
+        )
+        return
+    table = Table("name", "tier", "since (UTC)", "added by")
+    for principal in found:
+        table.add_row(
+            Text(principal.name),
+            principal.tier.value,
+            f"{principal.since:%Y-%m-%d %H:%M:%S}",
+            Text(principal.added_by),
+        )
+    out.print(table)

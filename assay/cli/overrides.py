@@ -1,0 +1,80 @@
+"""`assay override RUN_ID --reason …` and `assay audit`: governed overrides and their audit trail.
+
+`assay override` exit codes: 0 granted; 1 refused (the reason on stderr; the attempt is audited
+all the same); 2 usage or input errors (nothing is audited).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from assay import overrides
+from assay.cli._common import JsonOption, StoreOption, app, guarded, open_evidence, out, print_json
+from assay.cli.access import caller_token, refused
+from assay.overrides import MIN_REASON
+
+
+@app.command("override")
+def override(
+    run_id: Annotated[str, typer.Argument(help="The gate run whose failure is a false alarm.")],
+    reason: Annotated[
+        str,
+        typer.Option(
+            "--reason", help=f"Why, in at least {MIN_REASON} characters (kept in the audit)."
+        ),
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Override a failed gate (admin tier, ASSAY_TOKEN): changes the effective verdict only.
+
+    The recorded verdict and the EvalResult stay as they were; every attempt, granted or
+    refused, appends an audit record (`assay audit`).
+    """
+    evidence = open_evidence(store)
+    record = guarded(lambda: overrides.request_override(evidence, run_id, caller_token(), reason))
+    if as_json:
+        print_json(record.model_dump(mode="json"))
+    if record.refusal is not None:
+        refused(f"{record.refusal} (attempt audited)")
+    if not as_json:
+        out.print(
+            Text(
+                f"Override granted: run {run_id} is effectively pass; its recorded verdict "
+                f"stays {record.recorded_verdict}. Audited as {record.principal} ({record.tier})."
+            )
+        )
+
+
+@app.command("audit")
+def audit(
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's records.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List audited override attempts, granted and refused, newest last."""
+    records = guarded(lambda: overrides.audit_records(open_evidence(store), run))
+    if as_json:
+        print_json([record.model_dump(mode="json") for record in records])
+        return
+    if not records:
+        out.print("No audit records" + (f" for run {run}." if run else "."))
+        return
+    table = Table("at (UTC) · run", "principal", "verdict", "outcome · reason")
+    for record in records:
+        outcome = (
+            Text("granted", "green")
+            if record.refusal is None
+            else Text.assemble(("refused", "red"), f" ({record.refusal})")
+        )
+        table.add_row(
+            Text(f"{record.at:%Y-%m-%d %H:%M:%S}\n{record.run_id}"),
+            Text(f"{record.principal}\n{record.tier or 'no tier'}"),
+            f"{record.recorded_verdict or 'none'} → {record.effective_verdict or 'none'}",
+            Text.assemble(outcome, "\n", record.reason),
+        )
+    out.print(table)

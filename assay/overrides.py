@@ -1,0 +1,205 @@
+"""Governed overrides of failed gates, and their audit trail (SPEC §10).
+
+The gate's recorded decision (`assay.gate`) never changes. The only way past a failed gate is an
+override: an admin's token and a written reason of at least 20 characters. A granted override
+changes the run's *effective* verdict to `pass`, which is what `assay gate --check` re-checks.
+
+Every attempt, granted or refused, appends one write-once audit record under
+`audit/<run_id>/<timestamp>-<random>.json`; nothing is ever overwritten or deleted. An attempt
+is refused, in this order of checks, when: the token is missing or unknown; the caller is not an
+admin; the reason is too short; the run has no recorded gate decision; the recorded verdict is
+already `pass`; or the run was already overridden. A refused attempt is audited under the run id
+it named, even when no such run exists, so probing is visible too. A run id that cannot name a
+store folder (empty, or with `/` or whitespace) is a usage error, not an attempt.
+
+Tokens are never stored: a record names the principal (or `unknown`) and its tier.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Final, Literal
+from uuid import uuid4
+
+from pydantic import BaseModel, Field
+
+from assay.access import Principal, Tier, identify
+from assay.errors import InputError, NotFoundError
+from assay.gate import GateDecision, GateReason, GateVerdict, load_decision
+from assay.runs import now as utc_now
+from assay.store import EvidenceStore
+
+MIN_REASON: Final = 20
+"""The fewest characters (after stripping) an override reason may have."""
+
+UNKNOWN: Final = "unknown"
+"""The principal of an audit record whose token matched no principal."""
+
+_PREFIX: Final = "audit/"
+_RUN_ID: Final = re.compile(r"^[^/\s]*[^/\s.][^/\s]*$")
+
+Outcome = Literal["granted", "refused"]
+
+
+class OverrideRecord(BaseModel):
+    """One override attempt, as audited (write-once).
+
+    Attributes:
+        run_id: The run the attempt named.
+        principal: The caller's name, or `unknown` for a missing or unknown token.
+        tier: The caller's tier; None when unknown.
+        reason: The written reason, stripped.
+        at: When the attempt was made (UTC).
+        recorded_verdict: The gate's recorded verdict; None when the run has no gate decision.
+        effective_verdict: The effective verdict after this attempt (unchanged when refused).
+        outcome: `granted` or `refused`.
+        refusal: Why the attempt was refused; None when granted.
+    """
+
+    run_id: str = Field(pattern=_RUN_ID.pattern)
+    principal: str
+    tier: Tier | None
+    reason: str
+    at: datetime
+    recorded_verdict: GateVerdict | None
+    effective_verdict: GateVerdict | None
+    outcome: Outcome
+    refusal: str | None
+
+
+class GateCheck(BaseModel):
+    """A past gate run re-checked: what the gate recorded and what holds now.
+
+    Attributes:
+        run_id: The run.
+        recorded: The gate's recorded verdict (never changes).
+        effective: `pass` when the recorded verdict passed or an override was granted.
+        overrides: How many overrides were granted for the run.
+        override: The first granted override, which made the effective verdict `pass`.
+        reasons: Why the gate failed (the recorded decision's reasons).
+        warnings: The recorded decision's declared warnings.
+    """
+
+    run_id: str
+    recorded: GateVerdict
+    effective: GateVerdict
+    overrides: int
+    override: OverrideRecord | None
+    reasons: list[GateReason]
+    warnings: list[str]
+
+
+def _folder(run_id: str) -> str:
+    """The audit folder of a run; InputError when the run id cannot name one."""
+    if _RUN_ID.fullmatch(run_id) is None:
+        raise InputError(run_id, "a run id has no `/` or whitespace and is not only dots")
+    return f"{_PREFIX}{run_id}/"
+
+
+def audit_records(store: EvidenceStore, run_id: str | None = None) -> list[OverrideRecord]:
+    """Audited override attempts, for one run or all, oldest first (newest last)."""
+    prefix = _folder(run_id) if run_id is not None else _PREFIX
+    records = [OverrideRecord.model_validate_json(store.get(key)) for key in store.list(prefix)]
+    return sorted(records, key=lambda record: record.at)
+
+
+def _granted(records: list[OverrideRecord]) -> list[OverrideRecord]:
+    return [record for record in records if record.outcome == "granted"]
+
+
+def _effective(decision: GateDecision, granted: list[OverrideRecord]) -> GateVerdict:
+    return "pass" if granted else decision.verdict
+
+
+def check_gate(store: EvidenceStore, run_id: str) -> GateCheck:
+    """Re-check a past gate run; NotFoundError when the gate never decided it."""
+    decision = load_decision(store, run_id)
+    granted = _granted(audit_records(store, run_id))
+    return GateCheck(
+        run_id=run_id,
+        recorded=decision.verdict,
+        effective=_effective(decision, granted),
+        overrides=len(granted),
+        override=granted[0] if granted else None,
+        reasons=decision.reasons,
+        warnings=decision.warnings,
+    )
+
+
+def effective_verdict(store: EvidenceStore, run_id: str) -> tuple[GateVerdict, GateVerdict]:
+    """The run's (recorded, effective) gate verdicts; NotFoundError when it has no decision."""
+    check = check_gate(store, run_id)
+    return check.recorded, check.effective
+
+
+def _refusal(
+    caller: Principal | None,
+    token: str | None,
+    reason: str,
+    decision: GateDecision | None,
+    granted: list[OverrideRecord],
+) -> str | None:
+    """Why an attempt must be refused, or None when it may be granted."""
+    if caller is None:
+        return "no token: set ASSAY_TOKEN" if not token else "unknown or rotated-out token"
+    if caller.tier is not Tier.ADMIN:
+        return f"overrides need the admin tier; {caller.name} is {caller.tier}"
+    if len(reason) < MIN_REASON:
+        return f"the reason has {len(reason)} characters; at least {MIN_REASON} are required"
+    if decision is None:
+        return "the run has no recorded gate decision"
+    if decision.verdict == "pass":
+        return "the recorded verdict is already pass; there is nothing to override"
+    if granted:
+        first = granted[0]
+        return f"already overridden by {first.principal} at {first.at:%Y-%m-%d %H:%M:%S} UTC"
+    return None
+
+
+def request_override(
+    store: EvidenceStore,
+    run_id: str,
+    token: str | None,
+    reason: str,
+    now: datetime | None = None,
+) -> OverrideRecord:
+    """Attempt to override a run's failed gate; the attempt is audited whatever its outcome.
+
+    Args:
+        store: The evidence store holding gate decisions, principals and the audit trail.
+        run_id: The gate run to override.
+        token: The caller's token (`ASSAY_TOKEN`); None when not set.
+        reason: Why the failure is a false alarm (at least 20 characters after stripping).
+        now: The attempt time (default: now, UTC).
+
+    Returns:
+        The audit record written; `outcome` says whether the override was granted.
+
+    Raises:
+        InputError: The run id cannot name a store folder (nothing is written).
+    """
+    folder = _folder(run_id)
+    caller = identify(store, token)
+    reason = reason.strip()
+    try:
+        decision: GateDecision | None = load_decision(store, run_id)
+    except NotFoundError:
+        decision = None
+    granted = _granted(audit_records(store, run_id)) if decision is not None else []
+    refusal = _refusal(caller, token, reason, decision, granted)
+    before = None if decision is None else _effective(decision, granted)
+    record = OverrideRecord(
+        run_id=run_id,
+        principal=caller.name if caller else UNKNOWN,
+        tier=caller.tier if caller else None,
+        reason=reason,
+        at=now or utc_now(),
+        recorded_verdict=None if decision is None else decision.verdict,
+        effective_verdict=before if refusal else "pass",
+        outcome="refused" if refusal else "granted",
+        refusal=refusal,
+    )
+    key = f"{folder}{record.at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
+    store.put_once(key, record.model_dump_json().encode())
+    return record
