@@ -1,0 +1,185 @@
+"""Trial evidence records (SPEC §12): one JSON object per line, validated line by line.
+
+A trial row carries enough to reproduce every numerator, denominator, exclusion and unavailable
+state of the release signals. Two kinds of gap are kept apart on purpose:
+
+- a row that is malformed (bad JSON, a missing required field, an unknown verdict word, a
+  negative cost, counts that contradict each other) is an *input error* naming file and line;
+- a claimed completion whose `outcome` is null, or a tool call with no verdict, is *evidence
+  missing*: the row is valid and the gap fails the `coverage` gate instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from assay.errors import InputError
+from assay.outputs import OutputSource
+
+Verdict = Literal["verified", "failed", "unknown", "declined"]
+"""Destination evidence for one tool call; `declined` is a boundary that held, not a failure."""
+Outcome = Literal["verified", "failed", "unavailable"]
+"""Verdict on a claimed completion; `unavailable` means no verdict was possible (a coverage
+defect, never a success and never a zero)."""
+CostStatus = Literal["measured", "estimated", "missing"]
+
+Text = Annotated[str, Field(min_length=1)]
+
+
+class _Record(BaseModel):
+    # Harnesses add their own metadata (latency, tokens); it is ignored, never stored.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Quality(_Record):
+    """The task-quality grade of one trial: a score in [0, 1] when a grader ran."""
+
+    status: Literal["graded", "not_graded"]
+    score: float | None = Field(default=None, ge=0.0, le=1.0, validate_default=True)
+    grader: str | None = None
+
+    @field_validator("score")
+    @classmethod
+    def _score_matches_status(cls, score: float | None, info: ValidationInfo) -> float | None:
+        status = info.data.get("status")
+        if status == "graded" and score is None:
+            raise ValueError("a graded trial needs a score")
+        if status == "not_graded" and score is not None:
+            raise ValueError("a not_graded trial has no score")
+        return score
+
+
+class Wait(_Record):
+    """An explicit wait: someone owns a pending decision that expires, and the run can resume.
+
+    All four fields are required: a wait without them is not explicit, so it is rejected rather
+    than silently excusing a stuck run.
+    """
+
+    owner: Text
+    decision: Text
+    expires_at: datetime
+    resume_state: Text
+
+
+class Progress(_Record):
+    """Observation windows of one trial. Windows spent in an explicit wait are not active
+    windows (the wait stops the clock), so the collector counts only windows outside it."""
+
+    active_windows: int = Field(ge=0)
+    windows_with_delta: int = Field(ge=0)
+    wait: Wait | None = None
+
+    @field_validator("windows_with_delta")
+    @classmethod
+    def _within_active(cls, with_delta: int, info: ValidationInfo) -> int:
+        active = info.data.get("active_windows")
+        if active is not None and with_delta > active:
+            raise ValueError(f"{with_delta} windows with delta but only {active} active windows")
+        return with_delta
+
+
+class ToolEffect(_Record):
+    """One attempted tool call and what the destination says happened; None = no verdict."""
+
+    call: Text
+    verdict: Verdict | None = None
+
+
+class Trial(_Record):
+    """One trial of one variant: quality, progress, tool effects, cost and the completion claim."""
+
+    trial_id: Text
+    variant: Text
+    task_class: str | None = None
+    quality: Quality
+    progress: Progress
+    tool_effects: list[ToolEffect]
+    cost_usd: float | None = Field(default=None, ge=0.0)
+    cost_status: CostStatus
+    claimed_completion: StrictBool
+    outcome: Outcome | None
+    """Required (explicit null when no completion was claimed); null on a claimed completion is
+    missing evidence, which the coverage gate catches."""
+
+    @field_validator("cost_status")
+    @classmethod
+    def _cost_matches_status(cls, status: CostStatus, info: ValidationInfo) -> CostStatus:
+        has_cost = info.data.get("cost_usd") is not None
+        if status == "missing" and has_cost:
+            raise ValueError("cost_status is missing but cost_usd is given")
+        if status != "missing" and not has_cost and "cost_usd" in info.data:
+            raise ValueError(f"cost_status is {status} but cost_usd is null")
+        return status
+
+    @field_validator("outcome")
+    @classmethod
+    def _outcome_needs_claim(cls, outcome: Outcome | None, info: ValidationInfo) -> Outcome | None:
+        if outcome is not None and info.data.get("claimed_completion") is False:
+            raise ValueError("an outcome is only recorded for a claimed completion (use null)")
+        return outcome
+
+
+def parse_trial(raw: bytes, source: str, line: int) -> Trial:
+    """Validate one JSONL line; errors name file, line and field and never echo the row."""
+    try:
+        return Trial.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        if first["type"] == "json_invalid":
+            raise InputError(source, "malformed JSON", line=line) from None
+        if first["type"] == "model_type" and not first["loc"]:
+            raise InputError(source, "each line must be a JSON object", line=line) from None
+        field = ".".join(str(step) for step in first["loc"]) or None
+        problem = first["msg"].removeprefix("Value error, ")
+        raise InputError(source, problem, line=line, field=field) from None
+
+
+def _read(uri: str) -> bytes:
+    """The whole trials object: a local file or one `s3://bucket/key` object."""
+    if not uri.startswith("s3://"):
+        path = Path(uri.removeprefix("file://"))
+        if not path.is_file():
+            raise InputError(uri, "no such trials file")
+        uri = str(path)
+    return b"".join(OutputSource(uri).blocks())
+
+
+def load_trials(uri: str) -> list[Trial]:
+    """Read and validate a trials JSONL file (local path or `s3://` URI), in file order.
+
+    Raises:
+        InputError: malformed line, invalid field, duplicate trial id or no trials at all,
+            naming the file, the line and the field.
+    """
+    trials: list[Trial] = []
+    first_line: dict[str, int] = {}
+    for number, raw in enumerate(_read(uri).split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        trial = parse_trial(raw, uri, number)
+        first = first_line.get(trial.trial_id)
+        if first is not None:
+            raise InputError(
+                uri,
+                f"duplicate trial id {trial.trial_id!r} (first at line {first})",
+                line=number,
+                field="trial_id",
+            )
+        first_line[trial.trial_id] = number
+        trials.append(trial)
+    if not trials:
+        raise InputError(uri, "no trials: the file holds no JSON lines")
+    return trials
