@@ -10,7 +10,7 @@ is refused, in this order of checks, when: the token is missing or unknown; the 
 admin; the reason is too short; the run has no recorded gate decision; the recorded verdict is
 already `pass`; or the run was already overridden. A refused attempt is audited under the run id
 it named, even when no such run exists, so probing is visible too. A run id that cannot name a
-store folder (empty, or with `/` or whitespace) is a usage error, not an attempt.
+store folder (empty, only dots, or with `/` or whitespace) is a usage error, not an attempt.
 
 Tokens are never stored: a record names the principal (or `unknown`) and its tier.
 """
