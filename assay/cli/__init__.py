@@ -6,7 +6,19 @@ import Prefect, and only inside the commands that launch flows (so `assay suite 
 One module per command family; each registers its commands on the shared `app`.
 """
 
-from assay.cli import access, baselines, blocks, compare, overrides, runs, scorecard, suites
+from assay.cli import (
+    access,
+    baselines,
+    blocks,
+    compare,
+    gate,
+    monitor,
+    overrides,
+    release,
+    runs,
+    scorecard,
+    suites,
+)
 from assay.cli._common import app
 
 __all__ = [
@@ -15,8 +27,11 @@ __all__ = [
     "baselines",
     "blocks",
     "compare",
+    "gate",
     "main",
+    "monitor",
     "overrides",
+    "release",
     "runs",
     "scorecard",
     "suites",

@@ -1,0 +1,135 @@
+"""`assay monitor`: session health per subject from live-session signals."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from assay.cli._common import (
+    JsonOption,
+    StoreOption,
+    app,
+    guarded,
+    open_evidence,
+    out,
+    prefect_defaults,
+    print_json,
+)
+from assay.monitor import (
+    ABSENCE_NOTE,
+    MonitorReport,
+    cost_text,
+    diff_text,
+    parse_now,
+    parse_window,
+    relative_text,
+    tokens_text,
+)
+from assay.report import rate_text
+
+_STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow"}
+
+
+@app.command("monitor")
+def monitor_command(
+    signals: Annotated[
+        str, typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix.")
+    ],
+    window: Annotated[
+        str, typer.Option("--window", help="Window length ending now: 30m, 6h, 24h, 7d.")
+    ] = "24h",
+    now: Annotated[
+        str | None,
+        typer.Option("--now", help="End of the window, ISO 8601 (no offset = UTC; default: now)."),
+    ] = None,
+    expect: Annotated[
+        list[str] | None,
+        typer.Option("--expect", help="A subject that should be reporting (repeatable)."),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Per subject: completion, failure, high-severity share, cost and tokens, against the
+    previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
+    guarded(lambda: parse_window(window))
+    end = guarded(lambda: parse_now(now))
+    evidence = open_evidence(store)
+    prefect_defaults()
+    from prefect import tags
+
+    from flows.monitor import monitor
+
+    with tags("assay", "monitor"):
+        report = guarded(
+            lambda: monitor(
+                signals=signals, window=window, now=end, expect=expect, store=evidence.uri
+            )
+        )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    _print(report)
+
+
+def _print(report: MonitorReport) -> None:
+    out.print(
+        f"[bold]Session monitor[/bold] · {report.window} · "
+        f"{report.current.start:%Y-%m-%d %H:%M} to {report.current.end:%Y-%m-%d %H:%M} UTC",
+        highlight=False,
+    )
+    if not report.subjects:
+        out.print("  No subjects: no signals, and none expected.")
+    for h in report.subjects:
+        moved = h.change
+        out.print(
+            f"\n[bold]{h.subject}[/bold]  [{_STATUS_STYLE[h.status]}]"
+            f"{h.status.replace('_', ' ')}[/]  {h.sessions} session(s), previous window "
+            f"{h.previous.sessions}",
+            highlight=False,
+        )
+        if h.status == "no_data":
+            out.print("  no signals in the window: nothing is known about this subject")
+            continue
+        table = Table("", "this window", "change vs previous", box=None, show_header=False)
+        table.add_row(
+            "completion",
+            rate_text(h.completion.completed, h.completion.n),
+            diff_text(moved.completion),
+        )
+        table.add_row("failure", rate_text(h.failure.failed, h.failure.n), diff_text(moved.failure))
+        table.add_row(
+            "high/critical",
+            rate_text(h.high_severity.flagged, h.high_severity.n),
+            diff_text(moved.high_severity),
+        )
+        table.add_row(
+            "cost/completed",
+            cost_text(h.cost_per_completed),
+            relative_text(moved.cost_per_completed),
+        )
+        table.add_row(
+            "tokens med/p95",
+            tokens_text(h.tokens),
+            f"{relative_text(moved.tokens_median)} / {relative_text(moved.tokens_p95)}",
+        )
+        out.print(table, highlight=False)
+        for crossing in h.findings:
+            out.print(f"  [red]alert:[/red] {crossing.summary}", highlight=False)
+        if h.unknown.sessions:
+            fields = ", ".join(f"{name} {count}" for name, count in h.unknown.fields.items())
+            out.print(
+                f"  [yellow]unknown:[/yellow] {h.unknown.sessions} session(s) with missing "
+                f"fields ({fields}), left out of the figures that need them",
+                highlight=False,
+            )
+    r = report.records
+    out.print(
+        f"\n{r.sessions} session(s) from {r.lines} line(s): {r.current} in the window, "
+        f"{r.previous} in the previous one, {r.outside} outside both, {r.undated} undated, "
+        f"{r.unattributed} without a subject",
+        highlight=False,
+    )
+    out.print(f"[yellow]{ABSENCE_NOTE}[/yellow]", highlight=False)
+    out.print(f"report [cyan]{report.report_id}[/cyan]", highlight=False)

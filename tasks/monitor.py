@@ -1,0 +1,75 @@
+"""Monitor tasks: read the signals and write the report, record and announce findings, publish.
+
+The signals travel by reference: one task reads them, computes the report and writes it, so no
+signal line is ever a task argument or result — only the counts-only `MonitorReport`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+
+from assay.findings import Finding, record
+from assay.monitor import (
+    MonitorReport,
+    MonitorThresholds,
+    assess,
+    markdown_report,
+    monitor_findings,
+    read_signals,
+    save_report,
+)
+from tasks._options import IO_RETRIES
+from tasks._store import evidence_store
+from tasks.findings import announce
+
+
+@task(name="assess-signals", task_run_name="assess {signals} · {window}", **IO_RETRIES)
+def assess_signals(
+    store: str,
+    signals: str,
+    window: str,
+    now: datetime,
+    report_id: str,
+    thresholds: MonitorThresholds,
+    expect: list[str],
+) -> MonitorReport:
+    """Score the sessions in `signals` over the window and write the report once."""
+    found, counts = read_signals(signals)
+    report = assess(
+        found,
+        counts,
+        source=signals,
+        window=window,
+        now=now,
+        report_id=report_id,
+        thresholds=thresholds,
+        expect=expect,
+    )
+    save_report(evidence_store(store), report)
+    return report
+
+
+@task(name="report-monitor-findings", **IO_RETRIES)
+def report_monitor_findings(store: str, report: MonitorReport) -> list[Finding]:
+    """Record one finding per alerting subject (write-once) and announce each as an event."""
+    findings = monitor_findings(report)
+    target = evidence_store(store)
+    for finding in findings:
+        record(target, finding)
+        announce(finding)
+    return findings
+
+
+def publish_monitor_artifact(report: MonitorReport) -> None:
+    """The per-subject health table, with counts and the absence note, as markdown."""
+    create_markdown_artifact(
+        markdown=markdown_report(report),
+        key="assay-monitor",
+        description=(
+            f"Session health per subject over {report.window}: completion, failure and "
+            "high-severity rates (Wilson 95%), cost per completed session, tokens; no text."
+        ),
+    )
