@@ -115,7 +115,7 @@ def principals(store: EvidenceStore) -> list[Principal]:
 def _match(records: dict[str, PrincipalRecord], token: str) -> PrincipalRecord | None:
     digest = _hash(token)
     found = None
-    # Compare with every record, not just until the first match, so timing reveals nothing.
+    # Compare with every record, not just until a match, so timing does not tell which matched.
     for record in records.values():
         if hmac.compare_digest(digest, record.token_sha256):
             found = record
