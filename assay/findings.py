@@ -2,6 +2,8 @@
 
 A finding is derived from a run's EvalResult, so its key is deterministic
 (`findings/<run_id>/<kind>.json`): re-running or retrying the reporting never duplicates one.
+Findings without a suite (outcome and monitor reports, which cover many subjects) are keyed per
+subject too: `findings/<report_id>/<kind>/<hash of the subject>.json`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from assay.budget import Decision
+from assay.canonical import content_hash
 from assay.regression import RegressionStatus
 from assay.runs import EvalResult
 from assay.store import EvidenceStore
@@ -35,6 +38,10 @@ class Finding(BaseModel):
 
 
 def _key(finding: Finding) -> str:
+    if finding.suite is None:
+        # Outcome and monitor reports cover many subjects: one finding per subject and kind.
+        subject = content_hash(finding.subject).removeprefix("sha256:")[:16]
+        return f"findings/{finding.run_id}/{finding.kind}/{subject}.json"
     return f"findings/{finding.run_id}/{finding.kind}.json"
 
 

@@ -32,7 +32,12 @@ class NotificationTarget(Block):
         "`custom-webhook/eval-alerts` or `slack-webhook/eval-alerts`."
     )
     finding_kinds: list[str] = Field(
-        default_factory=lambda: ["eval_regression", "budget_blocked", "judge_uncalibrated"],
+        default_factory=lambda: [
+            "eval_regression",
+            "budget_blocked",
+            "judge_uncalibrated",
+            "governance_action",
+        ],
         description="Finding kinds to send; others are recorded but not sent.",
     )
 

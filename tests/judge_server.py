@@ -16,6 +16,11 @@ structured-output fallbacks meet a real server. It implements `POST /v1/chat/com
 Every request is recorded (`server.requests`: body, headers, arrival and finish times, mode), and
 `server.max_in_flight` is the most requests it was serving at once, for concurrency tests.
 
+It also implements `POST /v1/embeddings` (for the outcome score's consistency dimension):
+each input text gets `bag_of_words(text)`, a deterministic hashed bag-of-words vector, so tests
+can compute the expected cosines and centroids themselves. `server.embedded` counts the texts
+embedded since the last reset (their text is not kept).
+
 Use the `judge_server` fixture (reset for each test; one server per session):
 
     def test_x(judge_server: JudgeServer) -> None:
@@ -26,6 +31,7 @@ Use the `judge_server` fixture (reset for each test; one server per session):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import socket
@@ -42,6 +48,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 START_TIMEOUT_SECONDS = 10.0
+EMBEDDING_DIMENSIONS = 32
 DEFAULT_USAGE = (120, 30)
 LLAMA_CPP_REJECTS: Mapping[str, int] = {"json_schema": 500}
 
@@ -168,6 +175,19 @@ class RecordedRequest:
 Policy = Callable[[RecordedRequest], Reply]
 
 
+def bag_of_words(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic embedding: word counts hashed into `dimensions` buckets (not normalised).
+
+    Words are lower-cased runs of letters and digits; each adds 1 to the bucket its SHA-256
+    picks. Texts sharing words point the same way, so cosines are easy to reason about.
+    """
+    vector = [0.0] * dimensions
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        bucket = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % dimensions
+        vector[bucket] += 1.0
+    return vector
+
+
 def prefers(marker: str, reasoning: str = "It meets the rubric better.") -> Policy:
     """A consistent pairwise judge: the response containing `marker` wins, in either order
     (`tie` when both or neither do). Requests that are not pairwise get a passing verdict."""
@@ -196,6 +216,7 @@ class JudgeServer:
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         self._max_in_flight = 0
+        self._embedded = 0
 
     def script(
         self,
@@ -231,6 +252,7 @@ class JudgeServer:
         with self._lock:
             self._requests = []
             self._max_in_flight = self._in_flight
+            self._embedded = 0
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -243,6 +265,12 @@ class JudgeServer:
         """The most requests being served at the same time since the last reset."""
         with self._lock:
             return self._max_in_flight
+
+    @property
+    def embedded(self) -> int:
+        """Texts embedded by `POST /v1/embeddings` since the last reset."""
+        with self._lock:
+            return self._embedded
 
     @property
     def modes(self) -> list[str]:
@@ -292,6 +320,27 @@ class JudgeServer:
                 return _respond(reply, recorded)
             finally:
                 self._leave(recorded, reply.status)
+
+        @app.post("/v1/embeddings")
+        async def embeddings(request: Request) -> JSONResponse:
+            body = await request.json()
+            texts = body.get("input", [])
+            texts = [texts] if isinstance(texts, str) else list(texts)
+            with self._lock:
+                self._embedded += len(texts)
+            data = [
+                {"object": "embedding", "index": index, "embedding": bag_of_words(text)}
+                for index, text in enumerate(texts)
+            ]
+            words = sum(len(text.split()) for text in texts)
+            return JSONResponse(
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": str(body.get("model", "")),
+                    "usage": {"prompt_tokens": words, "total_tokens": words},
+                }
+            )
 
         return app
 
