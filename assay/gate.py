@@ -26,9 +26,11 @@ from pydantic import BaseModel
 
 from assay.errors import NotFoundError
 from assay.regression import RegressionStatus
-from assay.runs import EvalResult, JudgeInfo, load_aggregate, read_chunk
+from assay.runs import EvalResult, JudgeInfo, read_cases
 from assay.scorers import Status
+from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
+from assay.suites import Suite
 
 GateVerdict = Literal["pass", "fail"]
 
@@ -96,8 +98,8 @@ def _rule_results(
 ) -> list[RuleResult]:
     regression = result.regression
     regressed = regression is not None and regression.status is RegressionStatus.REGRESSED
-    if regression is None:
-        regression_detail = "no comparison"
+    if regression is None or regression.status is RegressionStatus.NO_BASELINE:
+        regression_detail = "no baseline: nothing to compare with yet"
     elif regressed and regression.baseline is not None and regression.interval is not None:
         lo, hi = regression.interval
         regression_detail = (
@@ -150,15 +152,14 @@ def unjudged_cases(store: EvidenceStore, result: EvalResult) -> list[str]:
     """Case ids of the run whose `llm_judge` checks were skipped (from per-case evidence)."""
     if not result.metrics.skipped_checks:
         return []
-    found: list[str] = []
-    for chunk in range(load_aggregate(store, result.run_id).chunks):
-        for case in read_chunk(store, result.run_id, chunk).cases:
-            if any(
-                check.status is Status.SKIPPED and check.scorer.startswith("llm_judge")
-                for check in case.checks
-            ):
-                found.append(case.case_id)
-    return found
+    return [
+        case.case_id
+        for case in read_cases(store, result.run_id)
+        if any(
+            check.status is Status.SKIPPED and check.scorer.startswith("llm_judge")
+            for check in case.checks
+        )
+    ]
 
 
 def _named(case_ids: Iterable[str]) -> str:
@@ -221,3 +222,39 @@ def load_decision(store: EvidenceStore, run_id: str) -> GateDecision:
         return GateDecision.model_validate_json(store.get(_key(run_id)))
     except NotFoundError:
         raise NotFoundError(f"no gate decision for run {run_id} in {store.uri}") from None
+
+
+class GateRun(BaseModel):
+    """What the gate flow returns: the recorded decision and the run it decided."""
+
+    decision: GateDecision
+    result: EvalResult
+
+
+def uses_judge(suite: Suite) -> bool:
+    """Whether any case of the suite is graded by `llm_judge`."""
+    return any(
+        isinstance(spec.config, LlmJudgeConfig)
+        for case in suite.cases
+        for spec in suite.scorers_for(case)
+    )
+
+
+def markdown_decision(decision: GateDecision) -> str:
+    """The gate decision as markdown: verdict, every rule, warnings (no output text)."""
+    icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
+    lines = [
+        f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
+        "",
+        f"**{icon}** — run `{decision.run_id}`",
+        "",
+        "| rule | result | detail |",
+        "|---|---|---|",
+        *[
+            f"| {r.rule} | {'pass' if r.passed else '**fail**'} | {r.detail} |"
+            for r in decision.rules
+        ],
+    ]
+    if decision.warnings:
+        lines += ["", "**Warnings**", *[f"- {note}" for note in decision.warnings]]
+    return "\n".join(lines)

@@ -14,6 +14,7 @@ error, never an overwrite.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import PurePosixPath
@@ -222,6 +223,12 @@ def write_chunk(store: EvidenceStore, chunk: EvidenceChunk) -> bool:
 def read_chunk(store: EvidenceStore, run_id: str, chunk: int) -> EvidenceChunk:
     """Read one evidence chunk back."""
     return EvidenceChunk.model_validate_json(store.get(chunk_key(run_id, chunk)))
+
+
+def read_cases(store: EvidenceStore, run_id: str) -> Iterator[CaseEvidence]:
+    """Every case's evidence of a run, chunk by chunk (one chunk in memory at a time)."""
+    for chunk in range(load_aggregate(store, run_id).chunks):
+        yield from read_chunk(store, run_id, chunk).cases
 
 
 def update_aggregate(store: EvidenceStore, aggregate: RunAggregate) -> None:

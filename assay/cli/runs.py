@@ -75,7 +75,7 @@ def _result_json(result: EvalResult) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
-def _print_result(result: EvalResult) -> None:
+def print_result(result: EvalResult) -> None:
     m = result.metrics
     verdict = "[green]PASSED[/green]" if result.passed else "[red]DID NOT PASS[/red]"
     subject = result.subject
@@ -146,7 +146,7 @@ def run(
     if as_json:
         print_json(_result_json(result))
     else:
-        _print_result(result)
+        print_result(result)
 
 
 @runs_app.command("list")
@@ -195,7 +195,7 @@ def runs_show(
     if as_json:
         print_json(_result_json(result))
     else:
-        _print_result(result)
+        print_result(result)
 
 
 @app.command("demo")
@@ -219,7 +219,7 @@ def demo(store: StoreOption = None) -> None:
             show_progress=True,
             baseline=results[0].run_id if results else None,
         )
-        _print_result(result)
+        print_result(result)
         out.print()
         results.append(result)
     table = Table("subject", "pass rate", "score", "missing", "verdict", title="Side by side")

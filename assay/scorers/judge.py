@@ -1,7 +1,8 @@
 """The llm_judge scorer.
 
-Until a judge is wired through the judge port (SPEC §8), every `llm_judge` check fails closed:
-it is `skipped` with its reason, excluded from denominators and counted — never a pass.
+Verdicts come from the judge port, batched per chunk in `assay.judging`, which overrides this
+scorer's own check. Left to itself (no judge configured) every `llm_judge` check fails closed: it
+is `skipped` with its reason, excluded from denominators and counted — never a pass.
 """
 
 from __future__ import annotations

@@ -1,0 +1,133 @@
+"""`assay label` (a guided labelling session) and `assay calibrate` (the judge against people).
+
+`assay label` shows each judged case (input, expected, rubric, output) and asks pass / fail /
+skip / quit; every answer is appended to the set at once, so quitting or a crash loses nothing
+and the next session resumes after the last label. `assay calibrate` measures the configured judge
+against the set in the calibration flow; exit 0 when the judge is calibrated, 1 when not, 2 on
+usage and input errors.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.prompt import Prompt
+
+from assay import registry
+from assay.calibration import (
+    CalibrationReport,
+    Label,
+    LabelTask,
+    append_item,
+    load_set,
+    markdown_report,
+    tasks_to_label,
+)
+from assay.cli._common import (
+    JsonOption,
+    StoreOption,
+    app,
+    fail,
+    guarded,
+    open_evidence,
+    out,
+    prefect_defaults,
+    print_json,
+    resolve_suite_arg,
+)
+from assay.judge import judge_skip_reason
+
+EXIT_UNCALIBRATED = 1
+ANSWERS: dict[str, Label] = {"p": "pass", "f": "fail"}
+
+
+def _show(task: LabelTask, number: int) -> None:
+    out.rule(f"item {number} · {task.item_id}")
+    out.print(Panel(task.input, title="input", title_align="left"), highlight=False)
+    if task.expected:
+        out.print(Panel(task.expected, title="expected", title_align="left"), highlight=False)
+    out.print(Panel(task.rubric, title="rubric", title_align="left"), highlight=False)
+    out.print(Panel(task.output, title="output", title_align="left"), highlight=False)
+
+
+@app.command("label")
+def label_command(
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    outputs: Annotated[str, typer.Option("--outputs", help="Outputs to label (JSONL/folder).")],
+    into: Annotated[Path, typer.Option("--into", help="Calibration set (JSONL) to append to.")],
+    labeler: Annotated[
+        str | None, typer.Option("--labeler", help="Who is labelling (default: $USER).")
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Label the suite's judged cases pass/fail by hand, appending to a calibration set.
+
+    The set stores the case and the output text: labelling is the operator's opt-in to keep
+    them (each field clamped to 4,000 characters). Resumes where the last session stopped.
+    """
+    evidence = open_evidence(store)
+    ref = resolve_suite_arg(evidence, suite)
+    _, golden = guarded(lambda: registry.resolve(evidence, ref))
+    done = {item.item_id for item in guarded(lambda: load_set(into))} if into.exists() else set()
+    who = labeler or os.environ.get("USER") or getpass.getuser()
+    pending = guarded(lambda: list(tasks_to_label(golden, outputs, done)))
+    out.print(
+        f"[bold]{ref}[/bold]: {len(pending)} item(s) to label, {len(done)} already in {into}. "
+        "Answer p(ass), f(ail), s(kip) or q(uit)."
+    )
+    labelled = 0
+    for number, task in enumerate(pending, start=1):
+        _show(task, number)
+        answer = Prompt.ask("label", choices=["p", "f", "s", "q"], console=out)
+        if answer == "q":
+            break
+        if answer == "s":
+            continue
+        append_item(into, task.labelled(ANSWERS[answer], who))
+        labelled += 1
+    out.print(f"Labelled {labelled} item(s); the set holds {len(done) + labelled}.")
+
+
+@app.command("calibrate")
+def calibrate_command(
+    calibration_set: Annotated[Path, typer.Argument(help="Calibration set (JSONL).")],
+    judge_block: Annotated[
+        str | None, typer.Option("--judge-block", help="Saved JudgeSettings block.")
+    ] = None,
+    fresh_judge: Annotated[
+        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure the configured judge against the human labels; exit 1 unless it is calibrated."""
+    evidence = open_evidence(store)
+    guarded(lambda: load_set(calibration_set))
+    missing = None if judge_block else judge_skip_reason()
+    if missing is not None:
+        fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")
+    prefect_defaults()
+    from prefect import tags
+
+    from flows.calibration import calibration
+
+    with tags("assay", "calibration"):
+        report: CalibrationReport = guarded(
+            lambda: calibration(
+                calibration_set=str(calibration_set),
+                store=evidence.uri,
+                judge_block=judge_block,
+                fresh_judge=fresh_judge,
+            )
+        )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        out.print(Markdown(markdown_report(report)))
+    raise typer.Exit(0 if report.passed else EXIT_UNCALIBRATED)

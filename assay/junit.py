@@ -1,0 +1,61 @@
+"""JUnit XML for CI systems: one test case per suite case, one per gate rule.
+
+CI systems (GitHub Actions reporters, GitLab, Jenkins) render JUnit natively, so a failed gate
+shows which cases failed and which rule stopped the merge. Failure messages are the cases'
+redacted labels (built from scorer configuration, never from output text).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from assay.gate import GateDecision
+from assay.scorers import Status
+from assay.scoring import CaseEvidence
+
+
+def _suite(parent: ET.Element, name: str, tests: int, failures: int, skipped: int) -> ET.Element:
+    return ET.SubElement(
+        parent,
+        "testsuite",
+        name=name,
+        tests=str(tests),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
+
+
+def junit_xml(decision: GateDecision, cases: Sequence[CaseEvidence]) -> str:
+    """Render a gate decision and its run's per-case evidence as a JUnit XML document."""
+    root = ET.Element("testsuites", name=f"assay gate {decision.run_id}")
+    failed = [c for c in cases if c.status in (Status.FAIL, Status.ERROR)]
+    skipped = [c for c in cases if c.status is Status.SKIPPED]
+    classname = f"assay.{decision.suite}"
+    case_suite = _suite(
+        root,
+        f"{decision.suite}@{decision.suite_version} · {decision.subject}",
+        len(cases),
+        len(failed),
+        len(skipped),
+    )
+    for case in cases:
+        element = ET.SubElement(case_suite, "testcase", classname=classname, name=case.case_id)
+        if case.status is Status.SKIPPED:
+            ET.SubElement(element, "skipped", message=case.label)
+        elif case.status is not Status.PASS:
+            kind = "no output" if case.missing else case.status.value
+            ET.SubElement(element, "failure", message=case.label, type=kind)
+    rules_failed = [r for r in decision.rules if not r.passed]
+    rule_suite = _suite(root, "assay gate rules", len(decision.rules), len(rules_failed), 0)
+    for rule in decision.rules:
+        element = ET.SubElement(rule_suite, "testcase", classname="assay.gate", name=rule.rule)
+        if not rule.passed:
+            ET.SubElement(element, "failure", message=rule.detail, type=rule.rule)
+    if decision.warnings:
+        ET.SubElement(rule_suite, "system-out").text = "\n".join(
+            f"warning: {note}" for note in decision.warnings
+        )
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,71 @@
+"""The CI gate: run the suite (a suite-run subflow) → decide → record → artifact → findings.
+
+The decision is recorded write-once under `gates/<run_id>.json` and is the *recorded* verdict;
+a governed override may later change only the effective verdict (`assay override`). The flow
+completes whatever the verdict: a failed gate is a result, not a crash (its artifact and the CLI's
+exit code say `fail`).
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from assay.gate import GateRun
+from flows.suite_run import suite_run
+from tasks._store import store_reference
+from tasks.findings import notify_findings
+from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
+
+
+@flow(name="gate", persist_result=False, log_prints=False)
+def gate(
+    suite: str,
+    outputs: str,
+    subject: str | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    store: str | None = None,
+    storage_block: str | None = None,
+    baseline: str | None = None,
+    judge_block: str | None = None,
+    fresh_judge: bool = False,
+    notification_block: str | None = None,
+) -> GateRun:
+    """Run a suite against outputs, then turn regression, pass rate, calibration and budget
+    into one recorded verdict.
+
+    Args:
+        suite: Published suite reference (`name[@version]`) or a suite file.
+        outputs: Path or URI of the candidate outputs (never their content).
+        subject: `KIND:ID[@VARIANT]`; defaults to `agent:<outputs name>`.
+        sample: Score only this many cases, chosen reproducibly by `seed`.
+        seed: Seed for `sample`.
+        store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
+        storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
+        baseline: Run id to compare with (default: pinned, else the latest comparable run).
+        judge_block: Name of a saved JudgeSettings block (default: the environment).
+        fresh_judge: Ignore cached verdicts and judge again.
+        notification_block: NotificationTarget block that findings are sent to.
+
+    Returns:
+        The recorded gate decision and the run's EvalResult.
+    """
+    store_uri = store_reference(store, storage_block)
+    result = suite_run(
+        suite=suite,
+        outputs=outputs,
+        subject=subject,
+        sample=sample,
+        seed=seed,
+        store=store_uri,
+        baseline=baseline,
+        notification_block=notification_block,
+        judge_block=judge_block,
+        fresh_judge=fresh_judge,
+    )
+    decision = decide_gate(store_uri, result)
+    publish_gate_artifact(decision)
+    findings = report_gate_findings(store_uri, decision, result)
+    if findings and notification_block:
+        notify_findings(notification_block, findings)
+    return GateRun(decision=decision, result=result)

@@ -1,0 +1,73 @@
+"""Gate tasks: decide a finished run's gate verdict, record it, report and publish it."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+
+from assay import registry
+from assay.calibration import JudgePin, is_calibrated
+from assay.findings import Finding, record
+from assay.gate import (
+    UNCALIBRATED,
+    GateDecision,
+    decide,
+    markdown_decision,
+    record_decision,
+    unjudged_cases,
+    uses_judge,
+)
+from assay.report import warnings
+from assay.runs import EvalResult
+from tasks._options import IO_RETRIES
+from tasks._store import evidence_store
+from tasks.artifacts import artifact_key
+from tasks.findings import announce
+
+
+@task(name="decide-gate", **IO_RETRIES)
+def decide_gate(store: str, result: EvalResult) -> GateDecision:
+    """Apply the gate rules to the run and record the decision (write-once per run)."""
+    target = evidence_store(store)
+    _, suite = registry.resolve(target, f"{result.suite}@{result.suite_version}")
+    judge = result.judge
+    calibrated = None if judge is None else is_calibrated(target, JudgePin(**judge.model_dump()))
+    decision = decide(
+        result,
+        uses_judge=uses_judge(suite),
+        calibrated=calibrated,
+        unjudged=unjudged_cases(target, result),
+        run_warnings=warnings(result),
+    )
+    return record_decision(target, decision)
+
+
+@task(name="report-gate-findings", **IO_RETRIES)
+def report_gate_findings(store: str, decision: GateDecision, result: EvalResult) -> list[Finding]:
+    """A `judge_uncalibrated` finding when the run's judge failed calibration (write-once)."""
+    failed = {reason.rule: reason.message for reason in decision.reasons}
+    if UNCALIBRATED not in failed:
+        return []
+    finding = Finding(
+        kind=UNCALIBRATED,
+        run_id=decision.run_id,
+        suite=decision.suite,
+        suite_version=decision.suite_version,
+        subject=decision.subject,
+        occurred_at=decision.decided_at,
+        summary=f"{decision.suite}@{decision.suite_version} · {decision.subject}: "
+        + failed[UNCALIBRATED],
+        details=result.judge.model_dump() if result.judge else {},
+    )
+    record(evidence_store(store), finding)
+    announce(finding)
+    return [finding]
+
+
+def publish_gate_artifact(decision: GateDecision) -> None:
+    """The gate decision (verdict, every rule, warnings) as a markdown artifact."""
+    create_markdown_artifact(
+        markdown=markdown_decision(decision),
+        key=artifact_key("assay-gate", decision.suite, decision.subject),
+        description=f"Gate verdict for run {decision.run_id}: {decision.verdict}",
+    )
