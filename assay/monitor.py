@@ -461,6 +461,9 @@ class MonitorThresholds(BaseModel):
     """Alert when the high/critical share's 95% Wilson lower bound is above this."""
     cost_per_completed_rise: float = Field(default=0.25, ge=0)
     """Alert when cost per completed session rose by more than this fraction (0.25 = 25%)."""
+    cost_min_completed: int = Field(default=10, ge=1)
+    """Compare cost per completed session only when both windows have at least this many
+    completed sessions: the figure is a ratio without an interval, noisy on a few sessions."""
 
 
 class Crossing(BaseModel):
@@ -473,7 +476,9 @@ class Crossing(BaseModel):
     summary: str
 
 
-def crossings(current: WindowStats, moved: Change, thresholds: MonitorThresholds) -> list[Crossing]:
+def crossings(
+    current: WindowStats, previous: WindowStats, moved: Change, thresholds: MonitorThresholds
+) -> list[Crossing]:
     """Every threshold the current window crosses, in `MonitorThresholds` order."""
     t = thresholds
     found: list[Crossing] = []
@@ -521,7 +526,8 @@ def crossings(current: WindowStats, moved: Change, thresholds: MonitorThresholds
             )
         )
     cost = moved.cost_per_completed
-    if cost is not None and cost > t.cost_per_completed_rise:
+    enough = min(current.cost_per_completed.completed, previous.cost_per_completed.completed)
+    if cost is not None and cost > t.cost_per_completed_rise and enough >= t.cost_min_completed:
         found.append(
             Crossing(
                 threshold="cost_per_completed_rise",
@@ -619,7 +625,7 @@ def assess(
         now_stats = window_stats(in_current.get(subject, []))
         before = window_stats(in_previous.get(subject, []))
         moved = change(now_stats, before)
-        crossed = crossings(now_stats, moved, limits) if now_stats.sessions else []
+        crossed = crossings(now_stats, before, moved, limits) if now_stats.sessions else []
         status: Status = "no_data" if not now_stats.sessions else "alert" if crossed else "ok"
         health.append(
             SubjectHealth(

@@ -1,0 +1,532 @@
+"""Live-session monitoring (SPEC §13): rates, windows, no data, unknown fields, thresholds, the
+flow and the CLI against a real Prefect API, and the canary: a text field is rejected and its
+value reaches neither the store, Prefect's files and database, nor any output or log."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from assay.cli import app
+from assay.errors import InputError
+from assay.findings import list_findings
+from assay.monitor import (
+    ABSENCE_NOTE,
+    MonitorReport,
+    MonitorThresholds,
+    SessionSignal,
+    SignalCounts,
+    assess,
+    load_report,
+    monitor_findings,
+    parse_now,
+    parse_window,
+    read_signals,
+    window_stats,
+)
+from assay.stats import newcombe_diff, wilson
+from assay.store import FileStore
+from tests.conftest import EXAMPLES, PREFECT_HOME
+from tests.test_minimal_data import (
+    _files_containing,
+    _flush_prefect_logs,
+    _prefect_database_dir,
+)
+
+NOW = datetime(2026, 6, 2, tzinfo=UTC)
+EXAMPLE = EXAMPLES / "monitor" / "signals.jsonl"
+CANARY = "CANARY-5d1c-monitor-never-store"
+SUBJECT_KEYS = {
+    "subject",
+    "status",
+    "sessions",
+    "unknown",
+    "states",
+    "completion",
+    "failure",
+    "high_severity",
+    "cost_per_completed",
+    "tokens",
+    "previous",
+    "change",
+    "findings",
+}
+
+_serial = iter(range(1_000_000))
+
+
+def signal(
+    state: str | None = "completed",
+    *,
+    hours_ago: float = 1,
+    subject: str | None = "agent:bot",
+    severity: str | None = "none",
+    cost: float | None = 0.01,
+    tokens: tuple[int, int] | None = (800, 200),
+    **fields: Any,
+) -> dict[str, Any]:
+    """A complete signal record ending (or, while live, starting) `hours_ago` before NOW."""
+    moment = NOW - timedelta(hours=hours_ago)
+    record: dict[str, Any] = {
+        "session_id": f"s{next(_serial)}",
+        "subject": subject,
+        "state": state,
+        "findings_count": None if severity is None else (0 if severity == "none" else 1),
+        "max_severity": severity,
+        "input_tokens": None if tokens is None else tokens[0],
+        "output_tokens": None if tokens is None else tokens[1],
+        "cost_usd": cost,
+        "started_at": (moment - timedelta(minutes=5)).isoformat(),
+    }
+    if state in ("completed", "failed", "abandoned"):
+        record["ended_at"] = moment.isoformat()
+    record.update(fields)
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def write(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def report_for(
+    tmp_path: Path, records: list[dict[str, Any]], window: str = "24h", **options: Any
+) -> MonitorReport:
+    found, counts = read_signals(str(write(tmp_path / "signals.jsonl", records)))
+    return assess(
+        found, counts, source="signals.jsonl", window=window, now=NOW, report_id="r1", **options
+    )
+
+
+def models(records: list[dict[str, Any]]) -> list[SessionSignal]:
+    return [SessionSignal.model_validate_json(json.dumps(r)) for r in records]
+
+
+# --- rates ------------------------------------------------------------------------------------
+
+
+def test_rates_count_ended_sessions_with_wilson_intervals() -> None:
+    stats = window_stats(
+        models(
+            [
+                *[signal("completed") for _ in range(6)],
+                signal("failed", severity="critical"),
+                signal("failed", severity="high"),
+                signal("abandoned", severity="low"),
+                signal("running"),
+                signal("waiting"),
+            ]
+        )
+    )
+
+    assert stats.sessions == 11
+    assert stats.states == {
+        "completed": 6,
+        "failed": 2,
+        "abandoned": 1,
+        "running": 1,
+        "waiting": 1,
+    }
+    interval = wilson(6, 9)
+    assert interval is not None
+    completion = stats.completion
+    assert (completion.completed, completion.n) == (6, 9)  # live sessions are not ended
+    assert completion.rate == pytest.approx(6 / 9)
+    assert (completion.lo, completion.hi) == pytest.approx(interval)
+    assert (stats.failure.failed, stats.failure.n) == (2, 9)
+    assert (stats.high_severity.flagged, stats.high_severity.n) == (2, 11)  # every state counts
+    assert (stats.unknown.sessions, stats.unknown.fields) == (0, {})
+
+
+def test_cost_per_completed_and_token_percentiles() -> None:
+    stats = window_stats(
+        models(
+            [
+                signal("completed", cost=0.10, tokens=(50, 50)),
+                signal("completed", cost=0.20, tokens=(150, 50)),
+                signal("failed", cost=0.30, tokens=(200, 100)),
+                signal("abandoned", cost=0.40, tokens=(300, 100)),
+                signal("running", cost=None, tokens=(900, 100)),
+            ]
+        )
+    )
+
+    cost = stats.cost_per_completed
+    # Failed and abandoned sessions' cost is part of the price of the completed ones.
+    assert (cost.total_usd, cost.completed, cost.costed, cost.uncosted) == pytest.approx(
+        (1.0, 2, 4, 1)
+    )
+    assert cost.value == pytest.approx(0.5)
+    # tokens 100, 200, 300, 400, 1000: linear interpolation between ranks.
+    assert (stats.tokens.median, stats.tokens.p95, stats.tokens.n) == pytest.approx((300, 880, 5))
+
+
+def test_a_window_without_completions_has_no_cost_per_completed_and_no_rates() -> None:
+    stats = window_stats(models([signal("failed"), signal("running")]))
+    assert stats.cost_per_completed.value is None  # never 0, never infinite
+    assert stats.completion.rate == 0 and stats.completion.n == 1
+    empty = window_stats([])
+    assert (empty.completion.rate, empty.completion.lo, empty.completion.n) == (None, None, 0)
+    assert (empty.tokens.median, empty.tokens.p95, empty.tokens.n) == (None, None, 0)
+
+
+# --- windows ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "length"),
+    [
+        ("30m", timedelta(minutes=30)),
+        ("6h", timedelta(hours=6)),
+        ("24h", timedelta(hours=24)),
+        ("7d", timedelta(days=7)),
+    ],
+)
+def test_window_lengths(text: str, length: timedelta) -> None:
+    assert parse_window(text) == length
+
+
+@pytest.mark.parametrize("text", ["", "24", "0h", "1w", "1.5h", "-2h", "h"])
+def test_bad_windows_are_input_errors(text: str) -> None:
+    with pytest.raises(InputError, match="--window"):
+        parse_window(text)
+
+
+def test_now_is_iso_and_utc_without_an_offset() -> None:
+    assert parse_now("2026-06-02T00:00:00Z") == NOW
+    assert parse_now("2026-06-02T02:00:00+02:00") == NOW
+    assert parse_now("2026-06-02T00:00:00") == NOW
+    with pytest.raises(InputError, match="--now"):
+        parse_now("yesterday")
+
+
+def test_sessions_fall_in_half_open_windows_by_end_else_start(tmp_path: Path) -> None:
+    records = [
+        signal(hours_ago=0),  # ends exactly at now: after the window
+        signal(hours_ago=24),  # ends exactly at the window's start: inside
+        signal(hours_ago=24.01),  # just before: previous window
+        signal(hours_ago=48),  # the previous window's start: inside it
+        signal(hours_ago=48.01),  # older than both
+        signal("running", hours_ago=3),  # live: placed by its start
+        signal(hours_ago=5, started_at=(NOW - timedelta(hours=30)).isoformat()),  # by its end
+        signal("running", started_at=None),  # neither timestamp: undated
+        signal(subject=None),  # no subject: in nobody's figures
+    ]
+    report = report_for(tmp_path, records)
+
+    assert report.current.start == NOW - timedelta(hours=24) and report.current.end == NOW
+    assert report.previous.start == NOW - timedelta(hours=48)
+    assert report.previous.end == report.current.start
+    counts = report.records
+    assert (counts.current, counts.previous, counts.outside) == (3, 2, 2)
+    assert (counts.undated, counts.unattributed, counts.sessions, counts.lines) == (1, 1, 9, 9)
+    (bot,) = report.subjects
+    assert (bot.sessions, bot.previous.sessions) == (3, 2)
+
+
+def test_the_last_line_of_a_session_wins(tmp_path: Path) -> None:
+    live = signal("running", hours_ago=2, session_id="s-1")
+    done = signal("failed", hours_ago=1, session_id="s-1")
+    other = signal("completed", hours_ago=1, session_id="s-1", subject="agent:other")
+    report = report_for(tmp_path, [live, done, other])
+
+    assert (report.records.lines, report.records.superseded, report.records.sessions) == (3, 1, 2)
+    bot = next(h for h in report.subjects if h.subject == "agent:bot")
+    assert bot.states["failed"] == 1 and bot.states["running"] == 0
+
+
+# --- no data, unknown fields ------------------------------------------------------------------
+
+
+def test_a_subject_without_signals_in_the_window_is_no_data_never_healthy(tmp_path: Path) -> None:
+    records = [
+        *[signal("failed", hours_ago=30, subject="agent:quiet") for _ in range(20)],
+        signal("completed", hours_ago=2),
+    ]
+    report = report_for(tmp_path, records, expect=["agent:never-seen@v1"])
+
+    status = {h.subject: h.status for h in report.subjects}
+    assert status == {"agent:bot": "ok", "agent:quiet": "no_data", "agent:never-seen@v1": "no_data"}
+    quiet = next(h for h in report.subjects if h.subject == "agent:quiet")
+    assert quiet.sessions == 0 and quiet.previous.sessions == 20
+    assert (quiet.completion.rate, quiet.failure.rate, quiet.high_severity.rate) == (None,) * 3
+    assert quiet.findings == [] and quiet.change.failure is None
+    assert report.note == ABSENCE_NOTE and "prove nothing" in report.note
+    assert monitor_findings(report) == []
+
+
+def test_missing_fields_are_counted_as_unknown_and_left_out_of_denominators(
+    tmp_path: Path,
+) -> None:
+    records = [
+        signal("completed"),
+        signal(None),  # no state
+        signal("completed", cost=None, tokens=None),
+        signal("failed", severity=None),
+        signal("completed", ended_at=None),  # ended, but when is unknown: placed by its start
+        signal("running"),  # no ended_at is expected while running
+    ]
+    (bot,) = report_for(tmp_path, records).subjects
+
+    assert bot.sessions == 6
+    assert bot.unknown.sessions == 4
+    assert bot.unknown.fields == {
+        "cost_usd": 1,
+        "ended_at": 1,
+        "findings_count": 1,
+        "input_tokens": 1,
+        "max_severity": 1,
+        "output_tokens": 1,
+        "state": 1,
+    }
+    assert (bot.completion.completed, bot.completion.n) == (3, 4)  # the stateless one is out
+    assert (bot.high_severity.flagged, bot.high_severity.n) == (0, 5)
+    assert (bot.cost_per_completed.costed, bot.cost_per_completed.uncosted) == (5, 1)
+    assert bot.tokens.n == 5
+
+
+# --- rejected records -------------------------------------------------------------------------
+
+
+def test_a_text_field_is_rejected_with_file_and_line_and_never_echoed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "signals.jsonl",
+        [signal(), signal(response=f"Sure! {CANARY}"), signal()],
+    )
+    with pytest.raises(InputError) as caught:
+        read_signals(str(path))
+    error = caught.value
+    assert (error.source, error.line, error.field) == (str(path), 2, "response")
+    assert "signals carry no text" in str(error)
+    assert CANARY not in str(error) and "Sure" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"cost_usd": CANARY}, "cost_usd"),
+        ({"state": CANARY}, "state"),
+        ({"subject": f"agent:bot {CANARY}"}, "subject"),
+        ({"session_id": f"a {CANARY}"}, "session_id"),
+        ({f"{CANARY} as a key": 1}, "(unexpected field)"),
+        ({"started_at": "2026-06-01T10:00:00"}, "started_at"),  # no timezone
+        ({"input_tokens": True}, "input_tokens"),
+    ],
+)
+def test_malformed_values_name_the_field_but_not_the_value(
+    tmp_path: Path, extra: dict[str, Any], field: str
+) -> None:
+    path = write(tmp_path / "s.jsonl", [signal(**extra)])
+    with pytest.raises(InputError) as caught:
+        read_signals(str(path))
+    assert (caught.value.line, caught.value.field) == (1, field)
+    assert CANARY not in str(caught.value)
+
+
+def test_contradictory_records_are_rejected(tmp_path: Path) -> None:
+    late_start = (NOW + timedelta(hours=1)).isoformat()
+    for record, problem in [
+        (signal(started_at=late_start), "ended_at is before started_at"),
+        (signal(findings_count=0, max_severity="high"), "disagree"),
+        (signal(findings_count=2, max_severity="none"), "disagree"),
+    ]:
+        with pytest.raises(InputError, match=problem):
+            read_signals(str(write(tmp_path / "s.jsonl", [record])))
+    with pytest.raises(InputError, match="no such signals file"):
+        read_signals(str(tmp_path / "absent.jsonl"))
+
+
+# --- thresholds -------------------------------------------------------------------------------
+
+
+def test_a_credible_failure_rise_crosses_a_threshold_and_gives_one_finding(
+    tmp_path: Path,
+) -> None:
+    before = [signal("completed", hours_ago=30) for _ in range(38)] + [
+        signal("failed", hours_ago=30) for _ in range(2)
+    ]
+    after = [signal("completed", hours_ago=3) for _ in range(28)] + [
+        signal("failed", hours_ago=3) for _ in range(12)
+    ]
+    report = report_for(tmp_path, before + after)
+
+    (bot,) = report.subjects
+    assert bot.status == "alert"
+    crossed = {c.threshold for c in bot.findings}
+    # 12/40 failed: Wilson lower bound 0.181, not credibly above the 0.20 failure-rate limit.
+    assert crossed == {"failure_rate_rise", "completion_rate_drop", "cost_per_completed_rise"}
+    rise = bot.change.failure
+    expected = newcombe_diff(12, 40, 2, 40)
+    assert rise is not None and expected is not None
+    assert rise.diff == pytest.approx(0.25)
+    assert (rise.lo, rise.hi) == pytest.approx(expected)
+    assert bot.change.cost_per_completed == pytest.approx(38 / 28 - 1)  # same cost, fewer done
+
+    (finding,) = monitor_findings(report)
+    assert (finding.kind, finding.run_id, finding.suite, finding.subject) == (
+        "monitor_threshold",
+        "r1",
+        None,
+        "agent:bot",
+    )
+    assert "failure rate up +0.250" in finding.summary and "12/40" in finding.summary
+    assert [c["threshold"] for c in finding.details["crossings"]] == [
+        c.threshold for c in bot.findings
+    ]
+
+
+def test_a_small_sample_rise_is_not_an_alert(tmp_path: Path) -> None:
+    before = [signal("completed", hours_ago=30) for _ in range(4)]
+    after = [signal("completed", hours_ago=3) for _ in range(3)] + [signal("failed")]
+    (bot,) = report_for(tmp_path, before + after).subjects
+
+    rise = bot.change.failure
+    assert rise is not None and rise.diff == pytest.approx(0.25) and rise.lo < 0  # noise
+    assert bot.change.cost_per_completed == pytest.approx(4 / 3 - 1)  # too few to compare
+    assert bot.status == "ok" and bot.findings == []
+
+
+def test_high_severity_share_and_cost_thresholds(tmp_path: Path) -> None:
+    before = [signal(hours_ago=30, cost=0.01) for _ in range(20)]
+    after = [signal(hours_ago=3, cost=0.02) for _ in range(15)] + [
+        signal(hours_ago=3, cost=0.02, severity="critical") for _ in range(5)
+    ]
+    (bot,) = report_for(tmp_path, before + after).subjects
+    crossed = {c.threshold: c for c in bot.findings}
+    assert set(crossed) == {"high_severity_share", "cost_per_completed_rise"}
+    assert crossed["cost_per_completed_rise"].observed == pytest.approx(1.0)
+    assert "5/20" in crossed["high_severity_share"].summary
+
+    lenient = MonitorThresholds(high_severity_share=0.5, cost_per_completed_rise=2.0)
+    (calm,) = report_for(tmp_path, before + after, thresholds=lenient).subjects
+    assert calm.status == "ok"
+
+
+# --- the example, the flow, the CLI -----------------------------------------------------------
+
+
+def _example_report() -> MonitorReport:
+    found, counts = read_signals(str(EXAMPLE))
+    return assess(found, counts, source="x", window="24h", now=NOW, report_id="example")
+
+
+def test_the_example_has_an_ok_an_alerting_and_a_silent_subject() -> None:
+    report = _example_report()
+    status = {h.subject: h.status for h in report.subjects}
+    assert status == {
+        "agent:billing-bot": "no_data",
+        "agent:support-bot@v1": "ok",
+        "agent:support-bot@v2": "alert",
+    }
+    v2 = next(h for h in report.subjects if h.subject == "agent:support-bot@v2")
+    assert {c.threshold for c in v2.findings} == {
+        "failure_rate_rise",
+        "completion_rate_drop",
+        "high_severity_share",
+        "cost_per_completed_rise",
+    }
+    assert report.records.superseded == 1 and report.records.unattributed == 1
+    assert SignalCounts.model_validate(report.records.model_dump()) == report.records
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_the_flow_writes_the_report_once_and_records_the_finding(store_dir: Path) -> None:
+    from flows.monitor import monitor
+
+    report = monitor(signals=str(EXAMPLE), window="24h", now=NOW)
+
+    store = FileStore(store_dir)
+    assert load_report(store, report.report_id) == report
+    assert (store_dir / "monitor" / f"{report.report_id}.json").is_file()
+    (finding,) = list_findings(store, report.report_id)
+    assert (finding.kind, finding.subject, finding.suite) == (
+        "monitor_threshold",
+        "agent:support-bot@v2",
+        None,
+    )
+    assert report.subjects == _example_report().subjects
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_cli_json_contract_and_exit_codes(store_dir: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["monitor", str(EXAMPLE), "--window", "24h", "--now", NOW.isoformat(), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["window"] == "24h" and report["note"] == ABSENCE_NOTE
+    assert {"report_id", "signals", "current", "previous", "thresholds", "records"} <= set(report)
+    subjects = {s["subject"]: s for s in report["subjects"]}
+    v2 = subjects["agent:support-bot@v2"]
+    assert set(v2) == SUBJECT_KEYS
+    assert set(v2["completion"]) == {"rate", "completed", "n", "lo", "hi"}
+    assert set(v2["failure"]) == {"rate", "failed", "n", "lo", "hi"}
+    assert set(v2["high_severity"]) == {"rate", "flagged", "n", "lo", "hi"}
+    assert set(v2["tokens"]) == {"median", "p95", "n"}
+    assert v2["status"] == "alert" and v2["findings"]
+    assert subjects["agent:billing-bot"]["status"] == "no_data"
+    assert (store_dir / "monitor" / f"{report['report_id']}.json").is_file()
+
+    human = CliRunner().invoke(app, ["monitor", str(EXAMPLE), "--now", NOW.isoformat()])
+    assert human.exit_code == 0
+    assert "no data" in human.output and "prove nothing" in human.output
+
+    bad = CliRunner().invoke(app, ["monitor", str(EXAMPLE), "--window", "1w"])
+    assert bad.exit_code == 2 and "--window" in bad.output
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_canary_in_a_text_field_is_rejected_and_never_stored_or_logged(
+    store_dir: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    needle = CANARY.encode()
+    good = write(tmp_path / "good.jsonl", [signal(), signal("failed")])
+    ok = CliRunner().invoke(app, ["monitor", str(good), "--now", NOW.isoformat(), "--json"])
+    assert ok.exit_code == 0, ok.output
+    signals = write(
+        tmp_path / "signals.jsonl",
+        [signal(), signal("failed", transcript=f"user said {CANARY}"), signal()],
+    )
+    assert _files_containing(tmp_path, needle) == [signals]  # the search does find it
+
+    result = CliRunner().invoke(app, ["monitor", str(signals), "--now", NOW.isoformat()])
+    _flush_prefect_logs()
+
+    assert result.exit_code == 2
+    assert f"{signals} line 2, field transcript" in result.output
+    assert CANARY not in result.output
+    assert any(store_dir.rglob("*.json")), "the good run wrote its report"
+    assert _files_containing(store_dir, needle) == []
+    assert _files_containing(PREFECT_HOME, needle) == []
+    database = _prefect_database_dir()
+    good_run = json.loads(ok.stdout)["report_id"].encode()
+    assert _files_containing(database, good_run), "the search reads Prefect's database"
+    assert _files_containing(database, needle) == []
+    captured = capfd.readouterr()
+    assert CANARY not in captured.out + captured.err
+    assert CANARY not in caplog.text
+
+
+def test_the_hourly_deployment_runs_the_monitor_flow_with_valid_parameters() -> None:
+    import yaml
+    from prefect.flows import load_flow_from_entrypoint
+
+    repo = EXAMPLES.parent
+    spec = yaml.safe_load((repo / "deployments" / "prefect.yaml").read_text())
+    (hourly,) = [d for d in spec["deployments"] if d["name"] == "monitor-hourly"]
+    assert hourly["schedules"] == [{"cron": "0 * * * *", "timezone": "UTC", "active": True}]
+    flow = load_flow_from_entrypoint(str(repo / hourly["entrypoint"]))
+    assert flow.name == "monitor"
+    parameters = flow.validate_parameters(hourly["parameters"])
+    assert (repo / parameters["signals"]).is_file()
+    parse_window(parameters["window"])
