@@ -31,8 +31,11 @@ from assay.release import (
 def _print_report(report: ReleaseReport) -> None:
     table = Table(title="Release signals (five denominators, no composite score)")
     for column in COLUMNS:
-        justify = "left" if column in ("variant", "gate") else "right"
-        table.add_column(column, justify=justify, overflow="fold")
+        table.add_column(
+            column,
+            justify="left" if column in ("variant", "gate") else "right",
+            overflow="fold",
+        )
     for variant in report.variants:
         cells = row(variant, report.contract.interval_min_n)
         style = "green" if variant.gate.passed else "red"
