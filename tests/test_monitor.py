@@ -33,6 +33,7 @@ from assay.monitor import (
 from assay.stats import newcombe_diff, wilson
 from assay.store import FileStore
 from tests.conftest import EXAMPLES, PREFECT_HOME
+from tests.servers import S3Server
 from tests.test_minimal_data import (
     _files_containing,
     _flush_prefect_logs,
@@ -239,6 +240,19 @@ def test_the_last_line_of_a_session_wins(tmp_path: Path) -> None:
     assert (report.records.lines, report.records.superseded, report.records.sessions) == (3, 1, 2)
     bot = next(h for h in report.subjects if h.subject == "agent:bot")
     assert bot.states["failed"] == 1 and bot.states["running"] == 0
+
+
+def test_signals_are_read_from_an_s3_prefix_like_a_folder(s3_env: str, moto_s3: S3Server) -> None:
+    lines = EXAMPLE.read_text().splitlines(keepends=True)
+    drop = moto_s3.create_bucket()
+    client = moto_s3.client()
+    client.put_object(Bucket=drop, Key="signals/b.jsonl", Body="".join(lines[90:]).encode())
+    client.put_object(Bucket=drop, Key="signals/a.jsonl", Body="".join(lines[:90]).encode())
+    client.put_object(Bucket=drop, Key="signals/notes.txt", Body=b"not signals")
+
+    found, counts = read_signals(f"s3://{drop}/signals/")
+
+    assert (found, counts) == read_signals(str(EXAMPLE))
 
 
 # --- no data, unknown fields ------------------------------------------------------------------
