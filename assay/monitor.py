@@ -252,7 +252,12 @@ def parse_now(text: str | None) -> datetime:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise InputError("--now", "not an ISO 8601 time (e.g. 2026-06-02T00:00:00Z)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return utc(moment)
+
+
+def utc(moment: datetime) -> datetime:
+    """The same instant in UTC; a time without an offset is read as UTC."""
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 class Window(BaseModel):
@@ -597,6 +602,7 @@ def assess(
         expect: Subjects that should be reporting: any without signals is listed as no data.
     """
     length = parse_window(window)
+    now = utc(now)
     current = Window(start=now - length, end=now)
     previous = Window(start=now - 2 * length, end=now - length)
     limits = thresholds or MonitorThresholds()

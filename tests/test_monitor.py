@@ -203,6 +203,7 @@ def test_now_is_iso_and_utc_without_an_offset() -> None:
     assert parse_now("2026-06-02T00:00:00Z") == NOW
     assert parse_now("2026-06-02T02:00:00+02:00") == NOW
     assert parse_now("2026-06-02T00:00:00") == NOW
+    assert parse_now("2026-06-02T02:00:00+02:00").tzinfo == UTC
     with pytest.raises(InputError, match="--now"):
         parse_now("yesterday")
 
