@@ -79,7 +79,8 @@ def label_command(
     pending = guarded(lambda: list(tasks_to_label(golden, outputs, done)))
     out.print(
         f"[bold]{ref}[/bold]: {len(pending)} item(s) to label, {len(done)} already in {into}. "
-        "Answer p(ass), f(ail), s(kip) or q(uit)."
+        "Answer p(ass), f(ail), s(kip) or q(uit).",
+        highlight=False,
     )
     labelled = 0
     for number, task in enumerate(pending, start=1):
@@ -91,7 +92,9 @@ def label_command(
             continue
         append_item(into, task.labelled(ANSWERS[answer], who))
         labelled += 1
-    out.print(f"Labelled {labelled} item(s); the set holds {len(done) + labelled}.")
+    out.print(
+        f"Labelled {labelled} item(s); the set holds {len(done) + labelled}.", highlight=False
+    )
 
 
 @app.command("calibrate")

@@ -1,0 +1,5 @@
+"""`python -m assay.cli`: the same command line as the `assay` script."""
+
+from assay.cli import main
+
+main()
