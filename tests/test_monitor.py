@@ -451,21 +451,32 @@ def test_the_example_has_an_ok_an_alerting_and_a_silent_subject() -> None:
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_the_flow_writes_the_report_once_and_records_the_finding(store_dir: Path) -> None:
+def test_the_flow_writes_the_report_once_and_records_a_finding_per_alerting_subject(
+    store_dir: Path, tmp_path: Path
+) -> None:
     from flows.monitor import monitor
 
-    report = monitor(signals=str(EXAMPLE), window="24h", now=NOW)
+    v2 = [json.loads(line) for line in EXAMPLE.read_text().splitlines() if "bot@v2" in line]
+    v3 = [{**record, "subject": "agent:support-bot@v3"} for record in v2]
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (signals / "a.jsonl").write_bytes(EXAMPLE.read_bytes())
+    write(signals / "b.jsonl", v3)
+
+    report = monitor(signals=str(signals), window="24h", now=NOW)
 
     store = FileStore(store_dir)
     assert load_report(store, report.report_id) == report
     assert (store_dir / "monitor" / f"{report.report_id}.json").is_file()
-    (finding,) = list_findings(store, report.report_id)
-    assert (finding.kind, finding.subject, finding.suite) == (
-        "monitor_threshold",
-        "agent:support-bot@v2",
-        None,
+    findings = list_findings(store, report.report_id)
+    assert {(f.kind, f.subject, f.suite) for f in findings} == {
+        ("monitor_threshold", "agent:support-bot@v2", None),
+        ("monitor_threshold", "agent:support-bot@v3", None),
+    }
+    example = {h.subject: h for h in _example_report().subjects}
+    assert {h.subject: h for h in report.subjects if h.subject != "agent:support-bot@v3"} == (
+        example
     )
-    assert report.subjects == _example_report().subjects
 
 
 @pytest.mark.usefixtures("prefect_api")
