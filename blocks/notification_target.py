@@ -37,6 +37,7 @@ class NotificationTarget(Block):
             "budget_blocked",
             "judge_uncalibrated",
             "governance_action",
+            "monitor_threshold",
         ],
         description="Finding kinds to send; others are recorded but not sent.",
     )

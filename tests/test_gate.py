@@ -1,0 +1,240 @@
+"""The CI gate: every rule failing alone, missing credentials as a declared warning, the CLI's
+exit codes and JSON, JUnit XML read back by a JUnit parser, and `--check` after an override."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import junitparser
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from assay.calibration import CalibrationItem, JudgePin, Targets, measure, record_report
+from assay.cli import app
+from assay.findings import list_findings
+from assay.judge.port import Verdict
+from assay.runs import JudgeInfo
+from assay.store import FileStore
+from blocks import FinOpsBudget
+from flows.gate import gate
+from tests.judge_server import JudgeServer, verdict
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+CASES = 40
+JUDGED = 10
+
+
+def _suite(tmp_path: Path, judged: bool = False) -> str:
+    cases = []
+    for i in range(CASES):
+        scorers: list[dict[str, object]] = [{"contains": "ok"}]
+        if judged and i < JUDGED:
+            scorers.append({"llm_judge": {"rubric": "Answers politely."}})
+        cases.append({"id": f"c{i:02d}", "input": f"question {i}", "scorers": scorers})
+    path = tmp_path / ("judged.yaml" if judged else "plain.yaml")
+    suite = {
+        "suite": "gate-judged" if judged else "gate-plain",
+        "pass_threshold": 0.6,
+        "regression_threshold": 0.05,
+        "cases": cases,
+    }
+    path.write_text(yaml.safe_dump(suite))
+    return str(path)
+
+
+def _outputs(tmp_path: Path, name: str, passing: int) -> str:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"case_id": f"c{i:02d}", "output": "ok, done" if i < passing else "no"})
+            + "\n"
+            for i in range(CASES)
+        )
+    )
+    return str(path)
+
+
+def _calibrate(store_dir: Path, judge: JudgeInfo) -> None:
+    """Record a passing calibration report for exactly this judge (model pin, prompt version)."""
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    items = [
+        CalibrationItem(
+            item_id=f"i{i}",
+            input="q",
+            output="o",
+            rubric="r",
+            label="pass" if i % 2 else "fail",
+            labeler="ana",
+            labeled_at=at,
+        )
+        for i in range(40)
+    ]
+    verdicts = [
+        Verdict(status=item.label, score=1.0 if item.label == "pass" else 0.0, reason="judged")
+        for item in items
+    ]
+    report = measure(
+        items,
+        verdicts,
+        report_id="cal-1",
+        targets=Targets(),
+        judge=JudgePin(**judge.model_dump()),
+        calibration_set="set.jsonl",
+        now=at,
+    )
+    assert report.passed
+    record_report(FileStore(store_dir), report)
+
+
+@pytest.fixture
+def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-gate-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "1.0")
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    judge_server.script(default=verdict("pass", 0.9))
+    return judge_server
+
+
+def test_a_regression_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> None:
+    suite = _suite(tmp_path)
+    baseline = gate(suite=suite, outputs=_outputs(tmp_path, "all", CASES), subject="agent:g@v1")
+    assert baseline.decision.verdict == "pass" and baseline.decision.reasons == []
+
+    candidate = gate(
+        suite=suite,
+        outputs=_outputs(tmp_path, "most", 30),
+        subject="agent:g@v2",
+        baseline=baseline.result.run_id,
+    )
+    decision = candidate.decision
+    assert candidate.result.pass_rate == 0.75  # above the 0.6 threshold
+    assert [r.rule for r in decision.reasons] == ["regressed"]
+    assert "40/40 → 30/40" in decision.reasons[0].message
+    assert [r.passed for r in decision.rules] == [False, True, True, True]
+
+
+def test_a_low_pass_rate_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> None:
+    run = gate(suite=_suite(tmp_path), outputs=_outputs(tmp_path, "half", 20))
+    assert [r.rule for r in run.decision.reasons] == ["pass_rate_below_threshold"]
+    assert "20/40" in run.decision.reasons[0].message
+    recorded = json.loads((store_dir / "gates" / f"{run.result.run_id}.json").read_text())
+    assert recorded["verdict"] == "fail"
+
+
+def test_an_uncalibrated_judge_alone_fails_the_gate_until_calibrated(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    suite, outputs = _suite(tmp_path, judged=True), _outputs(tmp_path, "all", CASES)
+    first = gate(suite=suite, outputs=outputs, subject="agent:j@v1")
+    assert [r.rule for r in first.decision.reasons] == ["judge_uncalibrated"]
+    assert first.result.metrics.judge_calls == JUDGED
+    assert first.decision.calibrated is False
+    kinds = [f.kind for f in list_findings(FileStore(store_dir), first.result.run_id)]
+    assert kinds == ["judge_uncalibrated"]
+
+    assert first.result.judge is not None
+    _calibrate(store_dir, first.result.judge)
+    second = gate(suite=suite, outputs=outputs, subject="agent:j@v1")
+    assert second.decision.verdict == "pass", second.decision.reasons
+    assert second.decision.calibrated is True
+
+    other = first.result.judge.model_copy(update={"model": "judge-gate-2"})
+    assert other != second.result.judge  # calibration is per model pin: a new pin starts over
+
+
+def test_a_blocked_budget_alone_fails_the_gate(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    suite, outputs = _suite(tmp_path, judged=True), _outputs(tmp_path, "all", CASES)
+    probe = gate(suite=suite, outputs=outputs, subject="agent:probe@v1")
+    assert probe.result.judge is not None
+    _calibrate(store_dir, probe.result.judge)
+    calls = len(judge_env.requests)
+
+    FinOpsBudget(
+        limit_usd=0.000001, period="day", mode="block", scope="subject:agent:budget-gate"
+    ).save("test-gate-budget", overwrite=True)
+    try:
+        run = gate(suite=suite, outputs=outputs, subject="agent:budget-gate@v1", fresh_judge=True)
+    finally:
+        FinOpsBudget.delete("test-gate-budget")  # type: ignore[attr-defined]
+    assert len(judge_env.requests) == calls  # nothing was spent
+    assert [r.rule for r in run.decision.reasons] == ["budget_blocked"]
+    assert run.result.metrics.skipped_checks == JUDGED
+
+
+def test_missing_credentials_are_a_warning_that_lists_the_unjudged_cases(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    run = gate(suite=_suite(tmp_path, judged=True), outputs=_outputs(tmp_path, "all", CASES))
+    decision = run.decision
+    assert decision.verdict == "pass" and decision.reasons == []
+    assert judge_env.requests == []
+    assert decision.unjudged_cases == [f"c{i:02d}" for i in range(JUDGED)]
+    (note,) = [w for w in decision.warnings if "not judged" in w]
+    assert note.startswith("10 case(s) not judged (no judge or no credentials): c00, c01")
+
+
+def test_cli_exit_codes_json_junit_and_check_after_an_override(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    suite, outputs, junit = _suite(tmp_path), _outputs(tmp_path, "half", 20), tmp_path / "j.xml"
+
+    result = runner.invoke(
+        app, ["gate", suite, "--outputs", outputs, "--json", "--junit", str(junit)]
+    )
+    assert result.exit_code == 1, result.output
+    payload = json.loads(result.stdout)
+    assert payload["verdict"] == "fail" and payload["effective_verdict"] == "fail"
+    assert [r["rule"] for r in payload["reasons"]] == ["pass_rate_below_threshold"]
+    assert {"warnings", "run_id", "result"} <= set(payload)
+    assert payload["result"]["metrics"]["passed"] == 20
+    run_id = payload["run_id"]
+
+    xml = junitparser.JUnitXml.fromfile(str(junit))
+    suites = {s.name: s for s in xml}
+    cases_suite = suites["gate-plain@1 · agent:half"]
+    assert (cases_suite.tests, cases_suite.failures, cases_suite.skipped) == (CASES, 20, 0)
+    failing = [c.name for c in cases_suite if not c.is_passed]
+    assert failing == [f"c{i:02d}" for i in range(20, CASES)]
+    rules = {c.name: c.is_passed for c in suites["assay gate rules"]}
+    assert rules == {
+        "regressed": True,
+        "pass_rate_below_threshold": False,
+        "judge_uncalibrated": True,
+        "budget_blocked": True,
+    }
+
+    assert runner.invoke(app, ["gate", "--check", run_id]).exit_code == 1
+    token = runner.invoke(app, ["access", "add", "root", "--tier", "admin"]).stdout.strip()
+    granted = runner.invoke(
+        app,
+        ["override", run_id, "--reason", "Threshold recalibrated for the holiday catalogue"],
+        env={"ASSAY_TOKEN": token},
+    )
+    assert granted.exit_code == 0, granted.output
+    check = runner.invoke(app, ["gate", "--check", run_id, "--json"])
+    assert check.exit_code == 0
+    assert (json.loads(check.stdout)["recorded"], json.loads(check.stdout)["effective"]) == (
+        "fail",
+        "pass",
+    )
+
+
+def test_cli_usage_and_input_errors_exit_2(store_dir: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["gate"]).exit_code == 2
+    assert runner.invoke(app, ["gate", _suite(tmp_path)]).exit_code == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("suite: x\ncases: [\n")
+    result = runner.invoke(app, ["gate", str(bad), "--outputs", _outputs(tmp_path, "o", 1)])
+    assert result.exit_code == 2 and "bad.yaml" in result.stderr
+    assert runner.invoke(app, ["gate", "--check", "no-such-run"]).exit_code == 2
