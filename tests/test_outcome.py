@@ -493,3 +493,38 @@ def test_the_example_records_and_contract_are_valid() -> None:
     assert check_records(EXAMPLES / "outcome" / "records.jsonl") == 12
     contract = load_contract(EXAMPLES / "outcome" / "contract.yaml")
     assert contract.latency_target_ms == 2000 and contract.allow_partial
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_budget_stop_makes_judged_dimensions_unavailable(
+    judged: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    from blocks import FinOpsBudget
+
+    FinOpsBudget(limit_usd=0.000001, period="day", mode="block", scope="subject:agent:bot").save(
+        "outcome-tiny-budget", overwrite=True
+    )
+    try:
+        report = outcome(records=str(_write(tmp_path, RECORDS[:2])))
+    finally:
+        FinOpsBudget.delete("outcome-tiny-budget")  # type: ignore[attr-defined]
+
+    assert judged.requests == []  # the preflight stopped the spending before it started
+    assert report.budget is not None and report.budget.status == "blocked"
+    for dimension in SCORES:
+        assert report.unavailable[dimension] == {"budget_blocked": 2}
+        assert report.subjects[0].dimensions[dimension].n == 0
+
+
+def test_an_unreachable_embedding_endpoint_is_unavailable_not_a_score() -> None:
+    from assay.judge.embeddings import OpenAIEmbedder
+
+    embedder = OpenAIEmbedder(
+        "embed-1", base_url="http://127.0.0.1:9/v1", api_key="sk-test", max_attempts=1
+    )
+    try:
+        result = embedder.embed([f"a response {CANARY}"])
+    finally:
+        embedder.close()
+    assert result.vectors is None
+    assert result.reason == "embeddings unavailable: APIConnectionError"

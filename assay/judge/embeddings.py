@@ -60,12 +60,10 @@ class Embeddings:
         vectors: One vector per text, in order; None when the batch could not be embedded.
         reason: Why `vectors` is None (`embeddings unavailable: <ErrorType>`, a malformed
             reply); None on success.
-        tokens: Prompt tokens the endpoint reported for the batch (0 when it reports none).
     """
 
     vectors: list[list[float]] | None
     reason: str | None = None
-    tokens: int = 0
 
 
 class Embedder(Protocol):
@@ -148,7 +146,6 @@ class OpenAIEmbedder:
             One vector per text, or no vectors and the reason (never raises for a failure).
         """
         vectors: list[list[float]] = []
-        tokens = 0
         for start in range(0, len(texts), BATCH_TEXTS):
             batch = list(texts[start : start + BATCH_TEXTS])
             retrying = Retrying(
@@ -159,18 +156,17 @@ class OpenAIEmbedder:
                 reraise=True,
             )
             try:
-                batch_vectors, batch_tokens = retrying(self._request, batch)
+                batch_vectors = retrying(self._request, batch)
             except Exception as exc:  # a failure is "unavailable" with its type, never a score
                 reason = UNAVAILABLE_PREFIX + type(exc).__name__
                 logger.warning(
                     "embeddings %s: %d text(s) not embedded (%s)", self._model, len(texts), reason
                 )
-                return Embeddings(None, reason, tokens)
+                return Embeddings(None, reason)
             vectors.extend(batch_vectors)
-            tokens += batch_tokens
-        return Embeddings(vectors, None, tokens)
+        return Embeddings(vectors)
 
-    def _request(self, batch: list[str]) -> tuple[list[list[float]], int]:
+    def _request(self, batch: list[str]) -> list[list[float]]:
         reply = self._client.embeddings.create(model=self._model, input=batch)
         data = sorted(reply.data, key=lambda item: item.index)
         vectors = [list(item.embedding) for item in data]
@@ -179,9 +175,7 @@ class OpenAIEmbedder:
         width = len(vectors[0])
         if any(len(v) != width or not all(math.isfinite(x) for x in v) for v in vectors):
             raise MalformedEmbeddings("vectors differ in length or hold non-finite values")
-        usage = getattr(reply, "usage", None)
-        tokens = getattr(usage, "prompt_tokens", 0)
-        return vectors, tokens if isinstance(tokens, int) and tokens > 0 else 0
+        return vectors
 
     def _wait(self, state: RetryCallState) -> float:
         """The server's `Retry-After` when it sent one, else full-jitter exponential backoff."""
