@@ -1,21 +1,34 @@
-"""`assay store save` and `assay budget set`: Prefect blocks from the terminal."""
+"""`assay store save` and `assay budget set/show`: Prefect blocks from the terminal."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Column, Table
 
+from assay.budget import BUDGET_BLOCK_FIELDS, Budget, budget_status, usd
 from assay.cli._common import (
+    JsonOption,
+    StoreOption,
     app,
     block_name,
+    fail,
     guarded,
+    open_evidence,
     out,
     prefect_defaults,
+    print_json,
 )
+from assay.cli.costs import read_ledger
 
 store_app = typer.Typer(help="Save evidence storage as a Prefect block.", no_args_is_help=True)
-budget_app = typer.Typer(help="Save FinOps budgets as Prefect blocks.", no_args_is_help=True)
+budget_app = typer.Typer(
+    help="Save FinOps budgets as Prefect blocks and see what they have left.", no_args_is_help=True
+)
 app.add_typer(store_app, name="store")
 app.add_typer(budget_app, name="budget")
 
@@ -76,5 +89,63 @@ def budget_set(
             {"limit_usd": limit_usd, "period": period, "mode": mode, "scope": scope}
         )
     )
+    # The block does not check the scope's form; the preflight does, and refuses all judge
+    # spending when a saved budget is malformed, so reject it before it is saved.
+    guarded(lambda: Budget(name=name, **block.model_dump(include=BUDGET_BLOCK_FIELDS)))
     guarded(lambda: block.save(block_name(name), overwrite=True))
     out.print(f"Saved budget [bold]{name}[/bold]: {limit_usd} USD per {period}, {mode}, {scope}")
+
+
+@budget_app.command("show")
+def budget_show(json_output: JsonOption = False, store: StoreOption = None) -> None:
+    """Every saved FinOpsBudget with its spend in the current period and what is left.
+
+    Spend is read from the cost ledger in the evidence store (`--store`), for the budget's scope
+    and its current UTC period. Budgets that cannot be read exit 2: the judge refuses to spend
+    then, so this is never shown as "no budgets".
+    """
+    prefect_defaults()
+    from prefect.settings import PREFECT_API_URL
+
+    from tasks.judge import read_budgets
+
+    budgets = read_budgets()
+    if budgets is None:
+        api = PREFECT_API_URL.value() or "ephemeral local server"
+        fail(
+            f"budgets unreadable: the Prefect API ({api}) did not answer, or a saved "
+            "FinOpsBudget block is malformed; judge spending is refused until this is fixed"
+        )
+    evidence = open_evidence(store)
+    statuses = read_ledger(evidence, lambda: budget_status(evidence, budgets))
+    if json_output:
+        print_json([status.model_dump(mode="json") for status in statuses])
+        return
+    if not statuses:
+        out.print("No budgets saved (judge spending is not limited).")
+        return
+    # Two-line cells and no outer edge keep the table within 80 columns.
+    table = Table(
+        Column("budget", no_wrap=True),
+        "mode",
+        "period (UTC)",
+        "spent / limit",
+        "used",
+        "remaining",
+        title=f"Budgets (spend from {evidence.uri})",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    for status in statuses:
+        last_day = (status.period_end - timedelta(days=1)).date()
+        remaining = usd(status.remaining_usd)
+        table.add_row(
+            f"{status.name}\n[dim]{escape(status.scope)}[/dim]",
+            status.mode,
+            f"{status.period}\nto {last_day}",
+            f"{usd(status.spent_usd)}\n/ {usd(status.limit_usd)}",
+            f"{status.used_pct:.1f}%",
+            remaining if status.remaining_usd >= 0 else f"[red]{remaining}[/red]",
+        )
+    out.print(table)
