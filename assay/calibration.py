@@ -28,10 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from assay.canonical import content_hash
 from assay.errors import InputError
+from assay.jsonl import parse_record
 from assay.judge.port import Verdict
 from assay.outputs import index_outputs, read_slice
 from assay.scorers import clamp
@@ -90,12 +91,7 @@ def load_set(path: str | Path) -> list[CalibrationItem]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            item = CalibrationItem.model_validate_json(line)
-        except ValidationError as exc:
-            first = exc.errors(include_input=False, include_url=False)[0]
-            field = ".".join(str(p) for p in first["loc"]) or None
-            raise InputError(source, first["msg"], line=number, field=field) from None
+        item = parse_record(CalibrationItem, line, source, number)
         if item.item_id in seen:
             raise InputError(
                 source,

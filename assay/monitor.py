@@ -44,14 +44,14 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
 from assay.errors import InputError
 from assay.findings import Finding
-from assay.outputs import _lines, output_sources
+from assay.jsonl import numbered_lines, parse_record
+from assay.outputs import output_sources
 from assay.report import rate_text
 from assay.runs import Subject
 from assay.stats import newcombe_diff, wilson
@@ -85,7 +85,6 @@ SIGNAL_FIELDS: Final = (
 
 _WINDOW = re.compile(r"^([1-9][0-9]{0,5})([mhd])$")
 _WINDOW_UNITS: Final = {"m": "minutes", "h": "hours", "d": "days"}
-_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 
 # --- the signal record -------------------------------------------------------------------------
@@ -159,31 +158,14 @@ def parse_signal(raw: bytes, source: str, line: int) -> SessionSignal:
     An extra field is reported first, whatever else is wrong: it is the one that could carry
     text, and the record is rejected before anything is stored.
     """
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(source, "not UTF-8 text", line=line) from None
-    try:
-        return SessionSignal.model_validate_json(raw)
-    except ValidationError as exc:
-        errors = exc.errors(include_input=False, include_url=False, include_context=False)
-        extra = [e for e in errors if e["type"] == "extra_forbidden"]
-        first = (extra or errors)[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        if first["type"] == "json_invalid":
-            raise InputError(source, "malformed JSON", line=line) from None
-        if first["type"] == "model_type":
-            raise InputError(source, "each line must be a JSON object", line=line) from None
-        if extra:
-            named = field if field and _FIELD_NAME.match(field) else None
-            raise InputError(
-                source,
-                "not a session-signal field: signals carry no text, so the record is rejected "
-                f"and nothing is stored (allowed: {', '.join(SIGNAL_FIELDS)})",
-                line=line,
-                field=named or "(unexpected field)",
-            ) from None
-        raise InputError(source, first["msg"], line=line, field=field) from None
+    return parse_record(
+        SessionSignal,
+        raw,
+        source,
+        line,
+        unknown_field="not a session-signal field: signals carry no text, so the record is "
+        f"rejected and nothing is stored (allowed: {', '.join(SIGNAL_FIELDS)})",
+    )
 
 
 class SignalCounts(BaseModel):
@@ -218,7 +200,7 @@ def read_signals(uri: str) -> tuple[list[SessionSignal], SignalCounts]:
     anonymous: list[SessionSignal] = []
     counts = SignalCounts()
     for source in output_sources(uri):
-        for number, _start, _end, raw in _lines(source.blocks()):
+        for number, _start, _end, raw in numbered_lines(source.blocks()):
             signal = parse_signal(raw, source.name, number)
             counts.lines += 1
             if signal.session_id is None:

@@ -9,14 +9,15 @@ Prefect records (parameters, results) ever holds output text.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from assay.errors import InputError
+from assay.jsonl import numbered_lines, parse_record
 
 if TYPE_CHECKING:
     from assay.store.s3 import S3Store
@@ -133,37 +134,8 @@ def output_sources(uri: str) -> list[OutputSource]:
 
 
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
-    """Validate one JSONL line; errors name file, line and field, and never echo the text."""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(source, "not UTF-8 text", line=line) from None
-    try:
-        return CandidateOutput.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        if first["type"] == "json_invalid":
-            raise InputError(source, "malformed JSON", line=line) from None
-        if first["type"] == "model_type":
-            raise InputError(source, "each line must be a JSON object", line=line) from None
-        raise InputError(source, first["msg"], line=line, field=field) from None
-
-
-def _lines(blocks: Iterable[bytes]) -> Iterator[tuple[int, int, int, bytes]]:
-    """(line number, start offset, end offset, stripped line) for each non-blank line."""
-    number, offset, pending = 0, 0, b""
-    for block in blocks:
-        lines = (pending + block).split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            number += 1
-            start, offset = offset, offset + len(line) + 1
-            stripped = line.strip()
-            if stripped:
-                yield number, start, offset, stripped
-    if pending.strip():
-        yield number + 1, offset, offset + len(pending), pending.strip()
+    """Validate one outputs line; errors name file, line and field, and never echo the text."""
+    return parse_record(CandidateOutput, raw, source, line)
 
 
 def index_outputs(
@@ -186,7 +158,7 @@ def index_outputs(
     for output in output_sources(uri):
         source = output.name
         start, first_line, count, previous_end = 0, 1, 0, 0
-        for number, line_start, end, raw in _lines(output.blocks()):
+        for number, line_start, end, raw in numbered_lines(output.blocks()):
             record = parse_line(raw, source, number)
             case_id = record.case_id
             if case_id not in known:

@@ -6,16 +6,15 @@ field, so a user can fix a 10,000-case file without hunting.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from assay.canonical import canonical_json, content_hash, text_hash
+from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError
 from assay.gcpause import gc_paused
 from assay.scorers import ScorerSpec
@@ -118,61 +117,6 @@ class Suite(BaseModel):
         return case.scorers or self.defaults
 
 
-def _line_of(text: str, path: tuple[str | int, ...], source_is_json: bool = False) -> int | None:
-    """1-based line of the node at `path` in a YAML/JSON document, found only on the error path."""
-    if source_is_json:
-        text = text.replace("\t", " ")  # JSON strings cannot hold raw tabs; YAML rejects them
-    try:
-        node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return None
-    line = None if node is None else node.start_mark.line + 1
-    for step in path:
-        if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if k.value == step), None)
-            if match is None:
-                key = next((k for k, _ in node.value if k.value == step), None)
-                return line if key is None else key.start_mark.line + 1
-            node = match
-        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
-            if step >= len(node.value):
-                return line
-            node = node.value[step]
-        else:
-            return line
-        line = node.start_mark.line + 1
-    return line
-
-
-def _parse_text(text: str, source: str) -> Any:
-    if source.endswith(".json"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"malformed JSON: {exc.msg}", line=exc.lineno) from None
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or "could not parse"
-        context = getattr(exc, "context", None)
-        # A scanner error (unclosed quote, key without colon) is best located where the token
-        # began; the problem mark of an unclosed quote is the end of the file.
-        mark = getattr(exc, "problem_mark", None)
-        if isinstance(exc, yaml.scanner.ScannerError) and exc.context_mark is not None:
-            mark = exc.context_mark
-        if context:
-            problem = f"{problem} {context}"
-        line = None if mark is None else mark.line + 1
-        raise InputError(source, f"malformed YAML: {problem}", line=line) from None
-
-
-def _field_path(loc: tuple[str | int, ...]) -> str:
-    out = ""
-    for step in loc:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
-    return out
-
-
 def _case_id_at(raw: Any, loc: tuple[str | int, ...]) -> str | None:
     if len(loc) >= 2 and loc[0] == "cases" and isinstance(loc[1], int) and isinstance(raw, dict):
         cases = raw.get("cases")
@@ -185,7 +129,7 @@ def _case_id_at(raw: Any, loc: tuple[str | int, ...]) -> str | None:
 def parse_suite(text: str, source: str) -> Suite:
     """Validate suite text; raise `InputError` naming source, line and field on any problem."""
     with gc_paused():
-        raw = _parse_text(text, source)
+        raw = parse_document(text, source)
     if not isinstance(raw, dict):
         raise InputError(source, "a suite must be a mapping with `suite` and `cases`", line=1)
     try:
@@ -201,15 +145,15 @@ def parse_suite(text: str, source: str) -> Suite:
         more = exc.error_count() - 1
         if more:
             message += f" (and {more} more problem{'s' if more > 1 else ''})"
-        line = _line_of(text, loc, source.endswith(".json"))
-        raise InputError(source, message, line=line, field=_field_path(loc) or None) from None
+        line = line_of(text, loc, source.endswith(".json"))
+        raise InputError(source, message, line=line, field=field_path(loc) or None) from None
     seen: dict[str, int] = {}
     for index, case in enumerate(suite.cases):
         if case.id in seen:
             raise InputError(
                 source,
                 f"duplicate case id {case.id!r} (first at cases[{seen[case.id]}])",
-                line=_line_of(text, ("cases", index, "id"), source.endswith(".json")),
+                line=line_of(text, ("cases", index, "id"), source.endswith(".json")),
                 field=f"cases[{index}].id",
             )
         seen[case.id] = index
@@ -217,7 +161,7 @@ def parse_suite(text: str, source: str) -> Suite:
             raise InputError(
                 source,
                 f"case {case.id!r} lists no scorers and the suite has no defaults",
-                line=_line_of(text, ("cases", index), source.endswith(".json")),
+                line=line_of(text, ("cases", index), source.endswith(".json")),
                 field=f"cases[{index}].scorers",
             )
     return suite
@@ -225,14 +169,4 @@ def parse_suite(text: str, source: str) -> Suite:
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file (`.yaml`, `.yml` or `.json`)."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(source, f"cannot read: {exc.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(source, "not UTF-8 text", line=line) from None
-    return parse_suite(text, source)
+    return parse_suite(read_text(path), str(path))

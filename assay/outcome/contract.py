@@ -26,8 +26,8 @@ from typing import Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError
-from assay.suites import _field_path, _line_of, _parse_text
 
 Dimension = Literal[
     "correctness", "completeness", "relevance", "safety", "efficiency", "consistency"
@@ -152,7 +152,7 @@ class Contract(BaseModel):
 
 def parse_contract(text: str, source: str) -> Contract:
     """Validate contract text; raise `InputError` naming source, line and field on a problem."""
-    raw = _parse_text(text, source)
+    raw = parse_document(text, source)
     if raw is None:
         return Contract()
     if not isinstance(raw, dict):
@@ -168,22 +168,12 @@ def parse_contract(text: str, source: str) -> Contract:
         elif loc and loc[-1] == "[key]":
             loc = loc[:-1]
             message = f"unknown dimension {loc[-1]!r}: {message}"
-        line = _line_of(text, loc, source.endswith(".json"))
-        raise InputError(source, message, line=line, field=_field_path(loc) or None) from None
+        line = line_of(text, loc, source.endswith(".json"))
+        raise InputError(source, message, line=line, field=field_path(loc) or None) from None
 
 
 def load_contract(path: str | Path | None) -> Contract:
     """Read and validate a contract file; None gives the default contract."""
     if path is None:
         return Contract()
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(source, f"cannot read: {exc.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(source, "not UTF-8 text", line=line) from None
-    return parse_contract(text, source)
+    return parse_contract(read_text(path), str(path))

@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from assay.errors import InputError
-from assay.outputs import _lines, output_sources
+from assay.jsonl import numbered_lines, parse_record
+from assay.outputs import output_sources
 from assay.runs import Subject
 
 
@@ -55,23 +56,7 @@ class OutcomeRecord(BaseModel):
 
 
 def _parse(raw: bytes, source: str, line: int) -> OutcomeRecord:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(source, "not UTF-8 text", line=line) from None
-    try:
-        return OutcomeRecord.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        if first["type"] == "json_invalid":
-            raise InputError(source, "malformed JSON", line=line) from None
-        if first["type"] == "model_type":
-            raise InputError(source, "each line must be a JSON object", line=line) from None
-        if first["type"] == "extra_forbidden":
-            raise InputError(source, "unknown field", line=line, field=field) from None
-        message = first["msg"].removeprefix("Value error, ")
-        raise InputError(source, message, line=line, field=field) from None
+    return parse_record(OutcomeRecord, raw, source, line)
 
 
 def read_records(path: str | Path) -> Iterator[OutcomeRecord]:
@@ -81,7 +66,7 @@ def read_records(path: str | Path) -> Iterator[OutcomeRecord]:
         InputError: A missing file, a malformed line or field — naming file, line and field.
     """
     for source in output_sources(str(path)):
-        for number, _, _, raw in _lines(source.blocks()):
+        for number, _, _, raw in numbered_lines(source.blocks()):
             yield _parse(raw, source.name, number)
 
 
@@ -96,7 +81,7 @@ def check_records(path: str | Path) -> int:
         raise InputError(reference, "no such records file or folder")
     seen: dict[str, tuple[str, int]] = {}
     for source in output_sources(reference):
-        for number, _, _, raw in _lines(source.blocks()):
+        for number, _, _, raw in numbered_lines(source.blocks()):
             record = _parse(raw, source.name, number)
             first = seen.get(record.invocation_id)
             if first is not None:

@@ -12,10 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from assay.documents import line_of, parse_document, read_text
 from assay.errors import InputError
-
-# The suite loader's YAML/JSON parsing and line lookup, so both files report errors alike.
-from assay.suites import _line_of, _parse_text
 
 
 class ReleaseContract(BaseModel):
@@ -51,13 +49,8 @@ def load_contract(path: str | Path | None) -> ReleaseContract:
     if path is None:
         return ReleaseContract()
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(source, f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(source, "not UTF-8 text") from None
-    raw = _parse_text(text, source)
+    text = read_text(path)
+    raw = parse_document(text, source)
     if raw is None:
         return ReleaseContract()
     if not isinstance(raw, dict):
@@ -68,5 +61,5 @@ def load_contract(path: str | Path | None) -> ReleaseContract:
         first = exc.errors(include_input=False, include_url=False)[0]
         loc = tuple(first["loc"])
         field = ".".join(str(step) for step in loc) or None
-        line = _line_of(text, loc, source.endswith(".json"))
+        line = line_of(text, loc, source.endswith(".json"))
         raise InputError(source, first["msg"], line=line, field=field) from None

@@ -20,12 +20,12 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    ValidationError,
     ValidationInfo,
     field_validator,
 )
 
 from assay.errors import InputError
+from assay.jsonl import parse_record
 from assay.outputs import OutputSource
 
 Verdict = Literal["verified", "failed", "unknown", "declined"]
@@ -134,17 +134,7 @@ class Trial(_Record):
 
 def parse_trial(raw: bytes, source: str, line: int) -> Trial:
     """Validate one JSONL line; errors name file, line and field and never echo the row."""
-    try:
-        return Trial.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        if first["type"] == "json_invalid":
-            raise InputError(source, "malformed JSON", line=line) from None
-        if first["type"] == "model_type" and not first["loc"]:
-            raise InputError(source, "each line must be a JSON object", line=line) from None
-        field = ".".join(str(step) for step in first["loc"]) or None
-        problem = first["msg"].removeprefix("Value error, ")
-        raise InputError(source, problem, line=line, field=field) from None
+    return parse_record(Trial, raw, source, line)
 
 
 def _read(uri: str) -> bytes:
