@@ -34,6 +34,8 @@ from assay.store import EvidenceStore
 
 T = TypeVar("T")
 FREE = Prices(input_per_million=0, output_per_million=0)
+CACHE_WRITERS = 4
+"""Threads writing verdict-cache records while judge calls are in flight."""
 CheckKey = tuple[str, int]
 """(case id, position of the check among the case's scorers)."""
 
@@ -102,11 +104,15 @@ def _cache_key(case_hash: str, output_hmac: str, config: LlmJudgeConfig, setup: 
     return f"judge-cache/{digest[:2]}/{digest}.json"
 
 
-async def _judge(setup: JudgeSetup, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+async def _judge(
+    setup: JudgeSetup,
+    requests: Sequence[JudgeRequest],
+    on_verdict: Callable[[int, Verdict], None] | None = None,
+) -> list[Verdict]:
     assert setup.make_judge is not None
     judge = setup.make_judge()
     try:
-        return await judge_all(judge, requests, setup.max_concurrency)
+        return await judge_all(judge, requests, setup.max_concurrency, on_verdict)
     finally:
         close = getattr(judge, "aclose", None)
         if close is not None:
@@ -196,14 +202,26 @@ def _spend(
         for index, _, _ in pending:
             verdicts[index] = Verdict.skipped(BUDGET_BLOCKED)
         return
-    answers = run_sync(_judge(setup, requests))
+
+    # Each verdict is cached as it arrives, on writer threads, while other calls are in flight:
+    # a paid-for verdict is kept even if a later call fails, and neither the writes' latency
+    # (fsync, or an S3 round trip) nor their I/O blocks the event loop that drives the calls.
+    with concurrent.futures.ThreadPoolExecutor(CACHE_WRITERS) as writers:
+        writes: list[concurrent.futures.Future[bool]] = []
+
+        def cache(position: int, verdict: Verdict) -> None:
+            if verdict.status != "skipped":
+                data = verdict.model_dump_json().encode()
+                writes.append(writers.submit(store.put_once_if_absent, pending[position][1], data))
+
+        answers = run_sync(_judge(setup, requests, cache))
+        for write in writes:
+            write.result()  # a failed cache write fails the task, which is retried
     used_in = used_out = 0
-    for (index, cache_key, _), verdict in zip(pending, answers, strict=True):
+    for (index, _, _), verdict in zip(pending, answers, strict=True):
         verdicts[index] = verdict
         used_in += verdict.input_tokens
         used_out += verdict.output_tokens
-        if verdict.status != "skipped":
-            store.put_once_if_absent(cache_key, verdict.model_dump_json().encode())
     judged.calls = len(requests)
     judged.cost_usd = price(setup.prices, used_in, used_out)
     # One ledger record per run and chunk (first writer wins): a retried chunk finds its

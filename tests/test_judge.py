@@ -423,11 +423,15 @@ def test_reply_parser_rejects_anything_else(text: str | None) -> None:
 
 
 def by_item(recorded: RecordedRequest) -> Reply:
-    """A policy: score = item number / 100; later items answer sooner, to scramble the order."""
+    """A policy: score = item number / 100; later items answer sooner, to scramble the order.
+
+    Every reply takes at least 0.3 s, so four requests are surely in flight at once even on a
+    loaded machine (the test asserts the limit is reached).
+    """
     match = CASE_ID.search(recorded.text("user"))
     assert match is not None
     number = int(match.group(1))
-    return slow(0.05 + (12 - number) * 0.02, verdict("pass", number / 100))
+    return slow(0.3 + (12 - number) * 0.02, verdict("pass", number / 100))
 
 
 def test_judge_all_bounds_concurrency_and_keeps_request_order(judge_server: JudgeServer) -> None:

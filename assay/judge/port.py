@@ -179,7 +179,10 @@ class Judge(Protocol):
 
 
 async def judge_all(
-    judge: Judge, requests: Sequence[JudgeRequest], max_concurrency: int
+    judge: Judge,
+    requests: Sequence[JudgeRequest],
+    max_concurrency: int,
+    on_verdict: Callable[[int, Verdict], None] | None = None,
 ) -> list[Verdict]:
     """Judge many outputs with at most `max_concurrency` calls in flight; verdicts in order.
 
@@ -196,6 +199,9 @@ async def judge_all(
         judge: Any `Judge`.
         requests: The outputs to grade.
         max_concurrency: Calls in flight at most (>= 1).
+        on_verdict: Called with (request index, verdict) as each verdict arrives, while other
+            calls are still in flight — so per-verdict work (e.g. writing the verdict cache)
+            overlaps the judge's latency instead of following it.
 
     Returns:
         One verdict per request, in request order.
@@ -209,7 +215,7 @@ async def judge_all(
             judge_unavailable(exc), model=judge.model, prompt_version=judge.prompt_version
         )
 
-    return await _bounded(judge.judge, requests, max_concurrency, on_error)
+    return await _bounded(judge.judge, requests, max_concurrency, on_error, on_verdict)
 
 
 async def _bounded(
@@ -217,12 +223,13 @@ async def _bounded(
     requests: Sequence[RequestT],
     max_concurrency: int,
     on_error: Callable[[RequestT, Exception], ResultT],
+    on_result: Callable[[int, ResultT], None] | None = None,
 ) -> list[ResultT]:
     """Run `call` over `requests` with at most `max_concurrency` in flight; results in order.
 
     The semaphore is acquired *before* each task is created, so at most `max_concurrency` tasks
     exist at any time however long `requests` is. An exception becomes `on_error`'s result for
-    that request only; cancellation propagates.
+    that request only; cancellation propagates. `on_result` sees each result as it arrives.
     """
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
@@ -231,9 +238,13 @@ async def _bounded(
 
     async def run(index: int, request: RequestT) -> None:
         try:
-            results[index] = await call(request)
-        except Exception as exc:
-            results[index] = on_error(request, exc)
+            try:
+                result = await call(request)
+            except Exception as exc:
+                result = on_error(request, exc)
+            results[index] = result
+            if on_result is not None:
+                on_result(index, result)
         finally:
             slots.release()
 
