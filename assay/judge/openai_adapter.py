@@ -71,7 +71,7 @@ from typing import Any, ClassVar, Final, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from openai import APIConnectionError, APIStatusError, AsyncOpenAI
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletionMessageParam
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -213,21 +213,25 @@ _VERDICT_CONTRACT: Final = _ReplyContract("verdict", VERDICT_SCHEMA, parse_verdi
 _PAIR_CONTRACT: Final = _ReplyContract("pairwise_verdict", PAIR_SCHEMA, parse_pair_reply)
 
 
+def _member(value: object, name: str) -> object:
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def _reply_text(completion: object) -> str | None:
     """The first choice's message text; None when the body is not a usable completion."""
-    choices = getattr(completion, "choices", None)
-    if not choices:
+    choices = _member(completion, "choices")
+    if not isinstance(choices, list) or not choices:
         return None
-    content = getattr(getattr(choices[0], "message", None), "content", None)
+    content = _member(_member(choices[0], "message"), "content")
     return content if isinstance(content, str) else None
 
 
 def _usage(completion: object) -> tuple[int, int]:
     """(prompt_tokens, completion_tokens) as reported; 0 for what is absent or nonsensical."""
-    usage = getattr(completion, "usage", None)
+    usage = _member(completion, "usage")
 
     def count(name: str) -> int:
-        value = getattr(usage, name, None)
+        value = _member(usage, name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
     return count("prompt_tokens"), count("completion_tokens")
@@ -559,14 +563,15 @@ class OpenAIJudge:
             body["temperature"] = self.temperature
         left = call.deadline_at - time.monotonic()
         call.requests += 1
-        # The SDK's documented low-level `post` (same client, errors, headers and reply model)
-        # rather than `chat.completions.create`: `create` runs its typed-parameter transform
-        # over the messages and the JSON schema on every call, ~3 ms of CPU per request
-        # (measured in bench/bench_judge.py) — enough to make Assay, not the judge, the
-        # bottleneck at 16 calls in flight. The body is already exactly what goes on the wire.
+        # The SDK's documented low-level `post` (same client, auth, errors and headers) rather
+        # than `chat.completions.create`: `create` runs its typed-parameter transform over the
+        # messages and the JSON schema (~3 ms of CPU per request) and builds a ChatCompletion
+        # model from the reply (~0.8 ms), both measured in bench/bench_judge.py — enough to make
+        # Assay, not the judge, the bottleneck at 16 calls in flight. The body is already what
+        # goes on the wire, and the reply is read as plain JSON (`cast_to=object`), defensively.
         completion: object = await self._client().post(
             "/chat/completions",
-            cast_to=ChatCompletion,
+            cast_to=object,
             body=body,
             options={"timeout": max(0.001, min(self.timeout, left))},
         )
