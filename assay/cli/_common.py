@@ -37,6 +37,13 @@ StoreOption = Annotated[
     typer.Option("--store", help="Evidence store URI (default: $ASSAY_STORE or file://.assay)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+JudgeBlockOption = Annotated[
+    str | None,
+    typer.Option("--judge-block", help="Saved JudgeSettings block (default: the environment)."),
+]
+FreshJudgeOption = Annotated[
+    bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
+]
 
 T = TypeVar("T")
 

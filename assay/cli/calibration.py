@@ -30,7 +30,9 @@ from assay.calibration import (
     tasks_to_label,
 )
 from assay.cli._common import (
+    FreshJudgeOption,
     JsonOption,
+    JudgeBlockOption,
     StoreOption,
     app,
     fail,
@@ -100,12 +102,8 @@ def label_command(
 @app.command("calibrate")
 def calibrate_command(
     calibration_set: Annotated[Path, typer.Argument(help="Calibration set (JSONL).")],
-    judge_block: Annotated[
-        str | None, typer.Option("--judge-block", help="Saved JudgeSettings block.")
-    ] = None,
-    fresh_judge: Annotated[
-        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
-    ] = False,
+    judge_block: JudgeBlockOption = None,
+    fresh_judge: FreshJudgeOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

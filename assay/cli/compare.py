@@ -8,7 +8,9 @@ import typer
 
 from assay import registry
 from assay.cli._common import (
+    FreshJudgeOption,
     JsonOption,
+    JudgeBlockOption,
     StoreOption,
     app,
     guarded,
@@ -28,12 +30,8 @@ def compare_command(
     outputs_b: Annotated[str, typer.Option("--b", help="Outputs of side B.")],
     label_a: Annotated[str, typer.Option("--label-a", help="Name of side A.")] = "A",
     label_b: Annotated[str, typer.Option("--label-b", help="Name of side B.")] = "B",
-    judge_block: Annotated[
-        str | None, typer.Option("--judge-block", help="Saved JudgeSettings block.")
-    ] = None,
-    fresh_judge: Annotated[
-        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts.")
-    ] = False,
+    judge_block: JudgeBlockOption = None,
+    fresh_judge: FreshJudgeOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -15,6 +15,7 @@ import typer
 from assay import registry
 from assay.cli._common import (
     JsonOption,
+    JudgeBlockOption,
     StoreOption,
     app,
     fail,
@@ -104,9 +105,7 @@ def gate_command(
         str | None,
         typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
     ] = None,
-    judge_block: Annotated[
-        str | None, typer.Option("--judge-block", help="Saved JudgeSettings block.")
-    ] = None,
+    judge_block: JudgeBlockOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -8,7 +8,9 @@ import typer
 from rich.table import Table
 
 from assay.cli._common import (
+    FreshJudgeOption,
     JsonOption,
+    JudgeBlockOption,
     StoreOption,
     app,
     guarded,
@@ -34,18 +36,14 @@ def outcome_command(
     contract: Annotated[
         str | None, typer.Option("--contract", help="Outcome contract (YAML or JSON).")
     ] = None,
-    judge_block: Annotated[
-        str | None, typer.Option("--judge-block", help="Saved JudgeSettings block.")
-    ] = None,
+    judge_block: JudgeBlockOption = None,
     notification_block: Annotated[
         str | None,
         typer.Option(
             "--notification-block", help="Saved NotificationTarget block (Marginal and below)."
         ),
     ] = None,
-    fresh_judge: Annotated[
-        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts.")
-    ] = False,
+    fresh_judge: FreshJudgeOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -10,7 +10,9 @@ from rich.table import Table
 from assay import registry
 from assay.cli._common import (
     EXAMPLES,
+    FreshJudgeOption,
     JsonOption,
+    JudgeBlockOption,
     StoreOption,
     app,
     fail,
@@ -120,13 +122,8 @@ def run(
         str | None,
         typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
     ] = None,
-    judge_block: Annotated[
-        str | None,
-        typer.Option("--judge-block", help="Saved JudgeSettings block (default: environment)."),
-    ] = None,
-    fresh_judge: Annotated[
-        bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
-    ] = False,
+    judge_block: JudgeBlockOption = None,
+    fresh_judge: FreshJudgeOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
