@@ -27,7 +27,7 @@ from assay.release import (
     report_key,
     row,
 )
-from assay.release.render import counts
+from assay.release.render import COLUMNS, counts
 from assay.report import rate_text
 from assay.stats import wilson
 from assay.store import FileStore, open_store
@@ -614,6 +614,22 @@ def test_cli_human_table_and_exit_0(
     code, text, _ = invoke("release", passing)
     assert code == 0, text
     assert "PASS" in text and "FAIL" not in text
+
+
+def test_cli_narrow_terminal_transposes_instead_of_cutting_figures(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # a CI log: the one-row-per-variant table would not fit
+    _, text, _ = invoke("release", str(TRIALS))
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cells = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+        for line in text.splitlines()
+        if line.count("│") == 4
+    }
+    stable, fast = row(_example().variants[0], 30), row(_example().variants[1], 30)
+    for index, signal in enumerate(COLUMNS[1:], start=1):
+        assert cells[signal] == [stable[index], fast[index]]
 
 
 @pytest.mark.parametrize(

@@ -28,19 +28,39 @@ from assay.release import (
 )
 
 
+def _signals_table(report: ReleaseReport) -> Table:
+    """The seed's layout — one row per variant — when it fits the terminal, else transposed
+    (one row per signal, one column per variant), so no figure is ever cut or folded."""
+    rows = [row(variant, report.contract.interval_min_n) for variant in report.variants]
+    title = "Release signals (five denominators, no composite score)"
+    headers = [column.replace(" ", "\n").replace("/", "/\n") for column in COLUMNS]
+    widths = [
+        max(len(line) for text in [header, *(r[i] for r in rows)] for line in text.split("\n"))
+        for i, header in enumerate(headers)
+    ]
+    styles = ["green" if variant.gate.passed else "red" for variant in report.variants]
+    if sum(widths) + 3 * len(widths) + 1 <= out.width:  # cells, padding and rules
+        table = Table(title=title)
+        for column, header in zip(COLUMNS, headers, strict=True):
+            words = column in ("variant", "gate")
+            table.add_column(header, justify="left" if words else "right", no_wrap=True)
+        for cells, style in zip(rows, styles, strict=True):
+            table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]")
+        return table
+    table = Table(title=title)
+    table.add_column("signal")
+    for cells in rows:
+        table.add_column(cells[0], justify="right")
+    for index, column in enumerate(COLUMNS[1:-1], start=1):
+        table.add_row(column, *(cells[index] for cells in rows))
+    table.add_row(
+        "gate", *(f"[{s}]{cells[-1]}[/{s}]" for cells, s in zip(rows, styles, strict=True))
+    )
+    return table
+
+
 def _print_report(report: ReleaseReport) -> None:
-    table = Table(title="Release signals (five denominators, no composite score)")
-    for column in COLUMNS:
-        table.add_column(
-            column,
-            justify="left" if column in ("variant", "gate") else "right",
-            overflow="fold",
-        )
-    for variant in report.variants:
-        cells = row(variant, report.contract.interval_min_n)
-        style = "green" if variant.gate.passed else "red"
-        table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]")
-    out.print(table)
+    out.print(_signals_table(report))
     for line in stop_lines(report):
         out.print(f"[red]stopped:[/red] {line}", highlight=False)
     out.print(
