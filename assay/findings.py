@@ -103,12 +103,12 @@ def list_findings(store: EvidenceStore, run_id: str | None = None) -> list[Findi
 def budget_finding(
     decision: Decision,
     run_id: str,
-    suite: str,
-    suite_version: int,
+    suite: str | None,
+    suite_version: int | None,
     subject: str,
     occurred_at: datetime,
 ) -> Finding | None:
-    """The finding a preflight decision gives rise to, if any.
+    """The finding a preflight decision gives rise to, if any (suite None outside suite runs).
 
     `blocked`, `throttled` and `refused` give a `budget_blocked` finding (spending stopped);
     `alert` gives a `budget_alert` finding (spending went ahead past a limit); `allowed` and
@@ -132,7 +132,8 @@ def budget_finding(
         suite_version=suite_version,
         subject=subject,
         occurred_at=occurred_at,
-        summary=f"{suite}@{suite_version} · {subject}: {verb}: {decision.reason}",
+        summary=(f"{suite}@{suite_version} · " if suite else "")
+        + f"{subject}: {verb}: {decision.reason}",
         details={
             "status": decision.status,
             "budget": decision.budget,

@@ -13,7 +13,7 @@ from typing import cast
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from assay.findings import Finding, record
+from assay.findings import Finding, budget_finding, record
 from assay.judge.embeddings import OpenAIEmbedder, embedder_from_env, embedder_skip_reason
 from assay.outcome import (
     ALERTING,
@@ -90,15 +90,21 @@ def score_outcome_records(
 
 @task(name="record-governance", **IO_RETRIES)
 def record_governance(store: str, report: OutcomeReport) -> list[Finding]:
-    """One `governance_action` Finding per subject with a band: recorded write-once and
-    announced as a `finding.reported` event. Subjects whose composite is incomplete have no
-    band, hence no action."""
+    """One `governance_action` Finding per subject with a band, and a `budget_blocked` (or
+    `budget_alert`) Finding when a budget stopped (or flagged) judging: recorded write-once and
+    announced as `finding.reported` events. Subjects whose composite is incomplete have no band,
+    hence no action."""
     target = evidence_store(store)
     findings = [
         finding
         for outcome in report.subjects
         if (finding := governance_finding(outcome, report.report_id, report.occurred_at))
     ]
+    if report.budget is not None:
+        spending = budget_finding(
+            report.budget, report.report_id, None, None, report.records, report.occurred_at
+        )
+        findings += [spending] if spending else []
     for finding in findings:
         record(target, finding)
         announce(finding)

@@ -514,6 +514,12 @@ def test_a_budget_stop_makes_judged_dimensions_unavailable(
     for dimension in SCORES:
         assert report.unavailable[dimension] == {"budget_blocked": 2}
         assert report.subjects[0].dimensions[dimension].n == 0
+    (stopped,) = [
+        f
+        for f in list_findings(FileStore(store_dir), report.report_id)
+        if f.kind == "budget_blocked"
+    ]
+    assert stopped.suite is None and stopped.details["status"] == "blocked"
 
 
 def test_an_unreachable_embedding_endpoint_is_unavailable_not_a_score() -> None:
