@@ -156,7 +156,15 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
         "--all",
     )
     deployments = _api(api, "/deployments/filter", {})
-    assert {d["name"] for d in deployments} == {"nightly", "on-demand", "monitor-hourly"}
+    assert {d["name"] for d in deployments} == {
+        "nightly",
+        "on-demand",
+        "monitor-hourly",
+        "gate",
+        "calibration",
+        "release",
+        "outcome",
+    }
     nightly = next(d for d in deployments if d["name"] == "nightly")
     assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
 
