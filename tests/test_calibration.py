@@ -30,8 +30,9 @@ from assay.errors import InputError
 from assay.judge.port import Verdict
 from assay.store import FileStore
 from flows.calibration import calibration
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, PREFECT_HOME
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
+from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
 
 PIN = JudgePin(model="judge-test-1", prompt_version="default@abc")
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -290,9 +291,11 @@ def test_calibration_flow_and_cli_judge_through_the_sdk(
     assert json.loads(result.stdout)["kappa"]["value"] == pytest.approx(0.0)
     assert not is_calibrated(FileStore(store_dir), report.judge)
 
-    for path in store_dir.rglob("*"):
-        if path.is_file():
-            assert CANARY.encode() not in path.read_bytes(), path
+    _flush_prefect_logs()
+    needle = CANARY.encode()
+    assert _files_containing(tmp_path, needle) == [set_path]  # only the opted-in set holds it
+    assert _files_containing(PREFECT_HOME, needle) == []
+    assert _files_containing(_prefect_database_dir(), needle) == []
 
 
 def test_calibrate_without_a_judge_is_a_usage_error(

@@ -4,6 +4,7 @@ exit codes and JSON, JUnit XML read back by a JUnit parser, and `--check` after 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,12 +21,15 @@ from assay.runs import JudgeInfo
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from flows.gate import gate
+from tests.conftest import PREFECT_HOME
 from tests.judge_server import JudgeServer, verdict
+from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
 CASES = 40
 JUDGED = 10
+CANARY = "CANARY-gate-0f3a-never-stored"
 
 
 def _suite(tmp_path: Path, judged: bool = False) -> str:
@@ -238,3 +242,34 @@ def test_cli_usage_and_input_errors_exit_2(store_dir: Path, tmp_path: Path) -> N
     result = runner.invoke(app, ["gate", str(bad), "--outputs", _outputs(tmp_path, "o", 1)])
     assert result.exit_code == 2 and "bad.yaml" in result.stderr
     assert runner.invoke(app, ["gate", "--check", "no-such-run"]).exit_code == 2
+
+
+def test_no_output_text_reaches_evidence_prefect_logs_or_junit(
+    judge_env: JudgeServer,
+    store_dir: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    judge_env.script(default=verdict("fail", 0.2, reasoning=f"because {CANARY}-R"))
+    outputs = tmp_path / "canary.jsonl"
+    outputs.write_text(
+        "".join(
+            json.dumps({"case_id": f"c{i:02d}", "output": f"ok {CANARY} {i}"}) + "\n"
+            for i in range(CASES)
+        )
+    )
+    junit = tmp_path / "gate.xml"
+    command = ["gate", _suite(tmp_path, judged=True), "--outputs", str(outputs)]
+    result = CliRunner().invoke(app, [*command, "--json", "--junit", str(junit)])
+    assert result.exit_code == 1, result.output  # judged checks failed; the judge is uncalibrated
+    assert len(judge_env.requests) == JUDGED
+
+    _flush_prefect_logs()
+    needle = CANARY.encode()
+    assert _files_containing(tmp_path, needle) == [outputs]  # the search does find it
+    assert _files_containing(PREFECT_HOME, needle) == []
+    assert _files_containing(_prefect_database_dir(), needle) == []
+    captured = capfd.readouterr()
+    assert CANARY not in result.output + captured.out + captured.err + caplog.text
