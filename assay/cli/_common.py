@@ -81,6 +81,9 @@ def prefect_defaults() -> None:
     """Quiet, offline-friendly Prefect defaults for a terminal; users' own settings win."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # The ephemeral API migrates a fresh SQLite database on first use; Prefect's 20 s default
+    # times out on a busy 2-core machine (see ../shared/PREFECT-NOTES.md).
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
 
 @contextmanager
