@@ -37,7 +37,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Final, Literal
 
-import numpy as np
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -370,6 +369,8 @@ def window_stats(sessions: Sequence[SessionSignal]) -> WindowStats:
 def _tokens(per_session: list[int]) -> Tokens:
     if not per_session:
         return Tokens(median=None, p95=None, n=0)
+    import numpy as np  # only when there are tokens to summarise: keeps `assay` start-up lean
+
     median, p95 = np.percentile(per_session, [50, 95])  # linear interpolation between ranks
     return Tokens(median=float(median), p95=float(p95), n=len(per_session))
 

@@ -43,7 +43,6 @@ from assay.cli._common import (
     print_json,
     resolve_suite_arg,
 )
-from assay.judge import judge_skip_reason
 
 EXIT_UNCALIBRATED = 1
 ANSWERS: dict[str, Label] = {"p": "pass", "f": "fail"}
@@ -110,6 +109,8 @@ def calibrate_command(
     """Measure the configured judge against the human labels; exit 1 unless it is calibrated."""
     evidence = open_evidence(store)
     guarded(lambda: load_set(calibration_set))
+    from assay.judge import judge_skip_reason  # imports the openai SDK: only when calibrating
+
     missing = None if judge_block else judge_skip_reason()
     if missing is not None:
         fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")

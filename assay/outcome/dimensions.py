@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final
 
 from assay.canonical import canonical_json
 from assay.hashing import OutputHasher
@@ -27,7 +24,11 @@ from assay.judge.port import JudgeRequest
 from assay.outcome.contract import Contract, JudgedDimension
 from assay.outcome.records import OutcomeRecord
 
-Vector = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy is imported where vectors are used, not by `import assay.cli`
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float64]
 
 NO_LATENCY_TARGET: Final = "no latency_target_ms in the contract"
 SINGLE_RESPONSE: Final = "only one embedded response in its query class"
@@ -67,6 +68,8 @@ def consistency(
     Returns:
         Per response: the score or None, and the reason it is None (or None).
     """
+    import numpy as np
+
     members: dict[str, list[int]] = defaultdict(list)
     for index, query_class in enumerate(classes):
         members[query_class].append(index)

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-import numpy as np
 from pydantic import BaseModel
 
 from assay.budget import Decision
@@ -34,7 +33,6 @@ from assay.outcome.composite import DimensionScore, SubjectOutcome, subject_outc
 from assay.outcome.contract import DIMENSIONS, JUDGED, Contract, Dimension
 from assay.outcome.dimensions import (
     NO_LATENCY_TARGET,
-    Vector,
     consistency,
     efficiency,
     judge_request,
@@ -43,6 +41,9 @@ from assay.outcome.dimensions import (
 from assay.outcome.records import OutcomeRecord, check_records, read_records
 from assay.runs import JudgeInfo
 from assay.store import EvidenceStore
+
+if TYPE_CHECKING:
+    from assay.outcome.dimensions import Vector
 
 if TYPE_CHECKING:
     from assay.judge.embeddings import Embedder
@@ -287,6 +288,8 @@ def _score_batch(
             batch
         )
         return
+    import numpy as np  # only when there are embeddings: keeps `import assay.cli` lean
+
     for record, vector in zip(batch, embeddings.vectors, strict=True):
         scoring.embedded.append(
             (record.subject, record.query_class, np.asarray(vector, dtype=np.float64))
