@@ -98,16 +98,24 @@ def score_chunk(
     compiled, selected = _prepared(store, suite_ref, sample, seed)
     target = evidence_store(store)
     setup = NO_JUDGE_NEEDED
+    judged = ChunkJudgement(outcomes={})
     if piece is None:
         cases = score_missing(compiled, missing)
-        judged = ChunkJudgement(outcomes={})
     else:
         hasher = OutputHasher(store_secret(target))
         outputs = list(read_slice(piece, selected))
-        setup = judge_setup(judge_block, fresh_judge) if compiled.judged else NO_JUDGE_NEEDED
-        judged = judge_chunk(
-            target, compiled, outputs, hasher, setup, run_id=run_id, chunk=chunk, subject=subject
-        )
+        if compiled.judged:  # a suite without llm_judge checks has nothing to look for
+            setup = judge_setup(judge_block, fresh_judge)
+            judged = judge_chunk(
+                target,
+                compiled,
+                outputs,
+                hasher,
+                setup,
+                run_id=run_id,
+                chunk=chunk,
+                subject=subject,
+            )
         cases = score_outputs(compiled, outputs, hasher, judged.outcomes)
     evidence = EvidenceChunk(run_id=run_id, chunk=chunk, cases=cases)
     summary = _summarise(evidence, write_chunk(target, evidence))
