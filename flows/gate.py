@@ -9,15 +9,21 @@ exit code say `fail`).
 from __future__ import annotations
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from assay.gate import GateRun
+from flows.suite_run import run_name as suite_run_name
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
 
 
-@flow(name="gate", persist_result=False, log_prints=False)
+def _run_name() -> str:
+    return f"gate · {suite_run_name(flow_run.parameters)}"
+
+
+@flow(name="gate", flow_run_name=_run_name, persist_result=False, log_prints=False)
 def gate(
     suite: str,
     outputs: str,

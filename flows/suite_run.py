@@ -8,8 +8,10 @@ the number of chunks, not of cases.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
@@ -30,11 +32,15 @@ from tasks.suites import resolve_suite
 DEFAULT_CHUNK_SIZE = 2000
 
 
-def _run_name() -> str:
-    parameters = flow_run.parameters
+def run_name(parameters: Mapping[str, Any]) -> str:
+    """`SUITE · SUBJECT` from a suite-run's (or gate's) parameters."""
     suite = str(parameters["suite"])
     subject = parameters.get("subject") or f"agent:{Subject.default_for(parameters['outputs']).id}"
     return f"{Path(suite).name if Path(suite).is_file() else suite} · {subject}"
+
+
+def _run_name() -> str:
+    return run_name(flow_run.parameters)
 
 
 @flow(name="suite-run", flow_run_name=_run_name, persist_result=False, log_prints=False)
