@@ -44,6 +44,11 @@ from assay.suites import Suite
 CONTENT_LIMIT: Final = 4000
 """Characters kept of each opted-in text field (input, output, rubric, expected)."""
 
+MIN_JUDGED: Final = 30
+"""Judged items a report needs before it can calibrate anything (below, every interval is wide
+enough to hold a useless judge: 2 agreeing items give agreement 1.0 with a 95% CI of 0.34–1)."""
+MAX_SKIPPED_SHARE: Final = 0.10
+"""Unjudged items a report may have: past this, the judge was measured on a biased remainder."""
 DEFAULT_AGREEMENT: Final = 0.85
 DEFAULT_KAPPA: Final = 0.6
 
@@ -270,18 +275,31 @@ def set_hash(items: Sequence[CalibrationItem]) -> str:
     return content_hash([item.model_dump(mode="json") for item in items])
 
 
-def _verdict_text(passed: bool, kappa: Kappa, agreement: float | None, targets: Targets) -> str:
-    if not kappa.defined:
-        return (
-            "not calibrated: the human labels are all one class (or nothing was judged), so "
-            "chance-corrected agreement cannot be measured — this set calibrates nothing"
-        )
-    shown = "n/a" if agreement is None else f"{agreement:.3f}"
-    figures = (
-        f"agreement {shown} (target {targets.agreement:.3f}), "
-        f"kappa {kappa.value:.3f} (target {targets.kappa:.3f})"
-    )
-    return ("calibrated: " if passed else "not calibrated: ") + figures
+def _shortfalls(
+    n: int, items: int, agreement: float | None, kappa: Kappa, targets: Targets
+) -> list[str]:
+    """Why a report does not calibrate its judge; empty when it does."""
+    if not kappa.defined or kappa.value is None or agreement is None:
+        return [
+            "the human labels are all one class (or nothing was judged), so chance-corrected "
+            "agreement cannot be measured — this set calibrates nothing"
+        ]
+    found = []
+    if n < MIN_JUDGED:
+        found.append(f"only {n} item(s) judged; at least {MIN_JUDGED} are needed")
+    if items - n > MAX_SKIPPED_SHARE * items:
+        found.append(f"{items - n} of {items} items unjudged (more than {MAX_SKIPPED_SHARE:.0%})")
+    if agreement < targets.agreement:
+        found.append(f"agreement {agreement:.3f} below the target {targets.agreement:.3f}")
+    if kappa.value < targets.kappa:
+        found.append(f"kappa {kappa.value:.3f} below the target {targets.kappa:.3f}")
+    return found
+
+
+def _verdict_text(shortfalls: list[str], kappa: Kappa, agreement: float | None) -> str:
+    if not shortfalls:
+        return f"calibrated: agreement {agreement:.3f}, kappa {kappa.value:.3f}"
+    return "not calibrated: " + "; ".join(shortfalls)
 
 
 def _ratchet(targets: Targets, passed: bool, agreement_lo: float | None, kappa: Kappa) -> Targets:
@@ -326,13 +344,8 @@ def measure(
     bias = pearson(
         [float(length) for _, _, length in judged], [float(machine) for _, machine, _ in judged]
     )
-    passed = (
-        kappa.defined
-        and kappa.value is not None
-        and agreement[0] is not None
-        and agreement[0] >= targets.agreement
-        and kappa.value >= targets.kappa
-    )
+    shortfalls = _shortfalls(n, len(items), agreement[0], kappa, targets)
+    passed = not shortfalls
     return CalibrationReport(
         report_id=report_id,
         calibration_set=calibration_set,
@@ -349,7 +362,7 @@ def measure(
         targets=targets,
         ratcheted_targets=_ratchet(targets, passed, agreement[1], kappa),
         passed=passed,
-        verdict=_verdict_text(passed, kappa, agreement[0], targets),
+        verdict=_verdict_text(shortfalls, kappa, agreement[0]),
         judge=judge,
         at=now or datetime.now(UTC),
     )
@@ -408,12 +421,26 @@ def current_targets(store: EvidenceStore) -> Targets:
     return Targets.model_validate_json(store.get(keys[-1]))
 
 
-def _append_targets(store: EvidenceStore, targets: Targets) -> None:
-    keys = sorted(store.list(_TARGETS_PREFIX))
-    number = int(keys[-1].rsplit("/", 1)[-1].removesuffix(".json")) + 1 if keys else 1
-    store.put_once_if_absent(
-        f"{_TARGETS_PREFIX}{number:06d}.json", json.dumps(targets.model_dump()).encode()
-    )
+def _append_targets(store: EvidenceStore, raised: Targets) -> None:
+    """Append targets at least as high as the latest ones, whatever was appended meanwhile.
+
+    Two calibrations may run at once: each merges its raise into the latest record (the maximum
+    of each target) and takes the next number; if another took it first, it reads and merges
+    again. So no write ever lowers a target and no raise is lost.
+    """
+    while True:
+        keys = sorted(store.list(_TARGETS_PREFIX))
+        latest = Targets.model_validate_json(store.get(keys[-1])) if keys else Targets()
+        merged = Targets(
+            agreement=max(latest.agreement, raised.agreement),
+            kappa=max(latest.kappa, raised.kappa),
+        )
+        if merged == latest and keys:
+            return
+        number = int(keys[-1].rsplit("/", 1)[-1].removesuffix(".json")) + 1 if keys else 1
+        data = json.dumps(merged.model_dump()).encode()
+        if store.put_once_if_absent(f"{_TARGETS_PREFIX}{number:06d}.json", data):
+            return
 
 
 def _rate_line(name: str, successes: int, n: int, rate: Rate) -> str:

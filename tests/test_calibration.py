@@ -201,6 +201,32 @@ def test_targets_ratchet_up_over_three_runs_and_never_down(tmp_path: Path) -> No
     assert not is_calibrated(store, other_model)
 
 
+def test_a_report_that_started_from_older_targets_lowers_nothing(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "s")
+    start = current_targets(store)
+    slow = _measure(*_items(tp=48, fn=2, fp=2, tn=48), start, run=1)  # reads 0.85 / 0.6
+    fast = _measure(*_items(tp=50, fn=0, fp=1, tn=49), start, run=2)
+    record_report(store, fast)  # finishes first, with the higher raise
+    record_report(store, slow)  # finishes last, with a lower raise
+    final = current_targets(store)
+    assert final.agreement == pytest.approx(fast.ratcheted_targets.agreement)
+    highest_kappa = max(fast.ratcheted_targets.kappa, slow.ratcheted_targets.kappa)
+    assert final.kappa == pytest.approx(highest_kappa)
+    assert slow.ratcheted_targets.agreement < final.agreement
+
+
+def test_too_few_or_too_many_unjudged_items_calibrate_nothing() -> None:
+    # Two agreeing items: agreement 1.0, kappa 1.0 — and a 95% CI of 0.34–1 for the agreement.
+    tiny = _measure(*_items(tp=1, fn=0, fp=0, tn=1))
+    assert tiny.kappa.value == pytest.approx(1.0) and not tiny.passed
+    assert "only 2 item(s) judged; at least 30 are needed" in tiny.verdict
+    items, verdicts = _items(tp=25, fn=0, fp=0, tn=25)
+    unjudged = [Verdict.skipped("judge unavailable: APIConnectionError")] * 10
+    patchy = _measure(items, verdicts[:40] + unjudged)
+    assert patchy.n == 40 and patchy.skipped == 10 and not patchy.passed
+    assert "10 of 50 items unjudged (more than 10%)" in patchy.verdict
+
+
 def test_calibration_sets_name_file_and_line(tmp_path: Path) -> None:
     good = _items(1, 0, 0, 1)[0]
     path = tmp_path / "set.jsonl"
@@ -253,15 +279,15 @@ def test_calibration_flow_and_cli_judge_through_the_sdk(
     judge_env: JudgeServer, store_dir: Path, tmp_path: Path
 ) -> None:
     set_path = tmp_path / "set.jsonl"
-    rows = [(f"g{i}", f"Within 30 days. {CANARY}", "pass") for i in range(12)] + [
-        (f"b{i}", f"Whenever you like. {CANARY}", "fail") for i in range(12)
+    rows = [(f"g{i}", f"Within 30 days. {CANARY}", "pass") for i in range(20)] + [
+        (f"b{i}", f"Whenever you like. {CANARY}", "fail") for i in range(20)
     ]
     _write_set(set_path, rows)
     judge_env.script(default=_judges_by_marker)
 
     report = calibration(calibration_set=str(set_path))
-    assert len(judge_env.requests) == 24
-    assert (report.n, report.sensitivity.tp, report.specificity.tn) == (24, 12, 12)
+    assert len(judge_env.requests) == 40
+    assert (report.n, report.sensitivity.tp, report.specificity.tn) == (40, 20, 20)
     assert report.kappa.value == pytest.approx(1.0) and report.passed
     assert report.judge.model == "judge-test-1"
     assert is_calibrated(FileStore(store_dir), report.judge)
@@ -283,7 +309,7 @@ def test_calibration_flow_and_cli_judge_through_the_sdk(
     assert set(payload["kappa"]) == {"value", "lo", "hi", "defined"}
     assert set(payload["sensitivity"]) == {"rate", "tp", "positives", "lo", "hi"}
     assert set(payload["judge"]) == {"model", "prompt_version"}
-    assert len(judge_env.requests) == 24  # the second calibration came from the verdict cache
+    assert len(judge_env.requests) == 40  # the second calibration came from the verdict cache
 
     judge_env.script(default=verdict("pass", 0.9))  # a judge that passes everything
     result = CliRunner().invoke(app, ["calibrate", str(set_path), "--fresh-judge", "--json"])
@@ -372,3 +398,38 @@ def test_label_session_in_a_pty_appends_and_resumes(tmp_path: Path) -> None:
     assert (
         timedelta(0) <= datetime.now(UTC) - load_set(set_path)[-1].labeled_at < timedelta(minutes=5)
     )
+
+
+def test_label_shows_outputs_exactly_as_written_never_as_markup(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "suite: markup\ncases:\n  - id: c1\n    input: '[bold]question[/bold]'\n"
+        "    scorers:\n      - llm_judge: {rubric: 'Answers [the] question.'}\n"
+    )
+    outputs = tmp_path / "out.jsonl"
+    outputs.write_text(json.dumps({"case_id": "c1", "output": "[/INST] hi [red]x[/red]"}) + "\n")
+    session = pexpect.spawn(
+        sys.executable,
+        [
+            "-m",
+            "assay.cli",
+            "label",
+            str(suite),
+            "--outputs",
+            str(outputs),
+            "--into",
+            str(tmp_path / "set.jsonl"),
+            "--store",
+            f"file://{tmp_path / 's'}",
+        ],
+        env={**os.environ, "COLUMNS": "100", "TERM": "xterm", "NO_COLOR": "1"},
+        encoding="utf-8",
+        timeout=60,
+    )
+    session.expect(PROMPT)
+    shown = session.before
+    assert "[/INST] hi [red]x[/red]" in shown  # a markup parser would crash on [/INST]
+    assert "[bold]question[/bold]" in shown and "Answers [the] question." in shown
+    session.sendline("p")
+    session.expect(pexpect.EOF)
+    assert load_set(tmp_path / "set.jsonl")[0].output == "[/INST] hi [red]x[/red]"

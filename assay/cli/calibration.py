@@ -18,6 +18,7 @@ import typer
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.prompt import Prompt
+from rich.text import Text
 
 from assay import registry
 from assay.calibration import (
@@ -49,12 +50,13 @@ ANSWERS: dict[str, Label] = {"p": "pass", "f": "fail"}
 
 
 def _show(task: LabelTask, number: int) -> None:
-    out.rule(f"item {number} · {task.item_id}")
-    out.print(Panel(task.input, title="input", title_align="left"), highlight=False)
-    if task.expected:
-        out.print(Panel(task.expected, title="expected", title_align="left"), highlight=False)
-    out.print(Panel(task.rubric, title="rubric", title_align="left"), highlight=False)
-    out.print(Panel(task.output, title="output", title_align="left"), highlight=False)
+    out.rule(Text(f"item {number} · {task.item_id}"))
+    fields = [("input", task.input), ("expected", task.expected), ("rubric", task.rubric)]
+    for title, value in [*fields, ("output", task.output)]:
+        if value:
+            # Text, never markup: the labeller must see exactly what the judge will see
+            # (an output holding `[/INST]` or `[red]` is shown as written).
+            out.print(Panel(Text(value), title=title, title_align="left"), highlight=False)
 
 
 @app.command("label")
