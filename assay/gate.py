@@ -9,6 +9,8 @@ passed or not:
   scored at all (fail closed: an empty denominator never passes);
 - `judge_uncalibrated`: the suite uses `llm_judge`, a judge was configured, and that judge
   (model pin, prompt version) has no passing calibration report;
+- `judge_unavailable`: a judge was configured but some `llm_judge` checks went unjudged (the
+  endpoint failed past its retries, or replied malformed) — an outage is not a pass;
 - `budget_blocked`: a FinOps budget stopped or refused judge spending.
 
 Judged checks that were skipped for want of a judge or credentials do not fail the gate; they are
@@ -37,8 +39,9 @@ GateVerdict = Literal["pass", "fail"]
 REGRESSED: Final = "regressed"
 PASS_RATE: Final = "pass_rate_below_threshold"
 UNCALIBRATED: Final = "judge_uncalibrated"
+UNAVAILABLE: Final = "judge_unavailable"
 BUDGET_BLOCKED: Final = "budget_blocked"
-RULES: Final = (REGRESSED, PASS_RATE, UNCALIBRATED, BUDGET_BLOCKED)
+RULES: Final = (REGRESSED, PASS_RATE, UNCALIBRATED, UNAVAILABLE, BUDGET_BLOCKED)
 """Every gate rule, in the order they are reported."""
 
 UNJUDGED_SHOWN: Final = 20
@@ -94,7 +97,7 @@ def _key(run_id: str) -> str:
 
 
 def _rule_results(
-    result: EvalResult, uses_judge: bool, calibrated: bool | None
+    result: EvalResult, uses_judge: bool, calibrated: bool | None, unjudged: list[str]
 ) -> list[RuleResult]:
     regression = result.regression
     regressed = regression is not None and regression.status is RegressionStatus.REGRESSED
@@ -140,10 +143,22 @@ def _rule_results(
         if budget is None
         else f"{budget.status}: {budget.reason}"
     )
+
+    outage = result.judge is not None and bool(unjudged) and budget_ok
+    if outage:
+        available_detail = (
+            f"{len(unjudged)} case(s) with llm_judge checks the configured judge did not judge "
+            f"(endpoint errors past retries or malformed replies): {_named(unjudged)}"
+        )
+    elif result.judge is None:
+        available_detail = "no judge configured (see warnings)" if unjudged else "no judge needed"
+    else:
+        available_detail = "every llm_judge check was judged" if budget_ok else "see budget_blocked"
     return [
         RuleResult(rule=REGRESSED, passed=not regressed, detail=regression_detail),
         RuleResult(rule=PASS_RATE, passed=pass_rate_ok, detail=pass_detail),
         RuleResult(rule=UNCALIBRATED, passed=judge_ok, detail=judge_detail),
+        RuleResult(rule=UNAVAILABLE, passed=not outage, detail=available_detail),
         RuleResult(rule=BUDGET_BLOCKED, passed=budget_ok, detail=budget_detail),
     ]
 
@@ -188,12 +203,13 @@ def decide(
         run_warnings: The run's declared warnings (`assay.report.warnings`).
         now: The decision time (default: now, UTC).
     """
-    rules = _rule_results(result, uses_judge, calibrated)
+    rules = _rule_results(result, uses_judge, calibrated, unjudged)
     reasons = [GateReason(rule=r.rule, message=r.detail) for r in rules if not r.passed]
     notes = list(run_warnings)
-    if unjudged:
-        why = "no judge or no credentials" if result.judge is None else "judge skipped them"
-        notes.append(f"{len(unjudged)} case(s) not judged ({why}): {_named(unjudged)}")
+    if unjudged and result.judge is None:
+        notes.append(
+            f"{len(unjudged)} case(s) not judged (no judge or no credentials): {_named(unjudged)}"
+        )
     return GateDecision(
         run_id=result.run_id,
         suite=result.suite,

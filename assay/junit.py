@@ -2,7 +2,8 @@
 
 CI systems (GitHub Actions reporters, GitLab, Jenkins) render JUnit natively, so a failed gate
 shows which cases failed and which rule stopped the merge. Failure messages are the cases'
-redacted labels (built from scorer configuration, never from output text).
+redacted labels (built from scorer configuration, never from output text). A case whose other
+checks passed but whose `llm_judge` check was not judged is `skipped`, never a pass.
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ def _suite(parent: ET.Element, name: str, tests: int, failures: int, skipped: in
 def junit_xml(decision: GateDecision, cases: Sequence[CaseEvidence]) -> str:
     """Render a gate decision and its run's per-case evidence as a JUnit XML document."""
     root = ET.Element("testsuites", name=f"assay gate {decision.run_id}")
+    unjudged = set(decision.unjudged_cases)
     failed = [c for c in cases if c.status in (Status.FAIL, Status.ERROR)]
-    skipped = [c for c in cases if c.status is Status.SKIPPED]
+    # A case that passed only because its judge check was skipped is shown as skipped: CI
+    # dashboards must not count it as a pass.
+    skipped = [
+        c
+        for c in cases
+        if c.status is Status.SKIPPED or (c.status is Status.PASS and c.case_id in unjudged)
+    ]
     classname = f"assay.{decision.suite}"
     case_suite = _suite(
         root,
@@ -44,6 +52,8 @@ def junit_xml(decision: GateDecision, cases: Sequence[CaseEvidence]) -> str:
         element = ET.SubElement(case_suite, "testcase", classname=classname, name=case.case_id)
         if case.status is Status.SKIPPED:
             ET.SubElement(element, "skipped", message=case.label)
+        elif case.status is Status.PASS and case.case_id in unjudged:
+            ET.SubElement(element, "skipped", message=f"llm_judge not judged: {case.label}")
         elif case.status is not Status.PASS:
             kind = "no output" if case.missing else case.status.value
             ET.SubElement(element, "failure", message=case.label, type=kind)

@@ -28,7 +28,7 @@ def warnings(result: EvalResult) -> list[str]:
     if m.skipped_checks:
         notes.append(
             f"{m.skipped_checks} check(s) skipped and excluded from scores "
-            "(e.g. llm_judge with no judge configured)"
+            "(each case's label says why)"
         )
     if m.skipped:
         notes.append(f"{m.skipped} case(s) skipped entirely and excluded from the denominator")

@@ -17,12 +17,13 @@ from assay.calibration import CalibrationItem, JudgePin, Targets, measure, recor
 from assay.cli import app
 from assay.findings import list_findings
 from assay.judge.port import Verdict
-from assay.runs import JudgeInfo
+from assay.junit import junit_xml
+from assay.runs import JudgeInfo, read_cases
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from flows.gate import gate
 from tests.conftest import PREFECT_HOME
-from tests.judge_server import JudgeServer, verdict
+from tests.judge_server import JudgeServer, malformed, verdict
 from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -120,7 +121,7 @@ def test_a_regression_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> N
     assert candidate.result.pass_rate == 0.75  # above the 0.6 threshold
     assert [r.rule for r in decision.reasons] == ["regressed"]
     assert "40/40 → 30/40" in decision.reasons[0].message
-    assert [r.passed for r in decision.rules] == [False, True, True, True]
+    assert [r.passed for r in decision.rules] == [False, True, True, True, True]
 
 
 def test_a_low_pass_rate_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> None:
@@ -132,7 +133,7 @@ def test_a_low_pass_rate_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -
 
 
 def test_an_uncalibrated_judge_alone_fails_the_gate_until_calibrated(
-    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     suite, outputs = _suite(tmp_path, judged=True), _outputs(tmp_path, "all", CASES)
     first = gate(suite=suite, outputs=outputs, subject="agent:j@v1")
@@ -148,8 +149,27 @@ def test_an_uncalibrated_judge_alone_fails_the_gate_until_calibrated(
     assert second.decision.verdict == "pass", second.decision.reasons
     assert second.decision.calibrated is True
 
-    other = first.result.judge.model_copy(update={"model": "judge-gate-2"})
-    assert other != second.result.judge  # calibration is per model pin: a new pin starts over
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-gate-2")  # a new pin starts uncalibrated
+    third = gate(suite=suite, outputs=outputs, subject="agent:j@v1")
+    assert [r.rule for r in third.decision.reasons] == ["judge_uncalibrated"]
+    assert third.result.judge is not None and third.result.judge.model == "judge-gate-2"
+
+
+def test_a_judge_outage_alone_fails_the_gate(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    suite, outputs = _suite(tmp_path, judged=True), _outputs(tmp_path, "all", CASES)
+    probe = gate(suite=suite, outputs=outputs, subject="agent:probe@v1")
+    assert probe.result.judge is not None
+    _calibrate(store_dir, probe.result.judge)
+
+    judge_env.script(default=malformed())  # the judge answers, but never with a verdict
+    run = gate(suite=suite, outputs=outputs, subject="agent:outage@v1", fresh_judge=True)
+    decision = run.decision
+    assert [r.rule for r in decision.reasons] == ["judge_unavailable"]
+    assert decision.unjudged_cases == [f"c{i:02d}" for i in range(JUDGED)]
+    assert run.result.pass_rate == 1.0  # the deterministic checks passed: only the rule fails
+    assert not any("not judged" in w for w in decision.warnings)  # a failure, not a warning
 
 
 def test_a_blocked_budget_alone_fails_the_gate(
@@ -185,6 +205,12 @@ def test_missing_credentials_are_a_warning_that_lists_the_unjudged_cases(
     (note,) = [w for w in decision.warnings if "not judged" in w]
     assert note.startswith("10 case(s) not judged (no judge or no credentials): c00, c01")
 
+    xml = junit_xml(decision, list(read_cases(FileStore(store_dir), run.result.run_id)))
+    (cases_suite, _rules) = junitparser.JUnitXml.fromstring(xml)
+    assert (cases_suite.tests, cases_suite.failures, cases_suite.skipped) == (CASES, 0, JUDGED)
+    shown_skipped = [c.name for c in cases_suite if c.is_skipped]
+    assert shown_skipped == decision.unjudged_cases  # unjudged is never reported as passed
+
 
 def test_cli_exit_codes_json_junit_and_check_after_an_override(
     store_dir: Path, tmp_path: Path
@@ -214,6 +240,7 @@ def test_cli_exit_codes_json_junit_and_check_after_an_override(
         "regressed": True,
         "pass_rate_below_threshold": False,
         "judge_uncalibrated": True,
+        "judge_unavailable": True,
         "budget_blocked": True,
     }
 
