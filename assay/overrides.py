@@ -127,12 +127,6 @@ def check_gate(store: EvidenceStore, run_id: str) -> GateCheck:
     )
 
 
-def effective_verdict(store: EvidenceStore, run_id: str) -> tuple[GateVerdict, GateVerdict]:
-    """The run's (recorded, effective) gate verdicts; NotFoundError when it has no decision."""
-    check = check_gate(store, run_id)
-    return check.recorded, check.effective
-
-
 def _refusal(
     caller: Principal | None,
     token: str | None,

@@ -96,6 +96,14 @@ def test_contract_validation_errors_name_the_field(text: str, field: str, proble
     assert caught.value.line is not None
 
 
+@pytest.mark.parametrize(
+    "text", ["weights: {correctness: true}", "latency_target_ms: true", "latency_target_ms: '1'"]
+)
+def test_contract_numbers_are_numbers_not_booleans_or_strings(text: str) -> None:
+    with pytest.raises(InputError, match="valid number"):
+        parse_contract(text, "c.yaml")
+
+
 def test_weights_sum_within_1e_9() -> None:
     third = 1 / 3
     ok = parse_contract(
@@ -124,6 +132,14 @@ def test_incomplete_unless_partial_is_allowed_then_renormalised() -> None:
 
     nothing = subject_outcome("agent:a", 4, _means(), Contract(allow_partial=True))
     assert nothing.composite.status == "incomplete"
+
+    # Safety and efficiency alone carry 0.25 of the weight: no band rests on that sliver …
+    sliver = _means(safety=1.0, efficiency=1.0)
+    thin = subject_outcome("agent:a", 4, sliver, Contract(allow_partial=True))
+    assert (thin.composite.status, thin.band, thin.action) == ("incomplete", None, None)
+    # … unless the contract lowers the floor on purpose.
+    lowered = Contract(allow_partial=True, partial_min_weight=0.25)
+    assert subject_outcome("agent:a", 4, sliver, lowered).band == "Excellent"
 
 
 @pytest.mark.parametrize(

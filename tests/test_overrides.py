@@ -13,7 +13,7 @@ from assay.access import AccessDeniedError, Tier, add_principal, identify, princ
 from assay.cli import app
 from assay.errors import InputError, NotFoundError
 from assay.gate import GateDecision, GateReason, RuleResult, load_decision, record_decision
-from assay.overrides import audit_records, check_gate, effective_verdict, request_override
+from assay.overrides import audit_records, check_gate, request_override
 from assay.store import EvidenceStore, open_store
 
 REASON = "judge endpoint was down; a rerun with it up passed 48/50"
@@ -34,6 +34,11 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 @pytest.fixture
 def store(store_dir: Path) -> EvidenceStore:
     return open_store(f"file://{store_dir}")
+
+
+def _verdicts(store: EvidenceStore, run_id: str) -> tuple[str, str]:
+    check = check_gate(store, run_id)
+    return check.recorded, check.effective
 
 
 def gate(store: EvidenceStore, run_id: str, verdict: str = "fail") -> GateDecision:
@@ -159,7 +164,7 @@ def test_admin_override_changes_only_the_effective_verdict(
     )
     assert (record.recorded_verdict, record.effective_verdict) == ("fail", "pass")
     assert record.reason == REASON
-    assert effective_verdict(store, "r1") == ("fail", "pass")
+    assert _verdicts(store, "r1") == ("fail", "pass")
     assert load_decision(store, "r1").verdict == "fail"
     assert decision_file.read_bytes() == before
 
@@ -191,8 +196,8 @@ def test_refused_attempts_are_audited_and_change_nothing(store: EvidenceStore) -
         record = request_override(store, run_id, token, reason, now=T0 + timedelta(seconds=i))
         assert record.outcome == "refused"
         assert record.refusal is not None and record.refusal.startswith(refusal)
-    assert effective_verdict(store, "r1") == ("fail", "fail")
-    assert effective_verdict(store, "green") == ("pass", "pass")
+    assert _verdicts(store, "r1") == ("fail", "fail")
+    assert _verdicts(store, "green") == ("pass", "pass")
 
     audited = audit_records(store)
     assert [(r.run_id, r.outcome) for r in audited] == [(a[0], "refused") for a in attempts]
@@ -257,7 +262,7 @@ def test_cli_access_override_and_audit(store: EvidenceStore, store_dir: Path) ->
     granted = invoke("override", "r1", "--reason", REASON, "--json", token=admin)
     assert granted.exit_code == 0, granted.output
     assert json.loads(granted.stdout)["outcome"] == "granted"
-    assert effective_verdict(store, "r1") == ("fail", "pass")
+    assert _verdicts(store, "r1") == ("fail", "pass")
 
     listing = invoke("audit", "--run", "r1", "--json")
     assert listing.exit_code == 0

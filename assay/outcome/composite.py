@@ -16,7 +16,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.findings import Finding
-from assay.outcome.contract import ACTIONS, DIMENSIONS, Band, Contract, Dimension
+from assay.outcome.contract import (
+    ACTIONS,
+    DIMENSIONS,
+    WEIGHT_SUM_TOLERANCE,
+    Band,
+    Contract,
+    Dimension,
+)
 
 CompositeStatus = Literal["complete", "partial", "incomplete"]
 
@@ -64,16 +71,18 @@ def composite(dimensions: Mapping[Dimension, DimensionScore], contract: Contract
     """Σ wᵢ · mean(Qᵢ) over the weighted dimensions, or why it cannot be given.
 
     Dimensions with weight 0 never count, available or not. With `allow_partial`, the present
-    weighted dimensions are renormalised to sum to 1; with none present the composite is
-    `incomplete` whatever the contract says.
+    weighted dimensions are renormalised to sum to 1 — provided their weights add up to at least
+    `partial_min_weight`: a band (and its governance action) never rests on a sliver of the
+    contract, e.g. safety and efficiency alone. Otherwise the composite is `incomplete`.
     """
     weighted = [d for d in DIMENSIONS if contract.weights[d] > 0]
     missing = [d for d in weighted if dimensions[d].mean is None]
     present = [d for d in weighted if d not in missing]
-    if missing and (not contract.allow_partial or not present):
+    weight = math.fsum(contract.weights[d] for d in present)
+    enough = weight + WEIGHT_SUM_TOLERANCE >= contract.partial_min_weight
+    if missing and (not contract.allow_partial or not present or not enough):
         return Composite(value=None, status="incomplete", missing=missing)
     total = math.fsum(contract.weights[d] * _mean(dimensions[d]) for d in present)
-    weight = math.fsum(contract.weights[d] for d in present)
     value = min(max(total / weight, 0.0), 1.0)
     return Composite(value=value, status="partial" if missing else "complete", missing=missing)
 

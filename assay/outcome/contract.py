@@ -12,7 +12,8 @@ A contract is an optional YAML (or JSON) file; every setting has a default (SPEC
     latency_target_ms: 2000   # required for efficiency (without it efficiency is unavailable)
     rubrics:                  # per judged dimension; defaults in DEFAULT_RUBRICS
       correctness: "…"
-    allow_partial: false      # true: renormalise over the weighted dimensions present
+    allow_partial: false      # true: renormalise over the weighted dimensions present …
+    partial_min_weight: 0.5   # … if their weights add up to at least this (else: incomplete)
     bands: {excellent: 0.90, good: 0.75, marginal: 0.60, poor: 0.40}   # below poor: failing
 
 Weights are validated: each >= 0, unknown names rejected, and their sum is 1 within 1e-9.
@@ -24,7 +25,15 @@ import math
 from pathlib import Path
 from typing import Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError
@@ -106,10 +115,13 @@ class Contract(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    weights: dict[Dimension, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    latency_target_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # Strict numbers: YAML's `true` or "1" is a mistake in a contract, never a weight of 1.
+    weights: dict[Dimension, StrictFloat] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    latency_target_ms: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
     rubrics: dict[JudgedDimension, str] = Field(default_factory=dict)
     allow_partial: bool = False
+    partial_min_weight: StrictFloat = Field(default=0.5, ge=0.0, le=1.0)
+    """With `allow_partial`: the least total weight the present dimensions must carry."""
     bands: Bands = Field(default_factory=Bands)
 
     @field_validator("weights")
