@@ -5,6 +5,8 @@ failing in isolation, coverage gaps, waits, intervals, input errors, the CLI con
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -37,6 +39,8 @@ TRIALS = EXAMPLES / "release" / "trials.jsonl"
 CONTRACT = EXAMPLES / "release" / "contract.yaml"
 TRIAL_TEXT = ("invoice", "finance-approver", "awaiting approval", "create_invoice", "rubric-v3")
 """Free text of the example trials that must never reach the report, evidence or artifact."""
+SEED_DAY = datetime(2025, 6, 2, 12, tzinfo=UTC)
+"""Evaluation time of the seed's example: before its approval wait expires (17:00 that day)."""
 
 VARIANT_KEYS = {
     "variant",
@@ -86,10 +90,13 @@ def _write(path: Path, rows: list[dict[str, Any]] | list[str]) -> str:
 
 
 def _variant(
-    tmp_path: Path, rows: list[dict[str, Any]], contract: ReleaseContract | None = None
+    tmp_path: Path,
+    rows: list[dict[str, Any]],
+    contract: ReleaseContract | None = None,
+    now: datetime = SEED_DAY,
 ) -> VariantReport:
     source = _write(tmp_path / "trials.jsonl", rows)
-    report = build_report(load_trials(source), contract or ReleaseContract(), source)
+    report = build_report(load_trials(source), contract or ReleaseContract(), source, now=now)
     assert len(report.variants) == 1
     return report.variants[0]
 
@@ -101,8 +108,10 @@ def _failing(variant: VariantReport) -> list[str]:
 # --- the seed's worked example ------------------------------------------------------------
 
 
-def _example(contract: ReleaseContract | None = None) -> ReleaseReport:
-    return build_report(load_trials(str(TRIALS)), contract or load_contract(CONTRACT), str(TRIALS))
+def _example(contract: ReleaseContract | None = None, now: datetime = SEED_DAY) -> ReleaseReport:
+    return build_report(
+        load_trials(str(TRIALS)), contract or load_contract(CONTRACT), str(TRIALS), now=now
+    )
 
 
 def test_seed_table_figure_by_figure() -> None:
@@ -187,8 +196,14 @@ def test_seed_wait_and_declined_call_stay_visible_without_counting_against() -> 
     assert stable.tool_effects.declined == 1  # the boundary held: shown, not failed
     floors = next(r for r in stable.gate.results if r.gate == "floors")
     details = " ".join(check.detail for check in floors.checks)
-    assert "1 explicit wait(s) stopped the clock" in details
+    assert "1 explicit wait(s) stopped the clock: 0 waiting window(s) not active" in details
     assert "1 declined call(s) shown apart" in details
+    # Evaluated after the wait expired, the wait is stale; its trial had no window without
+    # delta, so the seed's figures stand either way.
+    later = _example(now=datetime(2026, 1, 1, tzinfo=UTC)).variants[0]
+    assert later.progress.model_dump() == {"with_delta": 14, "active": 14}
+    floors = next(r for r in later.gate.results if r.gate == "floors")
+    assert "1 expired wait(s): their windows count as active" in floors.checks[0].detail
 
 
 def test_seed_cost_budget_of_sixty_cents() -> None:
@@ -308,18 +323,39 @@ WAIT = {
 }
 
 
-def test_explicit_wait_is_not_stuck(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("wait", "now", "active", "passed", "detail"),
+    [
+        (WAIT, SEED_DAY, 32, True, "1 explicit wait(s) stopped the clock: 4 waiting window(s)"),
+        (None, SEED_DAY, 36, False, "progress 32/36 = 0.889 is below the floor 0.90"),
+        (WAIT, datetime(2025, 6, 3, tzinfo=UTC), 36, False, "1 expired wait(s)"),
+    ],
+    ids=["live-wait", "no-wait", "expired-wait"],
+)
+def test_explicit_wait_stops_the_clock_until_it_expires(
+    tmp_path: Path,
+    wait: dict[str, str] | None,
+    now: datetime,
+    active: int,
+    passed: bool,
+    detail: str,
+) -> None:
+    """A trial with 2 of 6 windows showing delta: waiting while the wait is live, stuck without
+    a wait or once it has expired."""
     waiting = _trial(
         99,
         quality={"status": "not_graded"},
-        progress={"active_windows": 2, "windows_with_delta": 2, "wait": WAIT},
+        progress={"active_windows": 6, "windows_with_delta": 2, "wait": wait},
         tool_effects=[{"call": "issue_refund", "verdict": "declined"}],
         claimed_completion=False,
         outcome=None,
     )
-    variant = _variant(tmp_path, [*_base(), waiting])
-    assert variant.gate.passed
-    assert variant.progress.model_dump() == {"with_delta": 32, "active": 32}
+    variant = _variant(tmp_path, [*_base(), waiting], now=now)
+    assert variant.progress.model_dump() == {"with_delta": 32, "active": active}
+    assert variant.gate.passed is passed
+    assert _failing(variant) == ([] if passed else ["floors"])
+    floors = next(r for r in variant.gate.results if r.gate == "floors")
+    assert detail in floors.checks[0].detail
     assert variant.quality.model_dump() == {"mean": 0.9, "graded": 10, "completed": 10}
     assert variant.tool_effects.model_dump() == {
         "verified": 20,
@@ -396,6 +432,20 @@ def test_estimated_and_missing_costs_are_flagged(tmp_path: Path) -> None:
     assert _failing(budgeted) == ["quality_cost"]  # an unknown cost never fits a budget
 
 
+def test_no_claimed_completion_fails_false_success(tmp_path: Path) -> None:
+    """A variant that never claims a completion verified nothing: 0/0 is no pass."""
+    rows = [_trial(n, claimed_completion=False, outcome=None) for n in range(3)]
+    variant = _variant(tmp_path, rows)
+    assert variant.false_success.model_dump() == {"count": 0, "claimed": 0}
+    assert _failing(variant) == ["false_success"]
+    assert variant.gate.stopped_at == "false_success"
+    (check,) = variant.gate.results[1].checks
+    assert check.detail.startswith("no claimed completions: nothing was verified")
+    # One claimed and verified completion is enough for the gate to have a denominator.
+    rows[0] = _trial(0)
+    assert _variant(tmp_path, rows).gate.passed
+
+
 def test_no_verified_outcome_has_no_cost_per_verified(tmp_path: Path) -> None:
     rows = [_trial(n, claimed_completion=False, outcome=None) for n in range(3)]
     variant = _variant(tmp_path, rows)
@@ -462,6 +512,23 @@ def test_large_n_rows_show_intervals(tmp_path: Path) -> None:
         (_trial(1, quality={"status": "graded", "score": 1.5}), "quality.score", "less than"),
         (_trial(1, claimed_completion="yes"), "claimed_completion", "valid boolean"),
         (_trial(0), "trial_id", "duplicate trial id 't0' (first at line 1)"),
+        (
+            _trial(
+                1,
+                progress={
+                    "active_windows": 1,
+                    "windows_with_delta": 1,
+                    "wait": {
+                        "owner": "o",
+                        "decision": "d",
+                        "expires_at": "2025-06-02T17:00:00",
+                        "resume_state": "r",
+                    },
+                },
+            ),
+            "progress.wait.expires_at",
+            "timezone",
+        ),
     ],
     ids=[
         "malformed-json",
@@ -479,6 +546,7 @@ def test_large_n_rows_show_intervals(tmp_path: Path) -> None:
         "score-out-of-range",
         "claim-not-boolean",
         "duplicate-id",
+        "wait-expiry-without-timezone",
     ],
 )
 def test_input_errors_name_the_line(
@@ -518,11 +586,17 @@ def test_contract_defaults_and_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("# nothing declared\n")
     assert load_contract(empty) == ReleaseContract()
+    ints = tmp_path / "ints.yaml"
+    ints.write_text("progress_floor: 1\ncost_per_verified_max: 2\n")
+    assert load_contract(ints) == ReleaseContract(progress_floor=1.0, cost_per_verified_max=2.0)
 
     for text, line, field in [
         ("false_success_max: 0\nprogress_floor: 1.5\n", 2, "progress_floor"),
         ("quality_min: 0.8\n\nfalse_sucess_max: 1\n", 3, "false_sucess_max"),
         ("interval_min_n: 0\n", 1, "interval_min_n"),
+        ("false_success_max: true\n", 1, "false_success_max"),
+        ("unknown_effects_max: 0\ninterval_min_n: false\n", 2, "interval_min_n"),
+        ("progress_floor: true\n", 1, "progress_floor"),
         ("progress_floor: [0.9\n", None, None),
     ]:
         path = tmp_path / "contract.yaml"
@@ -630,6 +704,59 @@ def test_cli_narrow_terminal_transposes_instead_of_cutting_figures(
     stable, fast = row(_example().variants[0], 30), row(_example().variants[1], 30)
     for index, signal in enumerate(COLUMNS[1:], start=1):
         assert cells[signal] == [stable[index], fast[index]]
+
+
+def _wrapped_rows(text: str) -> dict[str, list[str]]:
+    """Table rows whose cells span several lines, joined back: {variant: cells}."""
+    rows: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in text.splitlines():
+        if line.count("│") != len(COLUMNS) + 1:
+            continue
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if cells[0]:
+            current = rows.setdefault(cells[0], cells)
+        else:
+            current[:] = [f"{a} {b}".strip() for a, b in zip(current, cells, strict=True)]
+    return rows
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_cli_seed_layout_fits_100_columns(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 100 columns the one-row-per-variant table stays: notes wrap between figures and the
+    gate cell is short, the `stopped:` line naming the gate."""
+    monkeypatch.setenv("COLUMNS", "100")
+    _, text, _ = invoke("release", str(TRIALS))
+    assert max(len(line) for line in text.splitlines()) <= 100
+    rows = _wrapped_rows(text)
+    stable, fast = row(_example().variants[0], 30), row(_example().variants[1], 30)
+    assert rows["stable v1"] == stable
+    assert rows["fast v2"] == [*fast[:-1], "FAIL"]
+    assert "stopped: fast v2 stopped at false_success" in text
+
+
+def test_cli_error_message_is_plain_text(store_dir: Path, tmp_path: Path) -> None:
+    """`fail()` prints the message as text: brackets in it are not Rich markup."""
+    absent = str(tmp_path / "trials[@VARIANT][/b].jsonl")
+    code, text, error = invoke("release", absent)
+    assert (code, text) == (2, "")
+    assert " ".join(error.split()) == f"error: {absent}: no such trials file"
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_cli_prints_variant_names_as_text(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant named like markup is printed as it is, in both table layouts and the stop line."""
+    rows = [{**trial, "variant": "v[/b]2"} for trial in _base(outcome="failed")]
+    trials = _write(tmp_path / "trials.jsonl", rows)
+    for columns in ("200", "60"):
+        monkeypatch.setenv("COLUMNS", columns)
+        code, text, error = invoke("release", trials)
+        assert code == 1, error
+        cells = [cell.strip() for line in text.splitlines() for cell in re.split("[│┃]", line)]
+        assert "v[/b]2" in cells  # a row (wide) or a column header (transposed)
+        assert "stopped: v[/b]2 stopped at false_success" in " ".join(text.split())
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from assay import progress, registry
 from assay.errors import AssayError, InputError, NotFoundError
@@ -49,7 +50,9 @@ T = TypeVar("T")
 
 
 def fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+    """Print `error: MESSAGE` on stderr and exit 2; the message is plain text, never markup,
+    since it may quote user input such as `KIND:ID[@VARIANT]` or a name like `v[/b]2`."""
+    err.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_USAGE)
 
 

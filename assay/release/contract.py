@@ -3,7 +3,8 @@
 The file is optional; every threshold has a default. Maxima are counts (the seed's zero-target
 for false successes, unverified completions and unknown effects), floors are rates. A floor set
 to null declares that the workflow has no such floor (e.g. a read-only agent without effectful
-tools); a floor that is set is never met by a rate with no denominator.
+tools); a floor that is set is never met by a rate with no denominator. Values are strict: a YAML
+boolean is not a count or a rate (`true` would otherwise read as 1), though a float accepts an int.
 """
 
 from __future__ import annotations
@@ -21,21 +22,21 @@ class ReleaseContract(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    false_success_max: int = Field(default=0, ge=0)
+    false_success_max: int = Field(default=0, ge=0, strict=True)
     """Claimed completions whose outcome failed, at most."""
-    unverified_completions_max: int = Field(default=0, ge=0)
+    unverified_completions_max: int = Field(default=0, ge=0, strict=True)
     """Claimed completions whose outcome was `unavailable`, at most."""
-    unknown_effects_max: int = Field(default=0, ge=0)
+    unknown_effects_max: int = Field(default=0, ge=0, strict=True)
     """Tool calls whose effect is `unknown`, at most."""
-    progress_floor: float | None = Field(default=0.90, ge=0.0, le=1.0)
+    progress_floor: float | None = Field(default=0.90, ge=0.0, le=1.0, strict=True)
     """Windows with evidence delta / active windows, at least."""
-    tool_effect_floor: float | None = Field(default=0.95, ge=0.0, le=1.0)
+    tool_effect_floor: float | None = Field(default=0.95, ge=0.0, le=1.0, strict=True)
     """Verified / (verified + failed + unknown) tool effects, at least."""
-    quality_min: float | None = Field(default=None, ge=0.0, le=1.0)
+    quality_min: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
     """Mean quality over graded trials, at least (None: not gated)."""
-    cost_per_verified_max: float | None = Field(default=None, ge=0.0)
+    cost_per_verified_max: float | None = Field(default=None, ge=0.0, strict=True)
     """Total cost / verified outcomes in USD, at most (None: not gated)."""
-    interval_min_n: int = Field(default=30, ge=1)
+    interval_min_n: int = Field(default=30, ge=1, strict=True)
     """Below this denominator rates show raw counts only; at or above it, Wilson 95% intervals."""
 
 

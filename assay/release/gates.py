@@ -90,6 +90,15 @@ def _coverage(s: Signals, gaps: Coverage, c: ReleaseContract) -> list[Check]:
 
 def _false_success(s: Signals, gaps: Coverage, c: ReleaseContract) -> list[Check]:
     claimed = s.false_success.claimed
+    if claimed == 0:
+        # Both rates are 0/0: like a floor, an unavailable rate is never within a maximum.
+        return [
+            (
+                False,
+                "no claimed completions: nothing was verified "
+                "(false successes and unverified completions 0/0)",
+            )
+        ]
     return [
         _at_most("false successes", s.false_success.count, claimed, c.false_success_max),
         _at_most(
@@ -109,7 +118,17 @@ def _unknown_effects(s: Signals, gaps: Coverage, c: ReleaseContract) -> list[Che
 
 def _floors(s: Signals, gaps: Coverage, c: ReleaseContract) -> list[Check]:
     effects = s.tool_effects
-    waits = f" ({gaps.waits} explicit wait(s) stopped the clock)" if gaps.waits else ""
+    waits = "".join(
+        [
+            f" ({gaps.live_waits} explicit wait(s) stopped the clock: "
+            f"{gaps.waited_windows} waiting window(s) not active)"
+            if gaps.live_waits
+            else "",
+            f" ({gaps.expired_waits} expired wait(s): their windows count as active)"
+            if gaps.expired_waits
+            else "",
+        ]
+    )
     declined = f" ({effects.declined} declined call(s) shown apart)" if effects.declined else ""
     return [
         _floor("progress", s.progress.with_delta, s.progress.active, c.progress_floor, waits),

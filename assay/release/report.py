@@ -51,6 +51,7 @@ def build_report(
     contract: ReleaseContract,
     source: str,
     report_id: str | None = None,
+    now: datetime | None = None,
 ) -> ReleaseReport:
     """Measure and gate each variant of `trials`.
 
@@ -59,13 +60,16 @@ def build_report(
         contract: The thresholds.
         source: The trials reference, recorded in the report.
         report_id: The flow run id; None gives the content hash of the report (hex digest).
+        now: Evaluation time, recorded as `created_at`; waits that expired before it are stale
+            (see `assay.release.signals.active_windows`). None means the current time.
     """
+    now = now or datetime.now(UTC)
     by_variant: dict[str, list[Trial]] = {}
     for trial in trials:
         by_variant.setdefault(trial.variant, []).append(trial)
     variants = []
     for name, rows in by_variant.items():
-        signals, coverage = measure(name, rows)
+        signals, coverage = measure(name, rows, now)
         variants.append(VariantReport(**dict(signals), gate=evaluate(signals, coverage, contract)))
     content = {
         "source": source,
@@ -76,7 +80,7 @@ def build_report(
         report_id=report_id or content_hash(content).removeprefix("sha256:"),
         source=source,
         contract=contract,
-        created_at=datetime.now(UTC),
+        created_at=now,
         passed=all(v.gate.passed for v in variants),
         variants=variants,
     )

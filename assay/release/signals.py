@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
@@ -36,7 +37,11 @@ class QualitySignal(_Signal):
 
 
 class ProgressSignal(_Signal):
-    """Active observation windows with a task-specific evidence delta / active windows."""
+    """Active observation windows with a task-specific evidence delta / active windows.
+
+    A live explicit wait stops the clock: its trial's windows without delta are waiting, not
+    active (see `active_windows`).
+    """
 
     with_delta: int
     active: int
@@ -99,16 +104,44 @@ class Coverage(NamedTuple):
     """Claimed completions with a null outcome (no verdict and no explicit `unavailable`)."""
     verdict_missing: int
     """Tool calls with no destination verdict."""
-    waits: int
-    """Trials paused in an explicit wait (their active windows stop at the wait)."""
+    live_waits: int
+    """Trials paused in an explicit wait that had not expired at evaluation time."""
+    waited_windows: int
+    """Windows without delta of those trials: spent waiting, so left out of `active`."""
+    expired_waits: int
+    """Trials whose wait expired before evaluation time: stale, so their windows count."""
 
 
 def _ratio(numerator: float, denominator: int) -> float | None:
     return None if denominator == 0 else round(numerator / denominator, DECIMALS)
 
 
-def measure(variant: str, trials: Sequence[Trial]) -> tuple[Signals, Coverage]:
-    """Count one variant's trials into its signals and its coverage gaps."""
+def _is_live(trial: Trial, now: datetime) -> bool:
+    wait = trial.progress.wait
+    return wait is not None and wait.expires_at > now
+
+
+def active_windows(trial: Trial, now: datetime) -> int:
+    """The trial's active windows: all of them, unless a live explicit wait stopped the clock.
+
+    The one place where a wait changes a figure. While a wait with owner, decision, expiry and
+    resume state is live at `now`, the trial's windows without evidence delta are spent waiting
+    for that decision, not stuck, so only its windows with delta are active. A wait that expired
+    before `now` without a decision is stale: its windows without delta count as stuck, as if
+    there were no wait.
+    """
+    progress = trial.progress
+    return progress.windows_with_delta if _is_live(trial, now) else progress.active_windows
+
+
+def measure(variant: str, trials: Sequence[Trial], now: datetime) -> tuple[Signals, Coverage]:
+    """Count one variant's trials into its signals and its coverage gaps.
+
+    Args:
+        variant: The variant's name.
+        trials: Its trials.
+        now: Evaluation time (timezone-aware), against which wait expiries are judged.
+    """
     graded = [t.quality.score for t in trials if t.quality.score is not None]
     claimed = [t for t in trials if t.claimed_completion]
     outcomes = Counter(t.outcome for t in claimed)
@@ -117,6 +150,7 @@ def measure(variant: str, trials: Sequence[Trial]) -> tuple[Signals, Coverage]:
     missing_costs = sum(t.cost_status == "missing" for t in trials)
     total = math.fsum(costs) if costs else None
     covered = None if missing_costs else total
+    live = [t for t in trials if _is_live(t, now)]
     signals = Signals(
         variant=variant,
         trials=len(trials),
@@ -127,7 +161,7 @@ def measure(variant: str, trials: Sequence[Trial]) -> tuple[Signals, Coverage]:
         ),
         progress=ProgressSignal(
             with_delta=sum(t.progress.windows_with_delta for t in trials),
-            active=sum(t.progress.active_windows for t in trials),
+            active=sum(active_windows(t, now) for t in trials),
         ),
         tool_effects=ToolEffectsSignal(
             verified=verdicts["verified"],
@@ -148,6 +182,8 @@ def measure(variant: str, trials: Sequence[Trial]) -> tuple[Signals, Coverage]:
     coverage = Coverage(
         outcome_missing=outcomes[None],
         verdict_missing=verdicts[None],
-        waits=sum(t.progress.wait is not None for t in trials),
+        live_waits=len(live),
+        waited_windows=sum(t.progress.active_windows - active_windows(t, now) for t in live),
+        expired_waits=sum(t.progress.wait is not None for t in trials) - len(live),
     )
     return signals, coverage

@@ -11,11 +11,11 @@ state of the release signals. Two kinds of gap are kept apart on purpose:
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -65,18 +65,22 @@ class Wait(_Record):
     """An explicit wait: someone owns a pending decision that expires, and the run can resume.
 
     All four fields are required: a wait without them is not explicit, so it is rejected rather
-    than silently excusing a stuck run.
+    than silently excusing a stuck run. `expires_at` must carry a timezone, since it is
+    compared with the evaluation time (see `assay.release.signals.active_windows`).
     """
 
     owner: Text
     decision: Text
-    expires_at: datetime
+    expires_at: AwareDatetime
     resume_state: Text
 
 
 class Progress(_Record):
-    """Observation windows of one trial. Windows spent in an explicit wait are not active
-    windows (the wait stops the clock), so the collector counts only windows outside it."""
+    """Observation windows of one trial, and the explicit wait it is paused in, if any.
+
+    While the wait is live, the trial's windows without delta are waiting, not stuck (the
+    signals leave them out of the active windows); once it has expired they count again.
+    """
 
     active_windows: int = Field(ge=0)
     windows_with_delta: int = Field(ge=0)
