@@ -18,12 +18,15 @@ counted as undated. When a session id appears more than once for a subject, the 
 signal feeds report a session again as it moves from `running` to `completed`.
 
 Per subject and window: completion and failure rates over the sessions that ended (completed,
-failed, abandoned; `running` and `waiting` are counted apart), the share of sessions whose most
-severe finding is high or critical, cost per completed session, and tokens per session (median
-and p95) — rates with 95% Wilson intervals, changes against the previous window with Newcombe
-intervals. Crossing a `MonitorThresholds` limit gives one `monitor_threshold` Finding per
-subject. A subject without signals in the window is `no_data`: absent signals prove nothing, so
-silence is never reported as healthy.
+failed, abandoned; `running` and `waiting` are counted apart and shown), and over the same ended
+sessions the share whose most severe finding is high or critical, cost per completed session and
+tokens per session (median and p95), since a live session's figures are still moving. Rates come
+with 95% Wilson intervals, changes against the previous window with Newcombe intervals. Crossing
+a `MonitorThresholds` limit gives one `monitor_threshold` Finding per subject. A subject without
+signals in the window is `no_data`; one with sessions but none known to have ended (only live
+sessions, or no states) is `insufficient`: absent signals prove nothing, so neither is ever
+reported as healthy. An expected subject, or one measured in the previous window, that has
+nothing measurable now gives a `monitor_no_data` Finding.
 
 Nothing here imports Prefect.
 """
@@ -52,12 +55,12 @@ from assay.findings import Finding
 from assay.jsonl import numbered_lines, parse_record
 from assay.outputs import output_sources
 from assay.report import rate_text
-from assay.runs import Subject
 from assay.stats import newcombe_diff, wilson
 from assay.store import EvidenceStore
 
 REPORT_PREFIX: Final = "monitor/"
 FINDING_KIND: Final = "monitor_threshold"
+NO_DATA_KIND: Final = "monitor_no_data"
 ABSENCE_NOTE: Final = (
     "Absent signals prove nothing: a subject with no signals in the window is reported as "
     "no data, never as healthy, and these figures describe only the sessions that sent signals."
@@ -65,7 +68,7 @@ ABSENCE_NOTE: Final = (
 
 State = Literal["completed", "failed", "abandoned", "running", "waiting"]
 Severity = Literal["none", "low", "medium", "high", "critical"]
-Status = Literal["ok", "no_data", "alert"]
+Status = Literal["ok", "no_data", "insufficient", "alert"]
 
 ENDED: Final[tuple[State, ...]] = ("completed", "failed", "abandoned")
 HIGH: Final[tuple[Severity, ...]] = ("high", "critical")
@@ -82,24 +85,44 @@ SIGNAL_FIELDS: Final = (
     "ended_at",
 )
 
-_WINDOW = re.compile(r"^([1-9][0-9]{0,5})([mhd])$")
+_WINDOW = re.compile(r"^([1-9][0-9]{0,6})([mhd])$")
 _WINDOW_UNITS: Final = {"m": "minutes", "h": "hours", "d": "days"}
+MAX_WINDOW: Final = timedelta(days=3650)
+"""Ten years: longer windows are surely a typo, and would leave the calendar's range."""
+
+# Identifiers are restricted to characters that cannot spell prose (no spaces, no punctuation
+# beyond separators) and capped in length, so no free text can ride in them into the store.
+_SESSION_ID: Final = r"^[A-Za-z0-9._:-]{1,64}$"
+_PART: Final = r"[A-Za-z0-9._-]{1,64}"
+_SUBJECT: Final = re.compile(rf"^[a-z][a-z0-9_-]{{0,31}}:{_PART}(@{_PART})?$")
+SUBJECT_RULE: Final = (
+    "must be KIND:ID[@VARIANT] (KIND lower-case letters, digits, _ and -, at most 32; ID and "
+    "VARIANT letters, digits, ., _ and -, at most 64 each), e.g. agent:support-bot@v2"
+)
 
 
 # --- the signal record -------------------------------------------------------------------------
+
+
+def checked_subject(value: str) -> str:
+    """`value` when it is a well-formed subject; raises ValueError (never echoing it) otherwise."""
+    if _SUBJECT.match(value) is None:
+        raise ValueError(SUBJECT_RULE)
+    return value
 
 
 class SessionSignal(BaseModel):
     """One live session's behavioural signals. No text fields exist; any extra field is an error.
 
     Every field is optional so that a partial record is counted (as unknown) rather than lost.
-    Identifiers are limited to 200 characters without whitespace, so no prose fits in them.
+    Identifiers admit only letters, digits and a few separators, at most 64 per part, so no
+    prose fits in them.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    session_id: Annotated[str, Field(pattern=r"^\S{1,200}$")] | None = None
-    subject: Annotated[str, Field(max_length=200)] | None = None
+    session_id: Annotated[str, Field(pattern=_SESSION_ID)] | None = None
+    subject: str | None = None
     """`KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`."""
     state: State | None = None
     findings_count: NonNegativeInt | None = None
@@ -115,10 +138,7 @@ class SessionSignal(BaseModel):
     def _subject_format(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        try:
-            return str(Subject.parse(value))
-        except InputError:
-            raise ValueError("must be KIND:ID[@VARIANT], e.g. agent:support-bot@v2") from None
+        return checked_subject(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionSignal:
@@ -218,11 +238,14 @@ def read_signals(uri: str) -> tuple[list[SessionSignal], SignalCounts]:
 
 
 def parse_window(text: str) -> timedelta:
-    """`30m`, `6h`, `24h`, `7d` → a duration; anything else is an input error."""
+    """`30m`, `6h`, `24h`, `7d` → a duration of at most `MAX_WINDOW`; else an input error."""
     match = _WINDOW.match(text.strip())
     if match is None:
         raise InputError("--window", "use a whole number and a unit m, h or d (30m, 6h, 24h, 7d)")
-    return timedelta(**{_WINDOW_UNITS[match[2]]: int(match[1])})
+    length = timedelta(**{_WINDOW_UNITS[match[2]]: int(match[1])})
+    if length > MAX_WINDOW:
+        raise InputError("--window", f"at most {MAX_WINDOW.days}d")
+    return length
 
 
 def parse_now(text: str | None) -> datetime:
@@ -252,6 +275,22 @@ class Window(BaseModel):
         return self.start <= moment < self.end
 
 
+def windows(window: str, now: datetime) -> tuple[Window, Window]:
+    """The current window [now − window, now) and the previous one of the same length.
+
+    Raises:
+        InputError: a malformed or too long window, or a `now` so early that the previous
+            window would start before the calendar does.
+    """
+    length = parse_window(window)
+    end = utc(now)
+    try:
+        start = end - 2 * length
+    except OverflowError:
+        raise InputError("--now", f"too early for two {window} windows before it") from None
+    return Window(start=start + length, end=end), Window(start=start, end=start + length)
+
+
 # --- figures -----------------------------------------------------------------------------------
 
 
@@ -278,10 +317,12 @@ class Failure(Rate):
 
 
 class HighSeverity(Rate):
-    """Sessions whose most severe finding was high or critical, over sessions with a known
-    `max_severity` (any state)."""
+    """Ended sessions whose most severe finding was high or critical, over ended sessions with a
+    known `max_severity`. A live session's severity is provisional (it can still rise), so it is
+    in no denominator; live sessions already at high or critical are counted apart."""
 
     flagged: int
+    not_ended_flagged: int
 
 
 def _rate_fields(k: int, n: int) -> dict[str, float | int | None]:
@@ -295,19 +336,32 @@ def _rate_fields(k: int, n: int) -> dict[str, float | int | None]:
 
 
 class CostPerCompleted(BaseModel):
-    """Total known cost of the window's sessions (failed and abandoned ones too: they are part
+    """Known cost of the window's *ended* sessions (failed and abandoned ones too: they are part
     of the price of completing) over completed sessions. `value` is None without a completed or
-    a costed session; with `uncosted` > 0 it is a lower bound."""
+    a costed session; with `uncosted` > 0 it is a lower bound.
+
+    Sessions that have not ended (running, waiting, or of unknown state) are left out: their
+    spend so far is partial, and a burst of them would inflate the figure. Their known spend is
+    reported apart as `not_ended_usd`.
+    """
 
     value: float | None
     total_usd: float
+    """Known cost of the ended sessions: the numerator."""
     completed: int
     costed: int
+    """Ended sessions that reported a cost."""
     uncosted: int
+    """Ended sessions that reported none."""
+    not_ended: int
+    """Sessions running, waiting or of unknown state: in neither numerator nor denominator."""
+    not_ended_usd: float
+    """Their known spend so far."""
 
 
 class Tokens(BaseModel):
-    """Input plus output tokens per session over the `n` sessions that reported both."""
+    """Input plus output tokens per session over the `n` ended sessions that reported both
+    (a live session's count is still growing)."""
 
     median: float | None
     p95: float | None
@@ -334,14 +388,26 @@ class WindowStats(BaseModel):
     cost_per_completed: CostPerCompleted
     tokens: Tokens
 
+    @property
+    def measurable(self) -> bool:
+        """Whether any figure has a denominator: every one is over ended sessions."""
+        return self.completion.n > 0
+
+    @property
+    def unknown_state(self) -> int:
+        """Sessions without a `state`: in no state's count."""
+        return self.sessions - sum(self.states.values())
+
 
 def window_stats(sessions: Sequence[SessionSignal]) -> WindowStats:
     """The figures for one subject's sessions in one window."""
     states = Counter(s.state for s in sessions if s.state is not None)
-    ended = sum(states[s] for s in ENDED)
-    severities = [s.max_severity for s in sessions if s.max_severity is not None]
+    finished = [s for s in sessions if s.state in ENDED]
+    unfinished = [s for s in sessions if s.state not in ENDED]
+    ended = len(finished)
+    severities = [s.max_severity for s in finished if s.max_severity is not None]
     flagged = sum(1 for severity in severities if severity in HIGH)
-    costs = [s.cost_usd for s in sessions if s.cost_usd is not None]
+    costs = [s.cost_usd for s in finished if s.cost_usd is not None]
     completed = states["completed"]
     total = float(sum(costs))
     missing = [s.unknown_fields for s in sessions]
@@ -354,15 +420,21 @@ def window_stats(sessions: Sequence[SessionSignal]) -> WindowStats:
         states={state: states[state] for state in (*ENDED, "running", "waiting")},
         completion=Completion(completed=completed, **_rate_fields(completed, ended)),
         failure=Failure(failed=states["failed"], **_rate_fields(states["failed"], ended)),
-        high_severity=HighSeverity(flagged=flagged, **_rate_fields(flagged, len(severities))),
+        high_severity=HighSeverity(
+            flagged=flagged,
+            not_ended_flagged=sum(1 for s in unfinished if s.max_severity in HIGH),
+            **_rate_fields(flagged, len(severities)),
+        ),
         cost_per_completed=CostPerCompleted(
             value=total / completed if completed and costs else None,
             total_usd=total,
             completed=completed,
             costed=len(costs),
-            uncosted=len(sessions) - len(costs),
+            uncosted=ended - len(costs),
+            not_ended=len(unfinished),
+            not_ended_usd=float(sum(s.cost_usd for s in unfinished if s.cost_usd is not None)),
         ),
-        tokens=_tokens([t for t in (s.tokens for s in sessions) if t is not None]),
+        tokens=_tokens([t for t in (s.tokens for s in finished) if t is not None]),
     )
 
 
@@ -534,12 +606,16 @@ def crossings(
 class SubjectHealth(WindowStats):
     """One subject's current window, the previous one, the change and the thresholds crossed.
 
-    `status` is `no_data` when the subject sent no signals in the window (never healthy),
-    `alert` when a threshold was crossed, `ok` otherwise.
+    `status` is `no_data` when the subject sent no signals in the window, `insufficient` when
+    none of its sessions is known to have ended (only running or waiting sessions, or sessions
+    without a state), so no figure can be measured — neither is ever healthy — `alert` when a
+    threshold was crossed, `ok` otherwise.
     """
 
     subject: str
     status: Status
+    expected: bool
+    """Named in `expect`: its silence gives a `monitor_no_data` finding."""
     previous: WindowStats
     change: Change
     findings: list[Crossing]
@@ -584,13 +660,11 @@ def assess(
         thresholds: When to raise findings (defaults: `MonitorThresholds()`).
         expect: Subjects that should be reporting: any without signals is listed as no data.
     """
-    length = parse_window(window)
-    now = utc(now)
-    current = Window(start=now - length, end=now)
-    previous = Window(start=now - 2 * length, end=now - length)
+    current, previous = windows(window, now)
     limits = thresholds or MonitorThresholds()
     counts = counts.model_copy()
-    subjects = {_expected(subject) for subject in expect}
+    expected = expected_subjects(expect)
+    subjects = set(expected)
     in_current: dict[str, list[SessionSignal]] = {}
     in_previous: dict[str, list[SessionSignal]] = {}
     for signal in signals:
@@ -614,13 +688,13 @@ def assess(
         now_stats = window_stats(in_current.get(subject, []))
         before = window_stats(in_previous.get(subject, []))
         moved = change(now_stats, before)
-        crossed = crossings(now_stats, before, moved, limits) if now_stats.sessions else []
-        status: Status = "no_data" if not now_stats.sessions else "alert" if crossed else "ok"
+        crossed = crossings(now_stats, before, moved, limits) if now_stats.measurable else []
         health.append(
             SubjectHealth(
                 **dict(now_stats),
                 subject=subject,
-                status=status,
+                status=_status(now_stats, crossed),
+                expected=subject in expected,
                 previous=before,
                 change=moved,
                 findings=crossed,
@@ -638,15 +712,78 @@ def assess(
     )
 
 
-def _expected(subject: str) -> str:
-    try:
-        return str(Subject.parse(subject))
-    except InputError:
-        raise InputError("--expect", f"{subject!r} is not KIND:ID[@VARIANT]") from None
+def _status(stats: WindowStats, crossed: list[Crossing]) -> Status:
+    if not stats.sessions:
+        return "no_data"
+    if not stats.measurable:
+        return "insufficient"
+    return "alert" if crossed else "ok"
+
+
+def expected_subjects(expect: Iterable[str]) -> set[str]:
+    """The subjects named to be reporting; raises InputError (never echoing one) if malformed."""
+    found = set()
+    for position, subject in enumerate(expect, start=1):
+        try:
+            found.add(checked_subject(subject))
+        except ValueError as exc:
+            raise InputError("--expect", f"subject {position} {exc}") from None
+    return found
+
+
+def silent(health: SubjectHealth) -> bool:
+    """Whether a subject that should be measurable has nothing measurable in the window: it is
+    expected, or it had measurable sessions in the previous window."""
+    return health.status in ("no_data", "insufficient") and (
+        health.expected or health.previous.measurable
+    )
 
 
 def monitor_findings(report: MonitorReport) -> list[Finding]:
-    """One `monitor_threshold` finding per alerting subject, listing every threshold crossed."""
+    """One `monitor_threshold` finding per alerting subject, listing every threshold crossed,
+    and one `monitor_no_data` finding per silent subject (`silent`)."""
+    return [*_threshold_findings(report), *_no_data_findings(report)]
+
+
+def _span(report: MonitorReport) -> str:
+    return (
+        f"(sessions {report.current.start:%Y-%m-%d %H:%M} to "
+        f"{report.current.end:%Y-%m-%d %H:%M} UTC)"
+    )
+
+
+def _no_data_findings(report: MonitorReport) -> list[Finding]:
+    return [
+        Finding(
+            kind=NO_DATA_KIND,
+            run_id=report.report_id,
+            subject=health.subject,
+            occurred_at=report.current.end,
+            summary=f"{health.subject}: "
+            + (
+                "no signals in the window"
+                if health.status == "no_data"
+                else f"{health.sessions} session(s), none known to have ended "
+                f"({states_text(health)})"
+            )
+            + f", {'expected' if health.expected else 'reporting in the previous window'} "
+            + _span(report),
+            details={
+                "window": report.window,
+                "current": report.current.model_dump(mode="json"),
+                "status": health.status,
+                "expected": health.expected,
+                "sessions": health.sessions,
+                "states": health.states,
+                "previous_sessions": health.previous.sessions,
+            },
+        )
+        for health in report.subjects
+        if silent(health)
+    ]
+
+
+def _threshold_findings(report: MonitorReport) -> list[Finding]:
     return [
         Finding(
             kind=FINDING_KIND,
@@ -655,8 +792,7 @@ def monitor_findings(report: MonitorReport) -> list[Finding]:
             occurred_at=report.current.end,
             summary=f"{health.subject}: "
             + "; ".join(c.summary for c in health.findings)
-            + f" (sessions {report.current.start:%Y-%m-%d %H:%M} to "
-            f"{report.current.end:%Y-%m-%d %H:%M} UTC)",
+            + f" {_span(report)}",
             details={
                 "window": report.window,
                 "current": report.current.model_dump(mode="json"),
@@ -674,9 +810,11 @@ def report_key(report_id: str) -> str:
     return f"{REPORT_PREFIX}{report_id}.json"
 
 
-def save_report(store: EvidenceStore, report: MonitorReport) -> bool:
-    """Write the report once (a retried write of the same report is a no-op)."""
-    return store.put_once(report_key(report.report_id), report.model_dump_json().encode())
+def save_report(store: EvidenceStore, report: MonitorReport) -> MonitorReport:
+    """Write the report once; when one is already there (a retry), return that first one."""
+    if store.put_once_if_absent(report_key(report.report_id), report.model_dump_json().encode()):
+        return report
+    return load_report(store, report.report_id)
 
 
 def load_report(store: EvidenceStore, report_id: str) -> MonitorReport:
@@ -700,11 +838,21 @@ def relative_text(value: float | None) -> str:
 
 
 def cost_text(cost: CostPerCompleted) -> str:
-    """`$0.0123 ($0.37 / 30 completed)`; `≥` when some sessions reported no cost."""
+    """`$0.0123 ($0.37 / 30 completed)`; `≥` when some ended sessions reported no cost; the
+    spend of sessions that have not ended, which is in neither figure, after a `+`."""
     spent = f"(${cost.total_usd:.2f} / {cost.completed} completed)"
+    live = f"; + ${cost.not_ended_usd:.2f} in {cost.not_ended} not ended" if cost.not_ended else ""
     if cost.value is None:
-        return f"n/a {spent}"
-    return f"{'≥ ' if cost.uncosted else ''}${cost.value:.4f} {spent}"
+        return f"n/a {spent}{live}"
+    return f"{'≥ ' if cost.uncosted else ''}${cost.value:.4f} {spent}{live}"
+
+
+def states_text(stats: WindowStats) -> str:
+    """`26 completed, 13 failed, 2 abandoned, 1 running, 0 waiting` (and `, 1 unknown`)."""
+    parts = [f"{count} {state}" for state, count in stats.states.items()]
+    if stats.unknown_state:
+        parts.append(f"{stats.unknown_state} unknown")
+    return ", ".join(parts)
 
 
 def tokens_text(tokens: Tokens) -> str:
@@ -729,13 +877,14 @@ def markdown_report(report: MonitorReport) -> str:
         "",
         f"**{ABSENCE_NOTE}**",
         "",
-        "| subject | status | sessions | unknown | completion | failure | high/critical "
+        "| subject | status | sessions | states | unknown | completion | failure | high/critical "
         "| cost / completed | tokens median / p95 | change (failure, completion, cost) |",
-        "|---|---|---:|---:|---|---|---|---|---|---|",
+        "|---|---|---:|---|---:|---|---|---|---|---|---|",
     ]
     for h in report.subjects:
         lines.append(
-            f"| {h.subject} | {h.status.replace('_', ' ')} | {h.sessions} | {h.unknown.sessions} "
+            f"| {h.subject} | {h.status.replace('_', ' ')} | {h.sessions} | {states_text(h)} "
+            f"| {h.unknown.sessions} "
             f"| {rate_text(h.completion.completed, h.completion.n)} "
             f"| {rate_text(h.failure.failed, h.failure.n)} "
             f"| {rate_text(h.high_severity.flagged, h.high_severity.n)} "
@@ -753,5 +902,8 @@ def markdown_report(report: MonitorReport) -> str:
     if alerts:
         lines += ["", "**Thresholds crossed**"]
         lines += [f"- {h.subject}: {c.summary}" for h in report.subjects for c in h.findings]
+    quiet = [h.subject for h in report.subjects if silent(h)]
+    if quiet:
+        lines += ["", f"**Nothing measurable from** {', '.join(quiet)} (`{NO_DATA_KIND}`)"]
     lines += ["", f"Report `{report.report_id}` · signals `{report.signals}`"]
     return "\n".join(lines)

@@ -38,6 +38,7 @@ class NotificationTarget(Block):
             "judge_uncalibrated",
             "governance_action",
             "monitor_threshold",
+            "monitor_no_data",
         ],
         description="Finding kinds to send; others are recorded but not sent.",
     )

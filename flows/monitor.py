@@ -12,15 +12,31 @@ from datetime import UTC, datetime
 from prefect import flow
 from prefect.runtime import flow_run
 
-from assay.monitor import MonitorReport, MonitorThresholds
+from assay.errors import InputError
+from assay.monitor import MonitorReport, MonitorThresholds, parse_now, utc
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.monitor import assess_signals, publish_monitor_artifact, report_monitor_findings
 
 
 def _run_name() -> str:
+    """`monitor · 24h · <end of the window>`: the `now` parameter when given, else the clock."""
     parameters = flow_run.parameters
-    return f"monitor · {parameters.get('window', '24h')} · {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    end = _end(parameters.get("now"))
+    return f"monitor · {parameters.get('window', '24h')} · {end:%Y-%m-%d %H:%M} UTC"
+
+
+def _end(now: object) -> datetime:
+    # A deployment run may carry `now` as its JSON text; a bad one is the flow's error to
+    # report when it validates its parameters, not the run name's.
+    if isinstance(now, datetime):
+        return utc(now)
+    if isinstance(now, str):
+        try:
+            return parse_now(now)
+        except InputError:
+            pass
+    return datetime.now(UTC)
 
 
 @flow(name="monitor", flow_run_name=_run_name, persist_result=False, log_prints=False)
@@ -41,17 +57,19 @@ def monitor(
         window: Window length: `30m`, `6h`, `24h`, `7d`.
         now: End of the window (default: when the flow runs).
         expect: Subjects (`KIND:ID[@VARIANT]`) that should be reporting; one without signals
-            in the window is listed as no data.
+            in the window is listed as no data and gives a `monitor_no_data` finding.
         thresholds: When a subject's figures give a `monitor_threshold` finding (defaults:
             `MonitorThresholds()`).
         store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
         storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
         notification_block: Name of a saved NotificationTarget block that findings are sent to
-            (its `finding_kinds` must include `monitor_threshold`).
+            (its `finding_kinds` must include `monitor_threshold` and `monitor_no_data`, as the
+            defaults do).
 
     Returns:
-        The report: per subject, status (`ok`, `no_data`, `alert`), rates with their
-        denominators and intervals, cost, tokens, change and thresholds crossed.
+        The report: per subject, status (`ok`, `no_data`, `insufficient`, `alert`), state
+        counts, rates with their denominators and intervals, cost, tokens, change and
+        thresholds crossed.
     """
     store_uri = store_reference(store, storage_block)
     report = assess_signals(

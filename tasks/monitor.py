@@ -36,7 +36,8 @@ def assess_signals(
     thresholds: MonitorThresholds,
     expect: list[str],
 ) -> MonitorReport:
-    """Score the sessions in `signals` over the window and write the report once."""
+    """Score the sessions in `signals` over the window and write the report once; a retry
+    whose first write landed returns that first report."""
     found, counts = read_signals(signals)
     report = assess(
         found,
@@ -48,13 +49,13 @@ def assess_signals(
         thresholds=thresholds,
         expect=expect,
     )
-    save_report(evidence_store(store), report)
-    return report
+    return save_report(evidence_store(store), report)
 
 
 @task(name="report-monitor-findings", **IO_RETRIES)
 def report_monitor_findings(store: str, report: MonitorReport) -> list[Finding]:
-    """Record one finding per alerting subject (write-once) and announce each as an event."""
+    """Record one finding per alerting or silent subject (write-once) and announce each as an
+    event."""
     findings = monitor_findings(report)
     target = evidence_store(store)
     for finding in findings:

@@ -9,6 +9,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 from typer.testing import CliRunner
@@ -24,10 +25,13 @@ from assay.monitor import (
     SignalCounts,
     assess,
     load_report,
+    markdown_report,
     monitor_findings,
     parse_now,
     parse_window,
     read_signals,
+    report_key,
+    save_report,
     window_stats,
 )
 from assay.stats import newcombe_diff, wilson
@@ -46,6 +50,7 @@ CANARY = "CANARY-5d1c-monitor-never-store"
 SUBJECT_KEYS = {
     "subject",
     "status",
+    "expected",
     "sessions",
     "unknown",
     "states",
@@ -141,7 +146,9 @@ def test_rates_count_ended_sessions_with_wilson_intervals() -> None:
     assert completion.rate == pytest.approx(6 / 9)
     assert (completion.lo, completion.hi) == pytest.approx(interval)
     assert (stats.failure.failed, stats.failure.n) == (2, 9)
-    assert (stats.high_severity.flagged, stats.high_severity.n) == (2, 11)  # every state counts
+    # A live session's severity can still rise: ended sessions only, live ones flagged apart.
+    assert (stats.high_severity.flagged, stats.high_severity.n) == (2, 9)
+    assert stats.high_severity.not_ended_flagged == 0
     assert (stats.unknown.sessions, stats.unknown.fields) == (0, {})
 
 
@@ -153,19 +160,35 @@ def test_cost_per_completed_and_token_percentiles() -> None:
                 signal("completed", cost=0.20, tokens=(150, 50)),
                 signal("failed", cost=0.30, tokens=(200, 100)),
                 signal("abandoned", cost=0.40, tokens=(300, 100)),
-                signal("running", cost=None, tokens=(900, 100)),
+                signal("running", cost=5.0, tokens=(900, 100)),
+                signal("waiting", cost=None, tokens=(900, 100)),
+                signal(None, cost=1.0),
             ]
         )
     )
 
     cost = stats.cost_per_completed
-    # Failed and abandoned sessions' cost is part of the price of the completed ones.
+    # Failed and abandoned sessions' cost is part of the price of the completed ones; sessions
+    # that have not ended (or whose state is unknown) are reported apart, in neither figure.
     assert (cost.total_usd, cost.completed, cost.costed, cost.uncosted) == pytest.approx(
-        (1.0, 2, 4, 1)
+        (1.0, 2, 4, 0)
     )
+    assert (cost.not_ended, cost.not_ended_usd) == pytest.approx((3, 6.0))
     assert cost.value == pytest.approx(0.5)
-    # tokens 100, 200, 300, 400, 1000: linear interpolation between ranks.
-    assert (stats.tokens.median, stats.tokens.p95, stats.tokens.n) == pytest.approx((300, 880, 5))
+    # Ended sessions' tokens 100, 200, 300, 400: linear interpolation between ranks.
+    assert (stats.tokens.median, stats.tokens.p95, stats.tokens.n) == pytest.approx((250, 385, 4))
+
+
+def test_a_burst_of_live_sessions_does_not_raise_cost_per_completed(tmp_path: Path) -> None:
+    before = [signal(hours_ago=30, cost=0.01) for _ in range(20)]
+    after = [signal(hours_ago=3, cost=0.01) for _ in range(20)]
+    burst = [signal(state, hours_ago=1, cost=0.05) for state in ("running", "waiting") * 15]
+    (bot,) = report_for(tmp_path, before + after + burst).subjects
+
+    assert bot.cost_per_completed.value == pytest.approx(0.01)
+    assert bot.cost_per_completed.not_ended_usd == pytest.approx(1.5)
+    assert bot.change.cost_per_completed == pytest.approx(0)
+    assert bot.status == "ok" and bot.findings == []
 
 
 def test_a_window_without_completions_has_no_cost_per_completed_and_no_rates() -> None:
@@ -193,10 +216,20 @@ def test_window_lengths(text: str, length: timedelta) -> None:
     assert parse_window(text) == length
 
 
-@pytest.mark.parametrize("text", ["", "24", "0h", "1w", "1.5h", "-2h", "h"])
+@pytest.mark.parametrize("text", ["", "24", "0h", "1w", "1.5h", "-2h", "h", "3651d", "999999d"])
 def test_bad_windows_are_input_errors(text: str) -> None:
     with pytest.raises(InputError, match="--window"):
         parse_window(text)
+
+
+def test_windows_are_capped_at_ten_years_and_must_fit_the_calendar(tmp_path: Path) -> None:
+    assert parse_window("3650d") == parse_window("87600h") == timedelta(days=3650)
+    with pytest.raises(InputError, match="at most 3650d"):
+        parse_window("87601h")
+    early = datetime(10, 1, 1, tzinfo=UTC)  # twenty years earlier is before year 1
+    found, counts = read_signals(str(write(tmp_path / "s.jsonl", [signal()])))
+    with pytest.raises(InputError, match="--now"):
+        assess(found, counts, source="s", window="3650d", now=early, report_id="r")
 
 
 def test_now_is_iso_and_utc_without_an_offset() -> None:
@@ -273,7 +306,48 @@ def test_a_subject_without_signals_in_the_window_is_no_data_never_healthy(tmp_pa
     assert (quiet.completion.rate, quiet.failure.rate, quiet.high_severity.rate) == (None,) * 3
     assert quiet.findings == [] and quiet.change.failure is None
     assert report.note == ABSENCE_NOTE and "prove nothing" in report.note
+    # Silence is news for an expected subject and for one that reported in the previous window.
+    findings = monitor_findings(report)
+    assert {(f.kind, f.subject) for f in findings} == {
+        ("monitor_no_data", "agent:quiet"),
+        ("monitor_no_data", "agent:never-seen@v1"),
+    }
+    by_subject = {f.subject: f for f in findings}
+    assert "reporting in the previous window" in by_subject["agent:quiet"].summary
+    assert by_subject["agent:quiet"].details["previous_sessions"] == 20
+    assert by_subject["agent:never-seen@v1"].details["expected"] is True
+
+
+def test_a_subject_seen_only_long_ago_and_not_expected_gives_no_finding(tmp_path: Path) -> None:
+    report = report_for(tmp_path, [signal(hours_ago=100, subject="agent:retired")])
+    (retired,) = report.subjects
+    assert retired.status == "no_data" and not retired.expected
     assert monitor_findings(report) == []
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [signal("running", severity="critical"), signal("waiting")],
+        [signal(None), signal(None, severity=None)],
+    ],
+    ids=["only-live-sessions", "no-states"],
+)
+def test_sessions_without_anything_measurable_are_insufficient_never_ok(
+    tmp_path: Path, records: list[dict[str, Any]]
+) -> None:
+    earlier = [signal(hours_ago=30) for _ in range(5)]
+    report = report_for(tmp_path, earlier + records, expect=["agent:bot"])
+
+    (bot,) = report.subjects
+    assert bot.status == "insufficient" and bot.sessions == 2 and bot.expected
+    assert (bot.completion.n, bot.high_severity.n, bot.tokens.n) == (0, 0, 0)
+    assert bot.high_severity.not_ended_flagged == (records[0].get("state") == "running")
+    assert bot.findings == []
+    (finding,) = monitor_findings(report)
+    assert finding.kind == "monitor_no_data" and finding.details["status"] == "insufficient"
+    assert "2 session(s), none known to have ended" in finding.summary
+    assert "| agent:bot | insufficient | 2 |" in markdown_report(report)
 
 
 def test_missing_fields_are_counted_as_unknown_and_left_out_of_denominators(
@@ -301,9 +375,10 @@ def test_missing_fields_are_counted_as_unknown_and_left_out_of_denominators(
         "state": 1,
     }
     assert (bot.completion.completed, bot.completion.n) == (3, 4)  # the stateless one is out
-    assert (bot.high_severity.flagged, bot.high_severity.n) == (0, 5)
-    assert (bot.cost_per_completed.costed, bot.cost_per_completed.uncosted) == (5, 1)
-    assert bot.tokens.n == 5
+    assert (bot.high_severity.flagged, bot.high_severity.n) == (0, 3)  # ended, with a severity
+    cost = bot.cost_per_completed
+    assert (cost.costed, cost.uncosted, cost.not_ended) == (3, 1, 2)
+    assert bot.tokens.n == 3  # ended sessions reporting both token counts
 
 
 # --- rejected records -------------------------------------------------------------------------
@@ -329,6 +404,11 @@ def test_a_text_field_is_rejected_with_file_and_line_and_never_echoed(tmp_path: 
         ({"state": CANARY}, "state"),
         ({"subject": f"agent:bot {CANARY}"}, "subject"),
         ({"session_id": f"a {CANARY}"}, "session_id"),
+        ({"session_id": f"{CANARY}/a"}, "session_id"),
+        ({"session_id": CANARY * 3}, "session_id"),  # more than 64 characters
+        ({"subject": f"agent:{CANARY}!"}, "subject"),
+        ({"subject": f"agent:bot@{CANARY},yes"}, "subject"),
+        ({"subject": f"agent:{CANARY * 3}"}, "subject"),
         ({f"{CANARY} as a key": 1}, "(unexpected field)"),
         ({"started_at": "2026-06-01T10:00:00"}, "started_at"),  # no timezone
         ({"input_tokens": True}, "input_tokens"),
@@ -423,6 +503,27 @@ def test_high_severity_share_and_cost_thresholds(tmp_path: Path) -> None:
     assert calm.status == "ok"
 
 
+def test_a_retried_save_returns_the_first_report(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "store")
+    first = report_for(tmp_path, [signal()])
+    retry = report_for(tmp_path, [signal(), signal("failed")])
+    assert first.report_id == retry.report_id and first != retry
+
+    assert save_report(store, first) == first
+    assert save_report(store, retry) == first  # no EvidenceConflictError: first writer wins
+    assert load_report(store, first.report_id) == first
+    assert (tmp_path / "store" / report_key(first.report_id)).is_file()
+
+
+def test_the_markdown_report_shows_state_counts_beside_the_denominators() -> None:
+    markdown = markdown_report(_example_report())
+    row = next(line for line in markdown.splitlines() if line.startswith("| agent:support-bot@v1"))
+    v1 = next(h for h in _example_report().subjects if h.subject == "agent:support-bot@v1")
+    states = ", ".join(f"{count} {state}" for state, count in v1.states.items())
+    assert f"| {states} |" in row and v1.states["running"] > 0
+    assert f"{v1.completion.completed}/{v1.completion.n}" in row
+
+
 # --- the example, the flow, the CLI -----------------------------------------------------------
 
 
@@ -454,6 +555,9 @@ def test_the_example_has_an_ok_an_alerting_and_a_silent_subject() -> None:
 def test_the_flow_writes_the_report_once_and_records_a_finding_per_alerting_subject(
     store_dir: Path, tmp_path: Path
 ) -> None:
+    from prefect.client.orchestration import get_client
+
+    from blocks.notification_target import NotificationTarget
     from flows.monitor import monitor
 
     v2 = [json.loads(line) for line in EXAMPLE.read_text().splitlines() if "bot@v2" in line]
@@ -472,7 +576,15 @@ def test_the_flow_writes_the_report_once_and_records_a_finding_per_alerting_subj
     assert {(f.kind, f.subject, f.suite) for f in findings} == {
         ("monitor_threshold", "agent:support-bot@v2", None),
         ("monitor_threshold", "agent:support-bot@v3", None),
+        ("monitor_no_data", "agent:billing-bot", None),  # reported the day before, silent now
     }
+    notified = NotificationTarget.model_fields["finding_kinds"].get_default(
+        call_default_factory=True
+    )
+    assert {f.kind for f in findings} <= set(notified)
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(UUID(report.report_id))
+    assert run.name == "monitor · 24h · 2026-06-02 00:00 UTC"  # the window's end, not the clock
     example = {h.subject: h for h in _example_report().subjects}
     assert {h.subject: h for h in report.subjects if h.subject != "agent:support-bot@v3"} == (
         example
@@ -493,7 +605,7 @@ def test_cli_json_contract_and_exit_codes(store_dir: Path) -> None:
     assert set(v2) == SUBJECT_KEYS
     assert set(v2["completion"]) == {"rate", "completed", "n", "lo", "hi"}
     assert set(v2["failure"]) == {"rate", "failed", "n", "lo", "hi"}
-    assert set(v2["high_severity"]) == {"rate", "flagged", "n", "lo", "hi"}
+    assert set(v2["high_severity"]) == {"rate", "flagged", "n", "lo", "hi", "not_ended_flagged"}
     assert set(v2["tokens"]) == {"median", "p95", "n"}
     assert v2["status"] == "alert" and v2["findings"]
     assert subjects["agent:billing-bot"]["status"] == "no_data"
@@ -502,9 +614,49 @@ def test_cli_json_contract_and_exit_codes(store_dir: Path) -> None:
     human = CliRunner().invoke(app, ["monitor", str(EXAMPLE), "--now", NOW.isoformat()])
     assert human.exit_code == 0
     assert "no data" in human.output and "prove nothing" in human.output
+    assert "monitor_no_data: reported in the previous window" in human.output
+    v1 = subjects["agent:support-bot@v1"]["states"]
+    assert v1["running"] > 0
+    assert "states: " + ", ".join(f"{n} {state}" for state, n in v1.items()) in human.output
 
-    bad = CliRunner().invoke(app, ["monitor", str(EXAMPLE), "--window", "1w"])
-    assert bad.exit_code == 2 and "--window" in bad.output
+    for window in ("1w", "999999d"):
+        bad = CliRunner().invoke(app, ["monitor", str(EXAMPLE), "--window", window])
+        assert bad.exit_code == 2 and "--window" in bad.output
+        assert len(bad.output.strip().splitlines()) == 1
+
+
+@pytest.mark.usefixtures("prefect_api")
+@pytest.mark.parametrize(
+    ("records", "args", "where"),
+    [
+        ([signal(), signal(response="Sure!")], [], "line 2, field response"),
+        ([signal(session_id="a/b")], [], "line 1, field session_id"),
+        ([signal()], ["--expect", "agent:bot please"], "--expect"),
+    ],
+    ids=["text-field", "bad-session-id", "bad-expect"],
+)
+def test_cli_input_errors_exit_2_in_one_line_without_starting_a_run(
+    store_dir: Path, tmp_path: Path, records: list[dict[str, Any]], args: list[str], where: str
+) -> None:
+    signals = write(tmp_path / "signals.jsonl", records)
+    before = _monitor_runs()
+
+    result = CliRunner().invoke(app, ["monitor", str(signals), "--now", NOW.isoformat(), *args])
+
+    assert result.exit_code == 2 and result.stdout == ""
+    assert where in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output and "please" not in result.output
+    assert _monitor_runs() == before
+    assert not list(store_dir.rglob("*.json"))
+
+
+def _monitor_runs() -> int:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["monitor"])))
+    return len(runs)
 
 
 @pytest.mark.usefixtures("prefect_api")

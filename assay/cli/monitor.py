@@ -19,17 +19,23 @@ from assay.cli._common import (
 )
 from assay.monitor import (
     ABSENCE_NOTE,
+    NO_DATA_KIND,
     MonitorReport,
+    SubjectHealth,
     cost_text,
     diff_text,
+    expected_subjects,
     parse_now,
-    parse_window,
+    read_signals,
     relative_text,
+    silent,
+    states_text,
     tokens_text,
+    windows,
 )
 from assay.report import rate_text
 
-_STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow"}
+_STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 
 
 @app.command("monitor")
@@ -53,9 +59,10 @@ def monitor_command(
 ) -> None:
     """Per subject: completion, failure, high-severity share, cost and tokens, against the
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
-    guarded(lambda: parse_window(window))
     end = guarded(lambda: parse_now(now))
     evidence = open_evidence(store)
+    # Validate before launching: bad input exits 2 without leaving a failed run behind.
+    guarded(lambda: (windows(window, end), expected_subjects(expect or []), read_signals(signals)))
     prefect_defaults()
     from prefect import tags
 
@@ -82,39 +89,29 @@ def _print(report: MonitorReport) -> None:
     if not report.subjects:
         out.print("  No subjects: no signals, and none expected.")
     for h in report.subjects:
-        moved = h.change
         out.print(
             f"\n[bold]{h.subject}[/bold]  [{_STATUS_STYLE[h.status]}]"
             f"{h.status.replace('_', ' ')}[/]  {h.sessions} session(s), previous window "
             f"{h.previous.sessions}",
             highlight=False,
         )
+        if silent(h):
+            reason = "expected" if h.expected else "reported in the previous window"
+            out.print(
+                f"  [yellow]{NO_DATA_KIND}:[/yellow] {reason}, nothing measurable now",
+                highlight=False,
+            )
         if h.status == "no_data":
             out.print("  no signals in the window: nothing is known about this subject")
             continue
-        table = Table("", "this window", "change vs previous", box=None, show_header=False)
-        table.add_row(
-            "completion",
-            rate_text(h.completion.completed, h.completion.n),
-            diff_text(moved.completion),
-        )
-        table.add_row("failure", rate_text(h.failure.failed, h.failure.n), diff_text(moved.failure))
-        table.add_row(
-            "high/critical",
-            rate_text(h.high_severity.flagged, h.high_severity.n),
-            diff_text(moved.high_severity),
-        )
-        table.add_row(
-            "cost/completed",
-            cost_text(h.cost_per_completed),
-            relative_text(moved.cost_per_completed),
-        )
-        table.add_row(
-            "tokens med/p95",
-            tokens_text(h.tokens),
-            f"{relative_text(moved.tokens_median)} / {relative_text(moved.tokens_p95)}",
-        )
-        out.print(table, highlight=False)
+        out.print(f"  states: {states_text(h)}", highlight=False)
+        if h.status == "insufficient":
+            out.print(
+                "  [yellow]no session is known to have ended: nothing can be measured yet[/yellow]",
+                highlight=False,
+            )
+        else:
+            out.print(_figures(h), highlight=False)
         for crossing in h.findings:
             out.print(f"  [red]alert:[/red] {crossing.summary}", highlight=False)
         if h.unknown.sessions:
@@ -133,3 +130,27 @@ def _print(report: MonitorReport) -> None:
     )
     out.print(f"[yellow]{ABSENCE_NOTE}[/yellow]", highlight=False)
     out.print(f"report [cyan]{report.report_id}[/cyan]", highlight=False)
+
+
+def _figures(h: SubjectHealth) -> Table:
+    """One subject's rates, cost and tokens beside their change against the previous window."""
+    moved = h.change
+    table = Table("", "this window", "change vs previous", box=None, show_header=False)
+    table.add_row(
+        "completion", rate_text(h.completion.completed, h.completion.n), diff_text(moved.completion)
+    )
+    table.add_row("failure", rate_text(h.failure.failed, h.failure.n), diff_text(moved.failure))
+    table.add_row(
+        "high/critical",
+        rate_text(h.high_severity.flagged, h.high_severity.n),
+        diff_text(moved.high_severity),
+    )
+    table.add_row(
+        "cost/completed", cost_text(h.cost_per_completed), relative_text(moved.cost_per_completed)
+    )
+    table.add_row(
+        "tokens med/p95",
+        tokens_text(h.tokens),
+        f"{relative_text(moved.tokens_median)} / {relative_text(moved.tokens_p95)}",
+    )
+    return table
