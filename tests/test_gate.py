@@ -95,6 +95,13 @@ def _calibrate(store_dir: Path, judge: JudgeInfo) -> None:
     record_report(FileStore(store_dir), report)
 
 
+def _calibrate_the_configured_judge(suite: str, outputs: str, store_dir: Path) -> None:
+    """Run the gate once to learn the judge's pin, then record a passing calibration for it."""
+    probe = gate(suite=suite, outputs=outputs, subject="agent:probe@v1")
+    assert probe.result.judge is not None
+    _calibrate(store_dir, probe.result.judge)
+
+
 @pytest.fixture
 def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
     monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-gate-1")
@@ -159,9 +166,7 @@ def test_a_judge_outage_alone_fails_the_gate(
     judge_env: JudgeServer, store_dir: Path, tmp_path: Path
 ) -> None:
     suite, outputs = _suite(tmp_path, judged=True), _outputs(tmp_path, "all", CASES)
-    probe = gate(suite=suite, outputs=outputs, subject="agent:probe@v1")
-    assert probe.result.judge is not None
-    _calibrate(store_dir, probe.result.judge)
+    _calibrate_the_configured_judge(suite, outputs, store_dir)
 
     judge_env.script(default=malformed())  # the judge answers, but never with a verdict
     run = gate(suite=suite, outputs=outputs, subject="agent:outage@v1", fresh_judge=True)
@@ -176,9 +181,7 @@ def test_a_blocked_budget_alone_fails_the_gate(
     judge_env: JudgeServer, store_dir: Path, tmp_path: Path
 ) -> None:
     suite, outputs = _suite(tmp_path, judged=True), _outputs(tmp_path, "all", CASES)
-    probe = gate(suite=suite, outputs=outputs, subject="agent:probe@v1")
-    assert probe.result.judge is not None
-    _calibrate(store_dir, probe.result.judge)
+    _calibrate_the_configured_judge(suite, outputs, store_dir)
     calls = len(judge_env.requests)
 
     FinOpsBudget(
