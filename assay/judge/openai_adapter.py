@@ -198,6 +198,7 @@ def _structured_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[st
 
 
 ReplyT = TypeVar("ReplyT")
+SkippedT = TypeVar("SkippedT")
 
 
 @dataclass(frozen=True)
@@ -419,12 +420,13 @@ class OpenAIJudge:
             wait=self._wait,
             reraise=True,
         )
+        what, version = f"case {request.case_id}", self.prompt.version
         try:
             reply: VerdictReply = await retrying(self._attempt, messages, call)
         except MalformedReply:
-            return self._give_up(request, call, MALFORMED_REPLY)
+            return self._give_up(what, call, MALFORMED_REPLY, Verdict.skipped, version)
         except Exception as exc:  # every failure is a skip with its type, never a pass
-            return self._give_up(request, call, judge_unavailable(exc))
+            return self._give_up(what, call, judge_unavailable(exc), Verdict.skipped, version)
         if request.pass_threshold is not None:
             passed = reply.score >= request.pass_threshold
         else:
@@ -464,12 +466,13 @@ class OpenAIJudge:
             wait=self._wait,
             reraise=True,
         )
+        what, version = f"pair for case {request.case_id}", self.pairwise_prompt.version
         try:
             winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
         except MalformedReply:
-            return self._give_up_pair(request, call, MALFORMED_REPLY)
+            return self._give_up(what, call, MALFORMED_REPLY, PairVerdict.skipped, version)
         except Exception as exc:  # every failure is a skip with its type, never a win
-            return self._give_up_pair(request, call, judge_unavailable(exc))
+            return self._give_up(what, call, judge_unavailable(exc), PairVerdict.skipped, version)
         return PairVerdict(
             status="judged",
             winner=winner,
@@ -617,40 +620,30 @@ class OpenAIJudge:
                 return asked
         return float(self._backoff(state))
 
-    def _give_up(self, request: JudgeRequest, call: _Call, reason: str) -> Verdict:
+    def _give_up(
+        self,
+        what: str,
+        call: _Call,
+        reason: str,
+        skipped: Callable[..., SkippedT],
+        prompt_version: str,
+    ) -> SkippedT:
+        """Log why `what` (a case, or a pair) went unjudged and return its skipped verdict,
+        built by `skipped` (`Verdict.skipped` or `PairVerdict.skipped`) with the tokens spent."""
         logger.warning(
-            "judge %s at %s: case %s skipped (%s) after %d request(s) in %.1fs",
+            "judge %s at %s: %s skipped (%s) after %d request(s) in %.1fs",
             self._model,
             self._where,
-            request.case_id,
+            what,
             reason,
             call.requests,
             time.monotonic() - call.started_at,
         )
-        return Verdict.skipped(
+        return skipped(
             reason,
             mode=call.mode if call.replied else None,
             model=self._model,
-            prompt_version=self.prompt.version,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-        )
-
-    def _give_up_pair(self, request: PairRequest, call: _Call, reason: str) -> PairVerdict:
-        logger.warning(
-            "judge %s at %s: pair for case %s skipped (%s) after %d request(s) in %.1fs",
-            self._model,
-            self._where,
-            request.case_id,
-            reason,
-            call.requests,
-            time.monotonic() - call.started_at,
-        )
-        return PairVerdict.skipped(
-            reason,
-            mode=call.mode if call.replied else None,
-            model=self._model,
-            prompt_version=self.pairwise_prompt.version,
+            prompt_version=prompt_version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
         )
