@@ -399,6 +399,18 @@ class OpenAIJudge:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    def _start_call(self) -> tuple[_Call, AsyncRetrying]:
+        """A fresh call (mode from the endpoint's memory, deadline from now) and its retries."""
+        deadline_at = time.monotonic() + self.deadline_seconds
+        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at)
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
+            stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
+            wait=self._wait,
+            reraise=True,
+        )
+        return call, retrying
+
     async def judge(self, request: JudgeRequest) -> Verdict:
         """Grade one output; never raises for a judging failure, never passes one.
 
@@ -412,14 +424,7 @@ class OpenAIJudge:
             {"role": "system", "content": self.prompt.system},
             {"role": "user", "content": self.prompt.user_message(request)},
         ]
-        now = time.monotonic()
-        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=now + self.deadline_seconds)
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
-            stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
-            wait=self._wait,
-            reraise=True,
-        )
+        call, retrying = self._start_call()
         what, version = f"case {request.case_id}", self.prompt.version
         try:
             reply: VerdictReply = await retrying(self._attempt, messages, call)
@@ -458,14 +463,7 @@ class OpenAIJudge:
             {"role": "system", "content": self.pairwise_prompt.system},
             {"role": "user", "content": self.pairwise_prompt.pair_message(request)},
         ]
-        now = time.monotonic()
-        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=now + self.deadline_seconds)
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
-            stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
-            wait=self._wait,
-            reraise=True,
-        )
+        call, retrying = self._start_call()
         what, version = f"pair for case {request.case_id}", self.pairwise_prompt.version
         try:
             winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
