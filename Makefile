@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/assay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,serve,dask,docs]'
 	touch $@
 
 setup: $(BIN)/assay
