@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from assay.budget import Decision
 from assay.errors import InputError, NotFoundError
+from assay.outputs import OutputsReference
 from assay.regression import Comparison
 from assay.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
@@ -51,7 +52,8 @@ class Subject(BaseModel):
     @classmethod
     def default_for(cls, outputs: str) -> Subject:
         """`agent:<name of the outputs file or folder>` when no subject is given."""
-        name = PurePosixPath(outputs.rstrip("/")).stem or "unnamed"
+        location = OutputsReference.parse(outputs).location
+        name = PurePosixPath(location.rstrip("/")).stem or "unnamed"
         return cls(kind="agent", id=name)
 
     def __str__(self) -> str:

@@ -14,14 +14,17 @@ import typer
 
 from assay import registry
 from assay.cli._common import (
+    CaseAttributeOption,
     JsonOption,
     JudgeBlockOption,
+    OutputsFormatOption,
     StoreOption,
     app,
     fail,
     guarded,
     open_evidence,
     out,
+    outputs_reference,
     prefect_defaults,
     print_json,
     progress_bar,
@@ -30,6 +33,7 @@ from assay.cli._common import (
 from assay.cli.runs import print_result
 from assay.gate import GateDecision, GateRun
 from assay.junit import junit_xml
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.overrides import GateCheck, check_gate
 from assay.runs import Subject, read_cases
 
@@ -85,7 +89,8 @@ def gate_command(
         str | None, typer.Argument(help="Suite file, or a published NAME[@VERSION].")
     ] = None,
     outputs: Annotated[
-        str | None, typer.Option("--outputs", help="JSONL file, folder or s3:// prefix.")
+        str | None,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
     ] = None,
     subject: Annotated[
         str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
@@ -107,6 +112,8 @@ def gate_command(
     ] = None,
     judge_block: JudgeBlockOption = None,
     store: StoreOption = None,
+    outputs_format: OutputsFormatOption = "auto",
+    case_attribute: CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: JsonOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
@@ -130,7 +137,7 @@ def gate_command(
         run: GateRun = guarded(
             lambda: gate(
                 suite=ref,
-                outputs=outputs,
+                outputs=outputs_reference(outputs, outputs_format, case_attribute),
                 subject=str(who),
                 sample=sample,
                 seed=seed,

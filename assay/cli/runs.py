@@ -10,20 +10,24 @@ from rich.table import Table
 from assay import registry
 from assay.cli._common import (
     EXAMPLES,
+    CaseAttributeOption,
     FreshJudgeOption,
     JsonOption,
     JudgeBlockOption,
+    OutputsFormatOption,
     StoreOption,
     app,
     fail,
     guarded,
     open_evidence,
     out,
+    outputs_reference,
     prefect_defaults,
     print_json,
     progress_bar,
     resolve_suite_arg,
 )
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.report import rate_text, regression_lines, warnings
 from assay.runs import EvalResult, Subject, list_runs, load_aggregate, load_result
 
@@ -103,7 +107,10 @@ def print_result(result: EvalResult) -> None:
 @app.command("run")
 def run(
     suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
-    outputs: Annotated[str, typer.Option("--outputs", help="JSONL file or folder of outputs.")],
+    outputs: Annotated[
+        str,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
+    ],
     subject: Annotated[
         str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
     ] = None,
@@ -124,12 +131,14 @@ def run(
     ] = None,
     judge_block: JudgeBlockOption = None,
     fresh_judge: FreshJudgeOption = False,
+    outputs_format: OutputsFormatOption = "auto",
+    case_attribute: CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
     result = execute_run(
         suite,
-        outputs,
+        outputs_reference(outputs, outputs_format, case_attribute),
         subject,
         sample,
         seed,
