@@ -32,7 +32,7 @@ from assay.runs import EvalResult, JudgeInfo, read_cases
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
-from assay.suites import Suite
+from assay.suites.suite import Suite
 
 GateVerdict = Literal["pass", "fail"]
 

@@ -62,11 +62,11 @@ from assay.judge.port import (
 from assay.judge.prompts import load_prompt
 from assay.judging import JudgeSetup, run_sync
 from assay.outputs import index_outputs, read_slice
-from assay.registry import SuiteVersion
 from assay.scorers.judge import LlmJudgeConfig
 from assay.stats import wilson
 from assay.store import EvidenceStore
-from assay.suites import Case, Suite
+from assay.suites.registry import SuiteVersion
+from assay.suites.suite import Case, Suite
 
 logger = logging.getLogger(__name__)
 

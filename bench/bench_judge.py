@@ -47,7 +47,7 @@ from assay.outputs import CandidateOutput  # noqa: E402
 from assay.scorers import Status  # noqa: E402
 from assay.scoring import CompiledSuite  # noqa: E402
 from assay.store import FileStore  # noqa: E402
-from assay.suites import load_suite  # noqa: E402
+from assay.suites.suite import load_suite  # noqa: E402
 
 GOAL_RATIO = 0.80
 MODEL = "bench-judge-1"

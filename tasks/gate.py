@@ -5,7 +5,6 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay import registry
 from assay.calibration import JudgePin, is_calibrated
 from assay.findings import Finding, record
 from assay.gate import (
@@ -19,6 +18,7 @@ from assay.gate import (
 )
 from assay.report import warnings
 from assay.runs import EvalResult
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key

@@ -110,7 +110,7 @@ def _scored_in_process(outputs: Path) -> dict[str, Any]:
     from assay.hashing import OutputHasher
     from assay.outputs import index_outputs, read_slice
     from assay.scoring import CompiledSuite, score_outputs, tally
-    from assay.suites import load_suite
+    from assay.suites.suite import load_suite
 
     compiled = CompiledSuite.compile(load_suite(EXAMPLES / "support-suite.yaml"))
     ids = set(compiled.cases)

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assay import registry
 from assay.budget import Budget, Prices
 from assay.findings import list_findings
 from assay.judge import OpenAIJudge, load_prompt
@@ -37,7 +36,8 @@ from assay.pairwise import (
 )
 from assay.stats import wilson
 from assay.store import FileStore
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 from tests.conftest import EXAMPLES, PREFECT_HOME
 from tests.judge_server import (
     JudgeServer,

@@ -20,7 +20,7 @@ from assay.scoring import (
     score_outputs,
     tally,
 )
-from assay.suites import Case, Suite
+from assay.suites.suite import Case, Suite
 
 CANARY = "CANARY-a41b77-confidential"
 HASHER = OutputHasher(b"test-secret")

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from assay import registry
 from assay.cli._common import (
     JsonOption,
     JudgeBlockOption,
@@ -32,6 +31,7 @@ from assay.gate import GateDecision, GateRun
 from assay.junit import junit_xml
 from assay.overrides import GateCheck, check_gate
 from assay.runs import Subject, read_cases
+from assay.suites import registry
 
 EXIT_GATE_FAILED = 1
 
