@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from assay.budget import Decision
 from assay.canonical import content_hash
 from assay.regression import RegressionStatus
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
 from assay.store import EvidenceStore
 
 

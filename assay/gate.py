@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from assay.errors import NotFoundError
 from assay.regression import RegressionStatus
-from assay.runs import EvalResult, JudgeInfo, read_cases
+from assay.runs.records import EvalResult, JudgeInfo, read_cases
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
@@ -200,7 +200,7 @@ def decide(
         uses_judge: Whether the suite has `llm_judge` checks.
         calibrated: Whether the run's judge is calibrated (None when no judge was used).
         unjudged: Case ids whose judge checks were skipped (`unjudged_cases`).
-        run_warnings: The run's declared warnings (`assay.report.warnings`).
+        run_warnings: The run's declared warnings (`assay.runs.render.warnings`).
         now: The decision time (default: now, UTC).
     """
     rules = _rule_results(result, uses_judge, calibrated, unjudged)

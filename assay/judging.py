@@ -27,9 +27,9 @@ from assay.canonical import content_hash
 from assay.hashing import OutputHasher
 from assay.judge.port import BUDGET_BLOCKED, Judge, JudgeRequest, Verdict, judge_all
 from assay.outputs import CandidateOutput
+from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
 from assay.scorers.judge import LlmJudgeConfig
-from assay.scoring import CompiledSuite
 from assay.store import EvidenceStore
 
 T = TypeVar("T")

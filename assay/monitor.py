@@ -54,7 +54,7 @@ from assay.errors import InputError
 from assay.findings import Finding
 from assay.jsonl import numbered_lines, parse_record
 from assay.outputs import output_sources
-from assay.report import rate_text
+from assay.runs.render import rate_text
 from assay.stats import newcombe_diff, wilson
 from assay.store import EvidenceStore
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from assay.access import Principal, Tier, identify
 from assay.errors import InputError, NotFoundError
 from assay.gate import GateDecision, GateReason, GateVerdict, load_decision
-from assay.runs import now as utc_now
+from assay.runs.records import now as utc_now
 from assay.store import EvidenceStore
 
 MIN_REASON: Final = 20

@@ -44,8 +44,8 @@ from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
 from assay.judging import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402
 from assay.outputs import CandidateOutput  # noqa: E402
+from assay.runs.scoring import CompiledSuite  # noqa: E402
 from assay.scorers import Status  # noqa: E402
-from assay.scoring import CompiledSuite  # noqa: E402
 from assay.store import FileStore  # noqa: E402
 from assay.suites.suite import load_suite  # noqa: E402
 

@@ -18,8 +18,8 @@ from prefect.runtime import flow_run
 
 from assay.budget import Decision, strictest
 from assay.outputs import OutputSlice
-from assay.runs import EvalResult, RunPlan, Subject, fail_run
-from assay.scoring import RunMetrics
+from assay.runs.records import EvalResult, RunPlan, Subject, fail_run
+from assay.runs.scoring import RunMetrics
 from assay.suites import registry
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts

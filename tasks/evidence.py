@@ -5,10 +5,10 @@ from __future__ import annotations
 from prefect import task
 
 from assay.budget import Decision
-from assay.comparison import compare_with_baseline
 from assay.regression import Comparison
-from assay.runs import EvalResult, RunAggregate, RunPlan, finish_run, start_run
-from assay.scoring import RunMetrics
+from assay.runs.comparison import compare_with_baseline
+from assay.runs.records import EvalResult, RunAggregate, RunPlan, finish_run, start_run
+from assay.runs.scoring import RunMetrics
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 

@@ -16,8 +16,8 @@ from assay.gate import (
     unjudged_cases,
     uses_judge,
 )
-from assay.report import warnings
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
+from assay.runs.render import warnings
 from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store

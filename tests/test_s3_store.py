@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from assay import progress
 from assay.errors import EvidenceConflictError, NotFoundError
-from assay.runs import RunStatus, chunk_key, load_aggregate, load_result, read_chunk
+from assay.runs.records import RunStatus, chunk_key, load_aggregate, load_result, read_chunk
 from assay.s3 import DEADLINE_ENV, MAX_ATTEMPTS_ENV, is_transient, make_client, parse_s3_uri
 from assay.store import StoreUnavailableError, open_store
 from assay.store.s3 import PROBE_PREFIX, S3Store

@@ -16,7 +16,14 @@ from prefect.client.schemas.filters import (
 )
 
 from assay.errors import EvidenceConflictError, InputError
-from assay.runs import RunPlan, RunStatus, load_aggregate, load_result, read_chunk, start_run
+from assay.runs.records import (
+    RunPlan,
+    RunStatus,
+    load_aggregate,
+    load_result,
+    read_chunk,
+    start_run,
+)
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite

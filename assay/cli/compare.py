@@ -19,7 +19,7 @@ from assay.cli._common import (
     print_json,
     resolve_suite_arg,
 )
-from assay.report import rate_text
+from assay.runs.render import rate_text
 from assay.suites import registry
 
 

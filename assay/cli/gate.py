@@ -30,7 +30,7 @@ from assay.cli.runs import print_result
 from assay.gate import GateDecision, GateRun
 from assay.junit import junit_xml
 from assay.overrides import GateCheck, check_gate
-from assay.runs import Subject, read_cases
+from assay.runs.records import Subject, read_cases
 from assay.suites import registry
 
 EXIT_GATE_FAILED = 1

@@ -33,7 +33,7 @@ from assay.monitor import (
     tokens_text,
     windows,
 )
-from assay.report import rate_text
+from assay.runs.render import rate_text
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 

@@ -39,7 +39,7 @@ from assay.outcome.dimensions import (
     safety,
 )
 from assay.outcome.records import OutcomeRecord, check_records, read_records
-from assay.runs import JudgeInfo
+from assay.runs.records import JudgeInfo
 from assay.store import EvidenceStore
 
 if TYPE_CHECKING:
