@@ -7,7 +7,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from assay.calibration import JudgePin, is_calibrated
 from assay.findings import Finding, record
-from assay.gate import (
+from assay.gate.decision import (
     UNCALIBRATED,
     GateDecision,
     decide,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from assay.gate import GateDecision
+from assay.gate.decision import GateDecision
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 

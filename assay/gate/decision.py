@@ -15,7 +15,7 @@ passed or not:
 
 Judged checks that were skipped for want of a judge or credentials do not fail the gate; they are
 a declared warning that lists the unjudged cases — never a silent pass. The *recorded* verdict
-never changes; a governed override (`assay.overrides`) changes only the effective verdict.
+never changes; a governed override (`assay.gate.overrides`) changes only the effective verdict.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Governed overrides of failed gates, and their audit trail (SPEC §10).
 
-The gate's recorded decision (`assay.gate`) never changes. The only way past a failed gate is an
+The gate's recorded decision (`assay.gate.decision`) never changes. The only way past a failed gate is an
 override: an admin's token and a written reason of at least 20 characters. A granted override
 changes the run's *effective* verdict to `pass`, which is what `assay gate --check` re-checks.
 
@@ -24,9 +24,9 @@ from uuid import uuid4
 
 from pydantic import BaseModel, Field
 
-from assay.access import Principal, Tier, identify
 from assay.errors import InputError, NotFoundError
-from assay.gate import GateDecision, GateReason, GateVerdict, load_decision
+from assay.gate.access import Principal, Tier, identify
+from assay.gate.decision import GateDecision, GateReason, GateVerdict, load_decision
 from assay.runs.records import now as utc_now
 from assay.store import EvidenceStore
 
