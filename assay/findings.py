@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from assay.budget import Decision
 from assay.canonical import content_hash
+from assay.finops.budget import Decision
 from assay.regression import RegressionStatus
 from assay.runs.records import EvalResult
 from assay.store import EvidenceStore

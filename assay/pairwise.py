@@ -45,11 +45,13 @@ from typing import Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from assay.budget import CostRecord, Decision, estimate_tokens, preflight, price, record_cost
 from assay.canonical import content_hash
 from assay.errors import AssayError
 from assay.findings import budget_finding
 from assay.findings import record as record_finding
+from assay.finops.budget import Decision, preflight
+from assay.finops.ledger import CostRecord, record_cost
+from assay.finops.pricing import estimate_tokens, price
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.port import (
     BUDGET_BLOCKED,

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `tests.judge_server` and the packages, run from anywhere
     sys.path.insert(0, str(ROOT))
 
-from assay.budget import Prices  # noqa: E402
+from assay.finops.pricing import Prices  # noqa: E402
 from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
 from assay.judging import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402

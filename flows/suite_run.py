@@ -16,7 +16,7 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from assay.budget import Decision, strictest
+from assay.finops.budget import Decision, strictest
 from assay.outputs import OutputSlice
 from assay.runs.records import EvalResult, RunPlan, Subject, fail_run
 from assay.runs.scoring import RunMetrics

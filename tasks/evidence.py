@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay.budget import Decision
+from assay.finops.budget import Decision
 from assay.regression import Comparison
 from assay.runs.comparison import compare_with_baseline
 from assay.runs.records import EvalResult, RunAggregate, RunPlan, finish_run, start_run

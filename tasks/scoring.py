@@ -14,7 +14,7 @@ from functools import lru_cache
 from prefect import task
 from pydantic import BaseModel
 
-from assay.budget import Decision
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judging import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
 from assay.outputs import OutputSlice, read_slice

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assay.budget import Budget, Prices
 from assay.findings import list_findings
+from assay.finops.budget import Budget
+from assay.finops.pricing import Prices
 from assay.judge import OpenAIJudge, load_prompt
 from assay.judge.port import PairRequest, PairVerdict, judge_pairs_all
 from assay.judge.prompts import PAIR_SCHEMA, MalformedReply, parse_pair_reply

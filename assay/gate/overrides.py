@@ -1,8 +1,9 @@
 """Governed overrides of failed gates, and their audit trail (SPEC §10).
 
-The gate's recorded decision (`assay.gate.decision`) never changes. The only way past a failed gate is an
-override: an admin's token and a written reason of at least 20 characters. A granted override
-changes the run's *effective* verdict to `pass`, which is what `assay gate --check` re-checks.
+The gate's recorded decision (`assay.gate.decision`) never changes. The only way past a failed
+gate is an override: an admin's token and a written reason of at least 20 characters. A granted
+override changes the run's *effective* verdict to `pass`, which is what `assay gate --check`
+re-checks.
 
 Every attempt, granted or refused, appends one write-once audit record under
 `audit/<run_id>/<timestamp>-<random>.json`; nothing is ever overwritten or deleted. An attempt

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel
 
-from assay.budget import Decision
 from assay.errors import AssayError, NotFoundError
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judging import JudgeSetup, judge_requests
 from assay.outcome.composite import DimensionScore, SubjectOutcome, subject_outcome

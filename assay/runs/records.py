@@ -22,8 +22,8 @@ from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
-from assay.budget import Decision
 from assay.errors import InputError, NotFoundError
+from assay.finops.budget import Decision
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
