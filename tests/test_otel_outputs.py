@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from assay import registry
 from assay.cli import app
 from assay.errors import InputError
 from assay.outputs import CandidateOutput, OutputsIndex, index_outputs, read_slice
-from assay.runs import EvalResult, read_cases
+from assay.runs.records import EvalResult, read_cases
 from assay.s3 import parse_s3_uri
 from assay.store import FileStore
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 from tests.conftest import EXAMPLES
 from tests.otel_agent import agent_traces, otlp_json
 
