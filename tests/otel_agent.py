@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 from google.protobuf.json_format import MessageToJson
@@ -78,3 +79,40 @@ def _context(span: Any) -> Any:
 def otlp_json(spans: Sequence[ReadableSpan], indent: int | None = 2) -> str:
     """One OTLP/JSON document, as `MessageToJson` writes it."""
     return MessageToJson(encode_spans(spans), indent=indent)
+
+
+CANARY = "CANARY-otel-7f3a91-private-text"
+
+
+def traced_agent(
+    tracer: Any, question: str, *, fail: bool, tokens: tuple[int, int], cost_usd: float
+) -> None:
+    """One agent session as an instrumented agent traces it, with `CANARY` in every text the
+    conventions define (messages, instructions, tool arguments and results, span names, the
+    exception message and the status description)."""
+    user = [{"role": "user", "parts": [{"type": "text", "content": f"{CANARY} {question}"}]}]
+    with tracer.start_as_current_span(f"invoke_agent {CANARY}") as root:
+        root.set_attribute("gen_ai.operation.name", "invoke_agent")
+        root.set_attribute("gen_ai.input.messages", json.dumps(user))
+        root.set_attribute("gen_ai.system_instructions", CANARY)
+        root.set_attribute("output.value", CANARY)
+        root.add_event(f"thinking {CANARY}", {"detail": CANARY})
+        with tracer.start_as_current_span("chat") as chat:
+            chat.set_attribute("gen_ai.usage.input_tokens", tokens[0])
+            chat.set_attribute("gen_ai.usage.output_tokens", tokens[1])
+            chat.set_attribute("gen_ai.usage.cost", cost_usd)
+            chat.set_attribute("gen_ai.prompt", CANARY)
+            chat.set_attribute("gen_ai.completion", CANARY)
+            chat.set_attribute("gen_ai.output.messages", _messages(CANARY))
+        with tracer.start_as_current_span("execute_tool lookup") as tool:
+            tool.set_attribute("gen_ai.tool.call.arguments", json.dumps({"q": CANARY}))
+            tool.set_attribute("gen_ai.tool.call.result", CANARY)
+        if fail:
+            raise RuntimeError(CANARY)
+
+
+def run_sessions(tracer: Any, sessions: Iterable[tuple[bool, tuple[int, int], float]]) -> None:
+    """Run `traced_agent` once per (fails, tokens, cost); failures are the agent's, not ours."""
+    for n, (fail, tokens, cost) in enumerate(sessions):
+        with suppress(RuntimeError):
+            traced_agent(tracer, f"question {n}", fail=fail, tokens=tokens, cost_usd=cost)

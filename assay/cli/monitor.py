@@ -11,6 +11,7 @@ from assay.cli._common import (
     JsonOption,
     StoreOption,
     app,
+    fail,
     guarded,
     open_evidence,
     out,
@@ -29,6 +30,7 @@ from assay.monitor.report import (
 )
 from assay.monitor.signals import read_signals
 from assay.monitor.windows import parse_now, windows
+from assay.otel.receiver import signals_reference
 from assay.runs.render import rate_text
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
@@ -37,8 +39,15 @@ _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficie
 @app.command("monitor")
 def monitor_command(
     signals: Annotated[
-        str, typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix.")
-    ],
+        str | None,
+        typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix."),
+    ] = None,
+    from_store: Annotated[
+        bool,
+        typer.Option(
+            "--from-store", help="Read the signals POST /v1/traces appended to the store."
+        ),
+    ] = False,
     window: Annotated[
         str, typer.Option("--window", help="Window length ending now: 30m, 6h, 24h, 7d.")
     ] = "24h",
@@ -57,8 +66,12 @@ def monitor_command(
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
     end = guarded(lambda: parse_now(now))
     evidence = open_evidence(store)
+    if (signals is None) == (not from_store):
+        fail("give a SIGNALS file, folder or prefix, or --from-store (not both)")
+    signals = signals or signals_reference(evidence)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
-    guarded(lambda: (windows(window, end), expected_subjects(expect or []), read_signals(signals)))
+    source = signals
+    guarded(lambda: (windows(window, end), expected_subjects(expect or []), read_signals(source)))
     prefect_defaults()
     from prefect import tags
 
@@ -67,7 +80,7 @@ def monitor_command(
     with tags("assay", "monitor"):
         report = guarded(
             lambda: monitor(
-                signals=signals, window=window, now=end, expect=expect, store=evidence.uri
+                signals=source, window=window, now=end, expect=expect, store=evidence.uri
             )
         )
     if as_json:

@@ -118,14 +118,28 @@ def _add(total: Number | None, value: Number | None) -> Number | None:
     return value if total is None else total + value
 
 
-def usage(spans: Iterable[Span]) -> SpanUsage:
+def span_usage(span: Span) -> SpanUsage:
     """`gen_ai.usage.input_tokens` / `output_tokens` (or the deprecated `prompt_tokens` /
-    `completion_tokens`) and `gen_ai.usage.cost`, summed over `spans`."""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost: float | None = None
-    for span in spans:
-        input_tokens = _add(input_tokens, _count(span, INPUT_TOKENS))
-        output_tokens = _add(output_tokens, _count(span, OUTPUT_TOKENS))
-        cost = _add(cost, _cost(span))
-    return SpanUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+    `completion_tokens`) and `gen_ai.usage.cost` of one span."""
+    return SpanUsage(
+        input_tokens=_count(span, INPUT_TOKENS),
+        output_tokens=_count(span, OUTPUT_TOKENS),
+        cost_usd=_cost(span),
+    )
+
+
+def combined(parts: Iterable[SpanUsage]) -> SpanUsage:
+    """Figures added field by field; None where no part had the figure."""
+    total = SpanUsage()
+    for part in parts:
+        total = SpanUsage(
+            input_tokens=_add(total.input_tokens, part.input_tokens),
+            output_tokens=_add(total.output_tokens, part.output_tokens),
+            cost_usd=_add(total.cost_usd, part.cost_usd),
+        )
+    return total
+
+
+def usage(spans: Iterable[Span]) -> SpanUsage:
+    """The usage figures of `spans`, summed."""
+    return combined(span_usage(span) for span in spans)
