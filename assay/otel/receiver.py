@@ -18,7 +18,7 @@ from typing import Final
 from uuid import uuid4
 
 from assay.errors import InputError
-from assay.otel.signals import PendingUsage, SignalBatch, session_signals
+from assay.otel.signals import SIGNAL_ATTRIBUTES, PendingUsage, SignalBatch, session_signals
 from assay.otel.traces import Span, decode_protobuf, document_spans, parse_document
 from assay.store import EvidenceStore
 
@@ -69,12 +69,12 @@ def decode(body: bytes, kind: str) -> list[Span]:
     """
     if kind == PROTOBUF:
         try:
-            return decode_protobuf(body)
+            return decode_protobuf(body, SIGNAL_ATTRIBUTES)
         except ValueError as exc:
             raise MalformedRequest(str(exc)) from None
     try:
         document = parse_document(body, "request body", 1)
-        return list(document_spans(document, "request body", 1))
+        return list(document_spans(document, "request body", 1, SIGNAL_ATTRIBUTES))
     except InputError as exc:
         where = f"{exc.field}: " if exc.field else ""
         raise MalformedRequest(f"{where}{exc.problem}") from None
@@ -119,6 +119,9 @@ def receive(
     limit: int,
 ) -> Receipt:
     """Decode one OTLP/HTTP export request, append its session signals, and say what was kept.
+
+    Only the attributes signals are made from (`SIGNAL_ATTRIBUTES`) are decoded; text attributes
+    are skipped while decoding and go away with the request body.
 
     Raises:
         UnsupportedMediaType: not protobuf or JSON, or an encoding other than gzip.

@@ -24,10 +24,22 @@ from typing import Final
 from pydantic import BaseModel
 
 from assay.monitor.signals import SUBJECT_RULE, SessionSignal, checked_subject
-from assay.otel.genai import SpanUsage, combined, span_usage, usage
+from assay.otel.genai import (
+    COST_USD,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    SpanUsage,
+    combined,
+    span_usage,
+    usage,
+)
 from assay.otel.traces import STATUS_ERROR, Span
 
 SUBJECT_ATTRIBUTE: Final = "assay.subject"
+SIGNAL_ATTRIBUTES: Final = frozenset(
+    {SUBJECT_ATTRIBUTE, "service.name", "service.version", *INPUT_TOKENS, *OUTPUT_TOKENS, COST_USD}
+)
+"""The only attributes a session signal is made from; the receiver decodes no other."""
 PENDING_TRACES: Final = 100_000
 """Traces whose child figures wait for their root span; the oldest is dropped beyond this."""
 

@@ -15,7 +15,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
@@ -88,8 +88,14 @@ class _KeyValue(_Wire):
     value: _AnyValue | None = None
 
 
-def _plain_attributes(pairs: list[_KeyValue]) -> dict[str, AttributeValue]:
-    return {pair.key: pair.value.plain() if pair.value else None for pair in pairs}
+def _plain_attributes(
+    pairs: list[_KeyValue], keys: Collection[str] | None = None
+) -> dict[str, AttributeValue]:
+    return {
+        pair.key: pair.value.plain() if pair.value else None
+        for pair in pairs
+        if keys is None or pair.key in keys
+    }
 
 
 def _status_code(value: object) -> object:
@@ -191,10 +197,15 @@ def decode_id(value: str | bytes | None, size: int, field: str) -> str | None:
     return None if raw == bytes(size) else raw.hex()
 
 
-def document_spans(document: TracesDocument, source: str, line: int) -> Iterator[Span]:
-    """The spans of one OTLP/JSON document; a malformed id is an input error naming the span."""
+def document_spans(
+    document: TracesDocument, source: str, line: int, keys: Collection[str] | None = None
+) -> Iterator[Span]:
+    """The spans of one OTLP/JSON document; a malformed id is an input error naming the span.
+
+    With `keys`, only those attributes are kept (the others are never converted).
+    """
     for r, resource_spans in enumerate(document.resource_spans):
-        resource = _plain_attributes(resource_spans.resource.attributes)
+        resource = _plain_attributes(resource_spans.resource.attributes, keys)
         for s, scope in enumerate(resource_spans.scope_spans):
             for n, span in enumerate(scope.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
@@ -213,7 +224,7 @@ def document_spans(document: TracesDocument, source: str, line: int) -> Iterator
                     start_ns=span.start_time_unix_nano,
                     end_ns=span.end_time_unix_nano,
                     status_code=span.status.code,
-                    attributes=_plain_attributes(span.attributes),
+                    attributes=_plain_attributes(span.attributes, keys),
                     resource=resource,
                     where=where,
                 )
@@ -276,8 +287,9 @@ def documents(blocks: Iterator[bytes]) -> Iterator[Document]:
     yield Document(number, start, end, b"\n".join(parts))
 
 
-def decode_protobuf(body: bytes) -> list[Span]:
-    """The spans of an OTLP/protobuf `ExportTraceServiceRequest`.
+def decode_protobuf(body: bytes, keys: Collection[str] | None = None) -> list[Span]:
+    """The spans of an OTLP/protobuf `ExportTraceServiceRequest`; with `keys`, only those
+    attributes are kept (the others are never converted).
 
     Raises:
         ValueError: the body is not a valid message.
@@ -294,7 +306,7 @@ def decode_protobuf(body: bytes) -> list[Span]:
         raise ValueError("not an OTLP ExportTraceServiceRequest") from None
     spans: list[Span] = []
     for r, resource_spans in enumerate(request.resource_spans):
-        resource = _proto_attributes(resource_spans.resource.attributes)
+        resource = _proto_attributes(resource_spans.resource.attributes, keys)
         for s, scope in enumerate(resource_spans.scope_spans):
             for n, span in enumerate(scope.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
@@ -310,7 +322,7 @@ def decode_protobuf(body: bytes) -> list[Span]:
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         status_code=span.status.code,
-                        attributes=_proto_attributes(span.attributes),
+                        attributes=_proto_attributes(span.attributes, keys),
                         resource=resource,
                         where=where,
                     )
@@ -318,8 +330,10 @@ def decode_protobuf(body: bytes) -> list[Span]:
     return spans
 
 
-def _proto_attributes(pairs: Any) -> dict[str, AttributeValue]:
-    return {pair.key: _proto_value(pair.value) for pair in pairs}
+def _proto_attributes(pairs: Any, keys: Collection[str] | None = None) -> dict[str, AttributeValue]:
+    return {
+        pair.key: _proto_value(pair.value) for pair in pairs if keys is None or pair.key in keys
+    }
 
 
 def _proto_value(value: Any) -> AttributeValue:

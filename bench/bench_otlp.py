@@ -1,0 +1,221 @@
+"""OTLP endpoint benchmark: spans per second accepted by `POST /v1/traces`, bounded loopback load.
+
+Builds one export request the way an instrumented agent's SDK does: the tests' tiny agent
+(`tests/otel_agent.py`: a root span, a `chat` span and a tool span per session, text in every
+attribute) traced by the real OpenTelemetry SDK, encoded by the SDK's OTLP encoder into a batch
+of `--batch` spans (512: `BatchSpanProcessor`'s default). Then:
+
+1. in process: `assay.otel.receiver.receive` (decode, signals, one write-once store object per
+   request) on a local `FileStore`, `--requests` times — the ceiling without HTTP;
+2. over HTTP: a real `assay serve` process on loopback (or `--url` with `--token`), `--requests`
+   requests from `--concurrency` client threads (httpx, keep-alive), protobuf and then JSON.
+
+Prints spans/s, requests/s, p50/p95 latency per request, and HTTP/in-process ratios.
+
+    python bench/bench_otlp.py [--requests 200] [--concurrency 4] [--batch 512]
+
+Exit status 0 when every request was accepted with nothing rejected and every root span became
+one stored signal; 1 otherwise. A measurement, not a test: no goal is enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `tests.otel_agent` and the packages, run from anywhere
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from google.protobuf.json_format import MessageToJson  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+
+from assay.gate.access import Tier, add_principal  # noqa: E402
+from assay.otel.receiver import JSON, PROTOBUF, receive  # noqa: E402
+from assay.otel.signals import PendingUsage  # noqa: E402
+from assay.store import FileStore  # noqa: E402
+from tests.otel_agent import run_sessions  # noqa: E402
+from tests.servers import ServerProcess, free_port  # noqa: E402
+
+SPANS_PER_SESSION = 3
+
+
+@dataclass
+class Figures:
+    name: str
+    requests: int
+    spans: int
+    wall: float
+    latencies: list[float]
+
+    @property
+    def spans_per_second(self) -> float:
+        return self.spans / self.wall
+
+    def line(self) -> str:
+        ms = sorted(x * 1000 for x in self.latencies)
+        p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
+        return (
+            f"{self.name:<22} {self.spans_per_second:>10,.0f} spans/s  "
+            f"{self.requests / self.wall:>7,.1f} req/s  p50 {statistics.median(ms):6.1f} ms  "
+            f"p95 {p95:6.1f} ms  ({self.requests} requests, {self.spans:,} spans, "
+            f"{self.wall:.2f} s)"
+        )
+
+
+def export_request(batch: int) -> tuple[bytes, bytes, int]:
+    """One OTLP export request of about `batch` spans: protobuf and JSON bodies, root spans."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "bench-bot", "service.version": "v1"})
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sessions = max(1, batch // SPANS_PER_SESSION)
+    run_sessions(
+        provider.get_tracer("bench"),
+        [(n % 10 == 0, (400 + n, 50), 0.001) for n in range(sessions)],
+    )
+    provider.shutdown()
+    spans = exporter.get_finished_spans()
+    message = encode_spans(spans)
+    roots = sum(1 for span in spans if span.parent is None)
+    return message.SerializeToString(), MessageToJson(message, indent=None).encode(), roots
+
+
+def in_process(body: bytes, spans: int, requests: int, root: Path) -> Figures:
+    store, pending = FileStore(root / "warm-up"), PendingUsage()
+    receive(store, body, PROTOBUF, None, pending, limit=64 << 20)  # imports, first decode
+    store, pending = FileStore(root / "measured"), PendingUsage()
+    latencies = []
+    start = time.perf_counter()
+    for _ in range(requests):
+        began = time.perf_counter()
+        receipt = receive(store, body, PROTOBUF, None, pending, limit=64 << 20)
+        latencies.append(time.perf_counter() - began)
+        assert receipt.batch.rejected_spans == 0
+    return Figures(
+        "in process (protobuf)", requests, spans * requests, time.perf_counter() - start, latencies
+    )
+
+
+def over_http(
+    name: str, url: str, token: str, body: bytes, kind: str, spans: int, requests: int, workers: int
+) -> Figures:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": kind}
+
+    def send(count: int) -> list[float]:
+        times = []
+        with httpx.Client(timeout=60) as client:
+            for _ in range(count):
+                began = time.perf_counter()
+                answer = client.post(f"{url}/v1/traces", content=body, headers=headers)
+                times.append(time.perf_counter() - began)
+                if answer.status_code != 200 or answer.content not in (b"", b"{}"):
+                    raise RuntimeError(f"{answer.status_code}: {answer.text[:200]}")
+        return times
+
+    shares = [requests // workers + (1 if i < requests % workers else 0) for i in range(workers)]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        latencies = [t for part in pool.map(send, shares) for t in part]
+    return Figures(name, requests, spans * requests, time.perf_counter() - start, latencies)
+
+
+def stored_signals(root: Path) -> int:
+    return sum(path.read_bytes().count(b"\n") for path in (root / "signals").rglob("*.jsonl"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--url", help="An already running service (default: start assay serve).")
+    parser.add_argument("--token", help="Its operator token (with --url).")
+    args = parser.parse_args()
+
+    proto, as_json, roots = export_request(args.batch)
+    spans = roots * SPANS_PER_SESSION
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    print(
+        f"request: {spans} spans ({roots} sessions), protobuf {len(proto):,} B, "
+        f"JSON {len(as_json):,} B; {args.requests} requests, {args.concurrency} clients"
+    )
+    with tempfile.TemporaryDirectory(prefix="assay-bench-otlp-") as folder:
+        work = Path(folder)
+        local = in_process(proto, spans, args.requests, work / "local")
+        print(local.line())
+        ok = stored_signals(work / "local" / "measured") == roots * args.requests
+
+        store = work / "served"
+        server: ServerProcess | None = None
+        if args.url:
+            url, token = args.url, args.token or ""
+        else:
+            admin = add_principal(FileStore(store), "bench-admin", Tier.ADMIN)
+            token = add_principal(FileStore(store), "bench-agents", Tier.OPERATOR, by_token=admin)
+            port = free_port()
+            assay = str(Path(sys.executable).with_name("assay"))
+            server = ServerProcess(
+                [assay, "serve", "--port", str(port), "--store", f"file://{store}"],
+                port,
+                work / "serve.log",
+            )
+            server.start()
+            url = server.endpoint_url
+        try:
+            figures = [
+                over_http(
+                    f"HTTP protobuf x{args.concurrency}",
+                    url,
+                    token,
+                    proto,
+                    PROTOBUF,
+                    spans,
+                    args.requests,
+                    args.concurrency,
+                ),
+                over_http(
+                    f"HTTP JSON x{args.concurrency}",
+                    url,
+                    token,
+                    as_json,
+                    JSON,
+                    spans,
+                    args.requests,
+                    args.concurrency,
+                ),
+                over_http("HTTP protobuf x1", url, token, proto, PROTOBUF, spans, args.requests, 1),
+            ]
+        finally:
+            if server is not None:
+                server.stop()
+        for row in figures:
+            print(
+                f"{row.line()}  = {row.spans_per_second / local.spans_per_second:.0%} of in process"
+            )
+        if server is not None:
+            ok = ok and stored_signals(store) == roots * args.requests * len(figures)
+    print("stored signals: one per root span" if ok else "MISMATCH in stored signals")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
