@@ -12,7 +12,12 @@ of `--batch` spans (512: `BatchSpanProcessor`'s default). Then:
 
 Prints spans/s, requests/s, p50/p95 latency per request, and HTTP/in-process ratios.
 
-    python bench/bench_otlp.py [--requests 200] [--concurrency 4] [--batch 512]
+Then traces as candidate outputs: `--cases` outputs written as JSONL and as a Collector-style
+trace export (JSON Lines of documents of `--batch` spans, made by the SDK's encoder), each
+indexed and read back through `assay.outputs` (`index_outputs` + `read_slice`, chunks of 2,000):
+cases/s for both and the ratio.
+
+    python bench/bench_otlp.py [--requests 200] [--concurrency 4] [--batch 512] [--cases 20000]
 
 Exit status 0 when every request was accepted with nothing rejected and every root span became
 one stored signal; 1 otherwise. A measurement, not a test: no goal is enforced.
@@ -21,6 +26,7 @@ one stored signal; 1 otherwise. A measurement, not a test: no goal is enforced.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -48,8 +54,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 from assay.gate.access import Tier, add_principal  # noqa: E402
 from assay.otel.receiver import JSON, PROTOBUF, receive  # noqa: E402
 from assay.otel.signals import PendingUsage  # noqa: E402
+from assay.outputs import index_outputs, read_slice  # noqa: E402
 from assay.store import FileStore  # noqa: E402
-from tests.otel_agent import run_sessions  # noqa: E402
+from tests.otel_agent import agent_traces, otlp_json, run_sessions  # noqa: E402
 from tests.servers import ServerProcess, free_port  # noqa: E402
 
 SPANS_PER_SESSION = 3
@@ -136,6 +143,53 @@ def over_http(
     return Figures(name, requests, spans * requests, time.perf_counter() - start, latencies)
 
 
+def read_outputs(uri: str, ids: list[str]) -> tuple[int, float]:
+    """Cases read and seconds taken to index and read every output of `uri`."""
+    start = time.perf_counter()
+    index = index_outputs(uri, set(ids), ids, 2000)
+    read = sum(1 for piece in index.slices for _ in read_slice(piece, set(ids)))
+    return read, time.perf_counter() - start
+
+
+def outputs_figures(cases: int, batch: int, work: Path) -> bool:
+    rows = [
+        {
+            "case_id": f"case-{n}",
+            "output": f"answer {n}: returns close after 30 days",
+            "duration_ms": 500 + n % 300,
+            "usage": {"input_tokens": 300 + n % 50, "output_tokens": 40},
+        }
+        for n in range(cases)
+    ]
+    ids = [row["case_id"] for row in rows]
+    jsonl = work / "outputs.jsonl"
+    jsonl.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    document = json.loads(otlp_json(agent_traces(rows), indent=None))
+    (resource_spans,) = document["resourceSpans"]
+    (scope,) = resource_spans["scopeSpans"]
+    spans = scope["spans"]
+    traces = work / "traces.jsonl"
+    with traces.open("w") as handle:
+        for i in range(0, len(spans), batch):
+            part = {**scope, "spans": spans[i : i + batch]}
+            handle.write(json.dumps({"resourceSpans": [{**resource_spans, "scopeSpans": [part]}]}))
+            handle.write("\n")
+    by_jsonl, jsonl_seconds = read_outputs(str(jsonl), ids)
+    by_traces, trace_seconds = read_outputs(str(traces), ids)
+    print(
+        f"outputs: {cases:,} cases; JSONL {jsonl.stat().st_size / 1e6:.1f} MB, trace export "
+        f"{traces.stat().st_size / 1e6:.1f} MB ({len(spans):,} spans)"
+    )
+    print(
+        f"JSONL outputs          {cases / jsonl_seconds:>10,.0f} cases/s  ({jsonl_seconds:.2f} s)"
+    )
+    print(
+        f"OTLP trace export      {cases / trace_seconds:>10,.0f} cases/s  ({trace_seconds:.2f} s)"
+        f"  = {jsonl_seconds / trace_seconds:.0%} of JSONL"
+    )
+    return by_jsonl == by_traces == cases
+
+
 def stored_signals(root: Path) -> int:
     return sum(path.read_bytes().count(b"\n") for path in (root / "signals").rglob("*.jsonl"))
 
@@ -145,6 +199,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--cases", type=int, default=20000)
     parser.add_argument("--url", help="An already running service (default: start assay serve).")
     parser.add_argument("--token", help="Its operator token (with --url).")
     args = parser.parse_args()
@@ -214,7 +269,10 @@ def main() -> int:
         if server is not None:
             ok = ok and stored_signals(store) == roots * args.requests * len(figures)
     print("stored signals: one per root span" if ok else "MISMATCH in stored signals")
-    return 0 if ok else 1
+    with tempfile.TemporaryDirectory(prefix="assay-bench-otlp-outputs-") as folder:
+        read_ok = outputs_figures(args.cases, args.batch, Path(folder))
+    print("every output read back" if read_ok else "MISMATCH in outputs read")
+    return 0 if ok and read_ok else 1
 
 
 if __name__ == "__main__":

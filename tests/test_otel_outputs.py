@@ -326,7 +326,7 @@ def test_bad_span_id_and_wrong_field_type_are_input_errors(tmp_path: Path) -> No
 
     path.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": "CANARY text"}]}]}')
     error = error_of(path, known=["c"])
-    assert error.field == "resourceSpans.0.scopeSpans.0.spans" and "CANARY" not in str(error)
+    assert error.field == "resourceSpans[0].scopeSpans[0].spans" and "CANARY" not in str(error)
 
 
 def test_forced_format_reads_a_trace_file_with_any_name(tmp_path: Path) -> None:

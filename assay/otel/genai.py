@@ -27,6 +27,18 @@ COST_USD: Final = "gen_ai.usage.cost"
 """Not in the conventions yet; Langfuse and OpenLLMetry-based stacks write it in US dollars."""
 
 
+def is_output_attribute(name: str) -> bool:
+    """Whether `output_text` may read the attribute `name`."""
+    return name in (OUTPUT_MESSAGES, OPENINFERENCE_OUTPUT, LEGACY_COMPLETION) or bool(
+        _LEGACY_INDEXED.match(name)
+    )
+
+
+def is_usage_attribute(name: str) -> bool:
+    """Whether `span_usage` reads the attribute `name`."""
+    return name in INPUT_TOKENS or name in OUTPUT_TOKENS or name == COST_USD
+
+
 def output_text(attributes: Mapping[str, AttributeValue]) -> str | None:
     """A span's output: the text parts of the assistant messages in `gen_ai.output.messages`,
     joined by newlines; else OpenInference's `output.value`; else the legacy `gen_ai.completion`

@@ -18,8 +18,14 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from assay.errors import InputError
-from assay.otel.genai import SpanUsage, output_text, usage
-from assay.otel.traces import Document, Span, document_spans, documents, parse_document
+from assay.otel.genai import (
+    SpanUsage,
+    is_output_attribute,
+    is_usage_attribute,
+    output_text,
+    usage,
+)
+from assay.otel.traces import Document, Span, documents, json_spans
 from assay.outputs import ByteRange, CandidateOutput, OutputSlice, OutputSource, Usage
 
 Claim = Callable[[str, str, int, str], None]
@@ -43,6 +49,8 @@ class _Trace:
     case_rank: tuple[int, int, int] = (3, 0, 0)
     case_place: _Place | None = None
     case_span: Span | None = None
+    """Kept only while reading a slice; indexing keeps `case_has_text` instead."""
+    case_has_text: bool = False
     documents: set[int] = field(default_factory=set)
     spans: list[Span] = field(default_factory=list)
 
@@ -53,16 +61,29 @@ class _Located:
     document: Document
 
 
+@dataclass(frozen=True, slots=True)
+class _Needed:
+    """The attributes reading traces as outputs needs: the case attribute, output and usage."""
+
+    case_attribute: str
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (
+            name == self.case_attribute or is_output_attribute(name) or is_usage_attribute(name)
+        )
+
+
 class TraceBook:
     """Spans gathered by trace, with each trace's case span chosen as documents arrive."""
 
     def __init__(self, case_attribute: str, *, keep_spans: bool) -> None:
         self.case_attribute = case_attribute
         self.keep_spans = keep_spans
-        """Keep every span (to read a slice); indexing keeps only the case span."""
+        """Keep the spans (to read a slice); indexing keeps only ids, numbers and positions."""
         self.traces: dict[str, _Trace] = {}
         self.located: list[_Located] = []
         self._order = 0
+        self._needed = _Needed(case_attribute)
 
     def add(self, path: str, document: Document) -> None:
         """Decode one document and file its spans under their traces."""
@@ -70,8 +91,7 @@ class TraceBook:
         self.located.append(
             _Located(path, Document(document.line, document.start, document.end, b""))
         )
-        parsed = parse_document(document.raw, path, document.line)
-        for span in document_spans(parsed, path, document.line):
+        for span in json_spans(document.raw, path, document.line, self._needed):
             self._order += 1
             place = _Place(path, document.line, span.where, number, self._order)
             trace = self.traces.get(span.trace_id)
@@ -105,7 +125,8 @@ class TraceBook:
         rank = (0 if own is not None else 1, 0 if span.is_root else 1, span.start_ns)
         if rank < trace.case_rank:
             trace.case_id, trace.case_rank, trace.case_place = value, rank, place
-            trace.case_span = span
+            trace.case_has_text = output_text(span.attributes) is not None
+            trace.case_span = span if self.keep_spans else None
 
     def cases(self) -> Iterator[_Trace]:
         """Every trace in the order of its case span; a trace without one is an input error."""
@@ -171,10 +192,10 @@ def index_traces(
     batch: list[_Trace] = []
     without_text: set[str] = set()
     for trace in book.cases():
-        place, case_id, span = trace.case_place, trace.case_id, trace.case_span
-        assert place is not None and case_id is not None and span is not None
+        place, case_id = trace.case_place, trace.case_id
+        assert place is not None and case_id is not None
         claim(case_id, place.source, place.line, place.where)
-        if output_text(span.attributes) is None:
+        if not trace.case_has_text:
             without_text.add(case_id)
             continue
         if case_id not in wanted:

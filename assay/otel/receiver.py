@@ -19,7 +19,7 @@ from uuid import uuid4
 
 from assay.errors import InputError
 from assay.otel.signals import SIGNAL_ATTRIBUTES, PendingUsage, SignalBatch, session_signals
-from assay.otel.traces import Span, decode_protobuf, document_spans, parse_document
+from assay.otel.traces import Span, decode_protobuf, json_spans
 from assay.store import EvidenceStore
 
 PROTOBUF: Final = "application/x-protobuf"
@@ -73,8 +73,7 @@ def decode(body: bytes, kind: str) -> list[Span]:
         except ValueError as exc:
             raise MalformedRequest(str(exc)) from None
     try:
-        document = parse_document(body, "request body", 1)
-        return list(document_spans(document, "request body", 1, SIGNAL_ATTRIBUTES))
+        return json_spans(body, "request body", 1, SIGNAL_ATTRIBUTES)
     except InputError as exc:
         where = f"{exc.field}: " if exc.field else ""
         raise MalformedRequest(f"{where}{exc.problem}") from None
