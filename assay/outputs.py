@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay import staging
 from assay.errors import InputError
 from assay.jsonl import numbered_lines, parse_record
 
@@ -76,6 +77,8 @@ class OutputSource:
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object."""
+        if staging.is_staged(self.name):
+            return staging.read(self.name, start, end)
         if self.name.startswith("s3://"):
             bucket, key = _split_s3(self.name)
             return _bucket(bucket).get_range(key, start, end)
@@ -113,7 +116,12 @@ def _bucket_at(bucket: str, endpoint: str | None) -> S3Store:
 
 def output_sources(uri: str) -> list[OutputSource]:
     """The JSONL objects behind an outputs reference, in key/path order: one file, every
-    `*.jsonl` under a folder, or every `.jsonl` object under an `s3://bucket/prefix/`."""
+    `*.jsonl` under a folder, every `.jsonl` object under an `s3://bucket/prefix/`, or inline
+    outputs staged in this process (`inline://…`, see `assay.staging`)."""
+    if staging.is_staged(uri):
+        if not staging.exists(uri):
+            raise InputError(uri, "no such staged outputs in this process")
+        return [OutputSource(uri)]
     if uri.startswith("s3://"):
         from assay.s3 import parse_s3_uri
 
