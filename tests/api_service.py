@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import yaml
 
-from assay import access
-from assay.access import Tier
+from assay.gate import access
+from assay.gate.access import Tier
 from assay.store import FileStore
 from tests.servers import BIN, ServerProcess, free_port
 

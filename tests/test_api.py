@@ -22,7 +22,7 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
-from assay.overrides import audit_records
+from assay.gate.overrides import audit_records
 from assay.store import FileStore
 from tests.api_service import Service, example_outputs, example_suite, start_service
 from tests.servers import S3Server

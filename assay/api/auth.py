@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 from fastapi import Depends, Header, Request
 from starlette.concurrency import run_in_threadpool
 
-from assay.access import Principal, Tier, identify
 from assay.api.problems import Problem
+from assay.gate.access import Principal, Tier, identify
 from assay.store import EvidenceStore
 
 TierName = Literal["viewer", "operator", "admin"]

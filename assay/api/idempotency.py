@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.problems import Problem
 from assay.canonical import content_hash
 from assay.errors import NotFoundError
-from assay.runs import now
+from assay.runs.records import now
 from assay.store import EvidenceStore
 
 _KEY: Final = re.compile(r"^[\x21-\x7e]{1,255}$")

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from assay import staging
-from assay.access import AccessDeniedError
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
+from assay.gate.access import AccessDeniedError
 from assay.store import StoreUnavailableError
 
 MEDIA_TYPE: Final = "application/problem+json"

@@ -22,13 +22,14 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from assay import registry, staging
+from assay import staging
 from assay.api.problems import Problem
 from assay.errors import InputError
-from assay.gate import GateRun
+from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput
-from assay.runs import EvalResult, Subject, load_aggregate
+from assay.runs.records import EvalResult, Subject, load_aggregate
 from assay.store import EvidenceStore
+from assay.suites import registry
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter

@@ -8,12 +8,13 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from assay import baselines, registry
 from assay.api.auth import Operator, Store, Viewer
-from assay.baselines import PinRecord
 from assay.errors import InputError, NotFoundError
-from assay.runs import Subject
+from assay.runs import baselines
+from assay.runs.baselines import PinRecord
+from assay.runs.records import Subject
 from assay.store import EvidenceStore
+from assay.suites import registry
 
 router = APIRouter(tags=["baselines"])
 

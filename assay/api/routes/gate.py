@@ -8,9 +8,9 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Operator, Store, Viewer
 from assay.api.routes.runs import REPLAYED, IdempotencyKey, RunId, submit
 from assay.api.runner import RunRequest
-from assay.gate import GateReport, GateRun, load_decision
-from assay.overrides import GateCheck, check_gate
-from assay.runs import load_result
+from assay.gate.decision import GateReport, GateRun, load_decision
+from assay.gate.overrides import GateCheck, check_gate
+from assay.runs.records import load_result
 from assay.store import EvidenceStore
 
 router = APIRouter(tags=["gate"])

@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from assay.access import Tier
 from assay.api.auth import Store, Token
-from assay.overrides import MIN_REASON, UNKNOWN, OverrideRecord, request_override
+from assay.gate.access import Tier
+from assay.gate.overrides import MIN_REASON, UNKNOWN, OverrideRecord, request_override
 
 router = APIRouter(tags=["overrides"])
 

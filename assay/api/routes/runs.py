@@ -15,8 +15,8 @@ from assay.api.idempotency import Idempotency
 from assay.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, paginate, sort_key
 from assay.api.problems import Problem
 from assay.api.runner import FlowName, RunRequest, launch
-from assay.gate import GateRun
-from assay.runs import (
+from assay.gate.decision import GateRun
+from assay.runs.records import (
     EvalResult,
     RunAggregate,
     RunStatus,
@@ -25,7 +25,7 @@ from assay.runs import (
     load_result,
     read_cases,
 )
-from assay.scoring import CaseEvidence
+from assay.runs.scoring import CaseEvidence
 from assay.store import EvidenceStore
 
 router = APIRouter(tags=["runs"])

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Viewer
-from assay.scorecard import DEFAULT_TREND_RUNS, ScorecardRow, scorecard, to_csv
+from assay.runs.scorecard import DEFAULT_TREND_RUNS, ScorecardRow, scorecard, to_csv
 
 router = APIRouter(tags=["scorecards"])
 

@@ -10,10 +10,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from assay import registry
 from assay.api.auth import Operator, Store, Viewer
-from assay.registry import SuiteVersion
-from assay.suites import SLUG, parse_suite
+from assay.suites import registry
+from assay.suites.registry import SuiteVersion
+from assay.suites.suite import SLUG, parse_suite
 
 router = APIRouter(tags=["suites"])
 
