@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay import staging
 from assay.errors import InputError
 from assay.jsonl import numbered_lines, parse_record
 
@@ -126,6 +127,8 @@ class OutputSource:
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object."""
+        if staging.is_staged(self.name):
+            return staging.read(self.name, start, end)
         if self.name.startswith("s3://"):
             bucket, key = _split_s3(self.name)
             return _bucket(bucket).get_range(key, start, end)
@@ -163,8 +166,13 @@ def _bucket_at(bucket: str, endpoint: str | None) -> S3Store:
 
 def output_sources(uri: str, suffixes: tuple[str, ...] = (".jsonl",)) -> list[OutputSource]:
     """The JSONL objects behind an outputs reference, in key/path order: one file, every
-    `*.jsonl` (or other `suffixes`) under a folder, or every such object under an
-    `s3://bucket/prefix/`."""
+    `*.jsonl` (or other `suffixes`) under a folder, every such object under an
+    `s3://bucket/prefix/`, or inline outputs staged in this process (`inline://…`, see
+    `assay.staging`)."""
+    if staging.is_staged(uri):
+        if not staging.exists(uri):
+            raise InputError(uri, "no such staged outputs in this process")
+        return [OutputSource(uri)]
     named = " or ".join(suffixes)
     if uri.startswith("s3://"):
         from assay.s3 import parse_s3_uri

@@ -8,7 +8,7 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -30,7 +30,7 @@ from assay.cli._common import (
     resolve_suite_arg,
 )
 from assay.cli.runs import print_result
-from assay.gate.decision import GateDecision, GateRun
+from assay.gate.decision import GateDecision, GateReport, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
@@ -51,20 +51,6 @@ def _print_decision(decision: GateDecision) -> None:
     )
     reasons = ", ".join(reason.rule for reason in decision.reasons)
     out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
-
-
-def _gate_json(run: GateRun) -> dict[str, Any]:
-    decision = run.decision
-    return {
-        "verdict": decision.verdict,
-        "reasons": [reason.model_dump() for reason in decision.reasons],
-        "warnings": decision.warnings,
-        "run_id": decision.run_id,
-        "effective_verdict": decision.verdict,
-        "rules": [rule.model_dump() for rule in decision.rules],
-        "unjudged_cases": decision.unjudged_cases,
-        "result": run.result.model_dump(mode="json"),
-    }
 
 
 def _check(run_id: str, store: str | None, as_json: bool) -> None:
@@ -150,7 +136,7 @@ def gate_command(
         cases = list(read_cases(evidence, run.decision.run_id))
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
     if as_json:
-        print_json(_gate_json(run))
+        print_json(GateReport.of(run).model_dump(mode="json"))
     else:
         print_result(run.result)
         _print_decision(run.decision)
