@@ -60,6 +60,7 @@ from tests.otel_agent import agent_traces, otlp_json, run_sessions  # noqa: E402
 from tests.servers import ServerProcess, free_port  # noqa: E402
 
 SPANS_PER_SESSION = 3
+SERVE_START_SECONDS = 180.0
 
 
 @dataclass
@@ -232,6 +233,9 @@ def main() -> int:
                 [assay, "serve", "--port", str(port), "--store", f"file://{store}"],
                 port,
                 work / "serve.log",
+                # Its own Prefect home: the service starts an ephemeral Prefect API there.
+                env={**os.environ, "PREFECT_HOME": str(work / "prefect")},
+                timeout=SERVE_START_SECONDS,
             )
             server.start()
             url = server.endpoint_url

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
-
-from pydantic import BaseModel
 
 from assay.otel.traces import AttributeValue, Span
 
@@ -101,7 +100,8 @@ def _join(parts: Iterable[str]) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-class SpanUsage(BaseModel):
+@dataclass(frozen=True, slots=True)
+class SpanUsage:
     """Token and cost figures summed over spans; None where no span reported the figure."""
 
     input_tokens: int | None = None

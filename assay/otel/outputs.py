@@ -269,4 +269,8 @@ def read_trace_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[
 def _usage(figures: SpanUsage) -> Usage | None:
     if figures == SpanUsage():
         return None
-    return Usage.model_validate(figures.model_dump())
+    return Usage(
+        input_tokens=figures.input_tokens,
+        output_tokens=figures.output_tokens,
+        cost_usd=figures.cost_usd,
+    )
