@@ -191,3 +191,18 @@ def test_signals_land_in_hourly_write_once_objects(tmp_path: Path) -> None:
     assert len(keys) == 3  # one new object per request, never appended to in place
     hour = datetime.now(UTC).strftime("%Y/%m/%d/%H")
     assert all(key and f"signals/otlp/{hour}/" in key for key in keys)
+
+
+def test_monitor_takes_a_signals_source_or_the_store_not_both(store_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    for args in ([], ["signals.jsonl", "--from-store"]):
+        invoked = CliRunner().invoke(app, ["monitor", *args])
+        assert invoked.exit_code == 2
+        assert "give a SIGNALS file, folder or prefix, or --from-store (not both)" in (
+            invoked.output
+        )
+    invoked = CliRunner().invoke(app, ["monitor", "--from-store"])
+    assert invoked.exit_code == 2 and "no such signals file or folder" in invoked.output
