@@ -206,3 +206,29 @@ def test_monitor_takes_a_signals_source_or_the_store_not_both(store_dir: Path) -
         )
     invoked = CliRunner().invoke(app, ["monitor", "--from-store"])
     assert invoked.exit_code == 2 and "no such signals file or folder" in invoked.output
+
+
+def test_findings_count_and_severity_attributes_reach_the_signal(tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("agent")
+    for count, severity in ((2, "high"), (0, "high"), (1, CANARY)):
+        with tracer.start_as_current_span("session") as span:
+            span.set_attribute("assay.findings_count", count)
+            span.set_attribute("assay.max_severity", severity)
+    provider.shutdown()
+    receipt = receive(
+        FileStore(tmp_path / "e"),
+        protobuf(exporter.get_finished_spans()),
+        PROTOBUF,
+        None,
+        PendingUsage(),
+        limit=LIMIT,
+    )
+    ((signal),) = receipt.batch.signals
+    assert (signal.findings_count, signal.max_severity) == (2, "high")
+    assert receipt.batch.rejected_spans == 2
+    reasons = " | ".join(receipt.batch.rejected)
+    assert "findings_count and max_severity disagree" in reasons
+    assert "assay.max_severity: Input should be" in reasons and CANARY not in reasons

@@ -7,7 +7,9 @@ One root span (a span without a parent) is one session, identified by its trace 
   usually end, and are exported, before their root; `PendingUsage` keeps their figures, bounded);
 - `started_at` / `ended_at`: the span's start and end;
 - `subject`: `assay.subject` (on the span, then its resource), else `agent:<service.name>` with
-  `@<service.version>` when the resource has one.
+  `@<service.version>` when the resource has one;
+- `findings_count` / `max_severity`: the root span's `assay.findings_count` (an integer) and
+  `assay.max_severity` (none | low | medium | high | critical), when the agent records them.
 
 Only these fields are read; every other attribute, text or not, is left behind with the span.
 A root span that cannot become a valid signal is rejected with a reason that names the rule,
@@ -21,7 +23,7 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Final
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from assay.monitor.signals import SUBJECT_RULE, SessionSignal, checked_subject
 from assay.otel.genai import (
@@ -36,8 +38,19 @@ from assay.otel.genai import (
 from assay.otel.traces import STATUS_ERROR, Span
 
 SUBJECT_ATTRIBUTE: Final = "assay.subject"
+FINDINGS_COUNT: Final = "assay.findings_count"
+MAX_SEVERITY: Final = "assay.max_severity"
 SIGNAL_ATTRIBUTES: Final = frozenset(
-    {SUBJECT_ATTRIBUTE, "service.name", "service.version", *INPUT_TOKENS, *OUTPUT_TOKENS, COST_USD}
+    {
+        SUBJECT_ATTRIBUTE,
+        FINDINGS_COUNT,
+        MAX_SEVERITY,
+        "service.name",
+        "service.version",
+        *INPUT_TOKENS,
+        *OUTPUT_TOKENS,
+        COST_USD,
+    }
 )
 """The only attributes a session signal is made from; the receiver decodes no other."""
 PENDING_TRACES: Final = 100_000
@@ -117,16 +130,27 @@ def root_signal(root: Span, children: SpanUsage) -> SessionSignal:
         raise Rejection("a root span needs a start and an end time, in that order")
     own = span_usage(root)
     figures = own if own != SpanUsage() else children
-    return SessionSignal(
-        session_id=root.trace_id,
-        subject=subject_of(root),
-        state="failed" if root.status_code == STATUS_ERROR else "completed",
-        input_tokens=figures.input_tokens,
-        output_tokens=figures.output_tokens,
-        cost_usd=figures.cost_usd,
-        started_at=_moment(root.start_ns),
-        ended_at=_moment(root.end_ns),
-    )
+    try:
+        return SessionSignal.model_validate(
+            {
+                "session_id": root.trace_id,
+                "subject": subject_of(root),
+                "state": "failed" if root.status_code == STATUS_ERROR else "completed",
+                "findings_count": root.attributes.get(FINDINGS_COUNT),
+                "max_severity": root.attributes.get(MAX_SEVERITY),
+                "input_tokens": figures.input_tokens,
+                "output_tokens": figures.output_tokens,
+                "cost_usd": figures.cost_usd,
+                "started_at": _moment(root.start_ns),
+                "ended_at": _moment(root.end_ns),
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False, include_context=False)[0]
+        field = ".".join(str(step) for step in first["loc"])
+        named = {"findings_count": FINDINGS_COUNT, "max_severity": MAX_SEVERITY}.get(field, field)
+        problem = first["msg"].removeprefix("Value error, ")
+        raise Rejection(f"{named}: {problem}" if named else problem) from None
 
 
 class SignalBatch(BaseModel):
