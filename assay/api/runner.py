@@ -27,8 +27,9 @@ from assay.api.problems import Problem
 from assay.errors import InputError
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput
-from assay.runs.records import EvalResult, Subject, load_aggregate
+from assay.runs.records import EvalResult, load_aggregate
 from assay.store import EvidenceStore
+from assay.subject import Subject
 from assay.suites import registry
 
 if TYPE_CHECKING:

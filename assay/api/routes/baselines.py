@@ -12,8 +12,8 @@ from assay.api.auth import Operator, Store, Viewer
 from assay.errors import InputError, NotFoundError
 from assay.runs import baselines
 from assay.runs.baselines import PinRecord
-from assay.runs.records import Subject
 from assay.store import EvidenceStore
+from assay.subject import Subject
 from assay.suites import registry
 
 router = APIRouter(tags=["baselines"])
