@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
+from assay.api.problems import AUTHENTICATED, documented
 from assay.errors import InputError, NotFoundError
 from assay.runs import baselines
 from assay.runs.baselines import PinRecord
@@ -16,7 +17,7 @@ from assay.runs.records import Subject
 from assay.store import EvidenceStore
 from assay.suites import registry
 
-router = APIRouter(tags=["baselines"])
+router = APIRouter(tags=["baselines"], responses=AUTHENTICATED | documented(404))
 
 
 class PinRequest(BaseModel):

@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Token
+from assay.api.problems import documented
 from assay.gate.access import Tier
 from assay.gate.overrides import MIN_REASON, UNKNOWN, OverrideRecord, request_override
 
-router = APIRouter(tags=["overrides"])
+router = APIRouter(tags=["overrides"], responses=documented(413))
 
 
 class OverrideRequest(BaseModel):
