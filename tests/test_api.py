@@ -276,7 +276,7 @@ def test_gate_is_200_whatever_the_verdict_and_an_override_changes_only_the_effec
     assert (before["recorded"], before["effective"]) == ("fail", "fail")
     assert granted.status_code == 201 and granted.json()["outcome"] == "granted"
     assert (after["recorded"], after["effective"], after["overrides"]) == ("fail", "pass", 1)
-    assert _problem(again, 409)["outcome"] == "refused"
+    assert _problem(again, 409)["attempt"]["outcome"] == "refused"
     with service.client("viewer") as client:
         _problem(client.get("/gates/no-such-run"), 404)
 
@@ -297,7 +297,8 @@ def test_every_refused_override_is_audited_with_its_status(service: Service) -> 
     for tier, body, status in attempts:
         with service.client(tier) as client:
             refused = _problem(client.post("/overrides", json=body), status)
-        assert refused["outcome"] == "refused" and "attempt audited" in refused["detail"]
+        assert refused["attempt"]["outcome"] == "refused"
+        assert "attempt audited" in refused["detail"]
     with service.client(headers={"Authorization": "Bearer assay_forged"}) as client:
         _problem(client.post("/overrides", json={"run_id": run_id, "reason": reason}), 401)
     store = FileStore(service.store_dir)

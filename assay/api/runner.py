@@ -23,11 +23,11 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay import staging
+from assay.api.inputs import subject_param
 from assay.api.problems import Problem
-from assay.errors import InputError
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput
-from assay.runs.records import EvalResult, Subject, load_aggregate
+from assay.runs.records import EvalResult, load_aggregate
 from assay.store import EvidenceStore
 from assay.suites import registry
 
@@ -72,13 +72,6 @@ class RunRequest(BaseModel):
         return "\n".join(o.model_dump_json(exclude_none=True) for o in self.outputs).encode()
 
 
-def _subject(text: str) -> Subject:
-    try:
-        return Subject.parse(text)
-    except InputError as exc:
-        raise InputError("subject", exc.problem) from None
-
-
 def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
     """Run the suite-run or gate flow for a request, in this thread; blocks until it ends.
 
@@ -86,7 +79,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     404/422 with nothing recorded in Prefect.
     """
     version, _ = registry.resolve(store, request.suite)
-    who = _subject(request.subject)
+    who = subject_param(request.subject)
     if request.baseline is not None:
         load_aggregate(store, request.baseline)
     from prefect import tags
