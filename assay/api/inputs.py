@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from assay.errors import InputError
-from assay.runs.records import Subject
+from assay.subject import Subject
 
 
 def subject_param(text: str) -> Subject:

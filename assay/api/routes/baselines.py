@@ -14,8 +14,8 @@ from assay.api.problems import AUTHENTICATED, documented
 from assay.errors import NotFoundError
 from assay.runs import baselines
 from assay.runs.baselines import PinRecord
-from assay.runs.records import Subject
 from assay.store import EvidenceStore
+from assay.subject import Subject
 from assay.suites import registry
 
 router = APIRouter(tags=["baselines"], responses=AUTHENTICATED | documented(404))
