@@ -467,6 +467,12 @@ def test_input_errors_are_422_problems_naming_the_field(service: Service) -> Non
         duplicate = client.post("/runs", json={**base, "outputs": [outputs[0], outputs[0]]})
         sample = client.post("/runs", json={**base, "sample": 0})
         not_object = client.post("/runs", json=[1, 2])
+        surrogate = client.post(
+            "/runs",
+            content='{"suite": "support-bot", "subject": "agent:x", '
+            '"outputs": [{"case_id": "a", "output": "x\\ud800y"}]}',
+            headers={"content-type": "application/json"},
+        )
     with service.client("viewer") as client:
         limit = client.get("/runs", params={"limit": 0})
         cursor = client.get("/runs", params={"cursor": "not-a-cursor"})
@@ -487,6 +493,7 @@ def test_input_errors_are_422_problems_naming_the_field(service: Service) -> Non
     assert "duplicate output" in _problem(duplicate, 422)["detail"]
     assert _problem(sample, 422)["field"] == "body.sample"
     _problem(not_object, 422)
+    assert "lone surrogate" in _problem(surrogate, 422)["detail"]
     assert _problem(limit, 422)["field"] == "query.limit"
     assert _problem(cursor, 422)["field"] == "cursor"
     assert _problem(last_event, 422)["field"] == "header.Last-Event-ID"

@@ -61,6 +61,15 @@ class RunRequest(BaseModel):
     def _one_source(self) -> RunRequest:
         if (self.outputs is None) == (self.outputs_uri is None):
             raise ValueError("give exactly one of outputs (inline) and outputs_uri")
+        for index, output in enumerate(self.outputs or []):
+            try:
+                output.case_id.encode()
+                output.output.encode()
+            except UnicodeEncodeError:
+                # JSON lets `\ud800` through; it cannot be hashed, staged or scored as UTF-8.
+                raise ValueError(
+                    f"outputs[{index}]: not valid Unicode (a lone surrogate)"
+                ) from None
         if self.outputs_uri is not None and not self.outputs_uri.startswith("s3://"):
             # A service must not read its host's files on a caller's say-so.
             raise ValueError("outputs_uri must be an s3:// URI")
