@@ -13,7 +13,8 @@ For each: throughput (requests/s), p50/p99/max latency, and the count of non-2xx
 be 0). Prints a table and a JSON line; exits 1 when any request was not 2xx.
 
     .venv/bin/python bench/bench_api.py [--reads 2000] [--read-clients 32]
-                                        [--runs 50] [--run-clients 8] [--workdir bench/.work]
+                                        [--runs 50] [--run-clients 8] [--max-concurrent-runs 4]
+                                        [--workdir bench/.work]
 """
 
 from __future__ import annotations
@@ -120,12 +121,13 @@ def main() -> int:
     parser.add_argument("--read-clients", type=int, default=32)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--run-clients", type=int, default=8)
+    parser.add_argument("--max-concurrent-runs", type=int, default=4, help="the service's pool")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work")
     args = parser.parse_args()
     root = args.workdir / "api"
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
-    service = start_service(root)
+    service = start_service(root, "--max-concurrent-runs", str(args.max_concurrent_runs))
     startup = time.perf_counter() - started
     try:
         with service.client("operator") as client:
@@ -144,7 +146,8 @@ def main() -> int:
         service.stop()
     figures = [phase.figures() for phase in phases]
     print(
-        f"assay serve on {platform.node()} ({os.cpu_count()} cores), start-up {startup:.1f} s "
+        f"assay serve on {platform.node()} ({os.cpu_count()} cores), "
+        f"--max-concurrent-runs {args.max_concurrent_runs}, start-up {startup:.1f} s "
         "(includes the ephemeral Prefect API)"
     )
     header = f"{'phase':<18}{'requests':>9}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
