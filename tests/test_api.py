@@ -25,7 +25,7 @@ from httpx_sse import connect_sse
 from assay.gate.overrides import audit_records
 from assay.store import FileStore
 from tests.api_service import Service, example_outputs, example_suite, start_service
-from tests.servers import S3Server
+from tests.servers import S3Server, free_port
 
 CANARY = "CANARY-api-5c1d-never-stored"
 PROBLEM = "application/problem+json"
@@ -605,6 +605,26 @@ def test_runs_beyond_the_pool_and_queue_are_429_with_retry_after(limited: Servic
             _problem(response, 429)
             assert int(response.headers["retry-after"]) >= 1
     assert read.status_code == 200
+
+
+def test_a_prefect_api_that_does_not_answer_is_503_not_a_failure_of_the_client(
+    tmp_path: Path,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    down = start_service(tmp_path, prefect_api_url=dead, env={"PREFECT_CLIENT_MAX_RETRIES": "0"})
+    try:
+        with down.client() as client:
+            health = client.get("/healthz")
+        with down.client("operator") as client:
+            assert client.post("/suites", json=example_suite()).status_code == 201
+            refused = _run(client, "v1")
+    finally:
+        down.stop()
+    assert health.status_code == 503
+    assert health.json() == {"status": "degraded", "store": True, "prefect": False}
+    body = _problem(refused, 503)
+    assert body["type"].endswith("/prefect-unavailable")
+    assert int(refused.headers["retry-after"]) >= 1
 
 
 def _files_containing(root: Path, needle: bytes) -> list[Path]:

@@ -13,6 +13,7 @@ the CLI runs (`suite-run`, `gate`).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay import staging
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
     from anyio import CapacityLimiter
 
 T = TypeVar("T")
+log = logging.getLogger("assay.api")
+
+PREFECT_RETRY_AFTER_SECONDS = 30
+"""Retry-After of a 503 for a Prefect API that refused a run (its client backed off already)."""
 FlowName = Literal["suite-run", "gate"]
 
 
@@ -98,6 +104,25 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     from tasks.ingest import ingest_outputs
 
     def call(outputs: str) -> EvalResult | GateRun:
+        try:
+            return run_flow(outputs)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            # Prefect's client speaks httpx and has retried already; the run cannot go on. A
+            # server that never answered comes as RuntimeError("Failed to reach API") from it.
+            cause = exc if isinstance(exc, httpx.HTTPError) else exc.__cause__
+            if not isinstance(cause, httpx.HTTPError):
+                raise
+            status = getattr(getattr(cause, "response", None), "status_code", None)
+            raise Problem(
+                503,
+                "the Prefect API did not take the run"
+                + (f" (HTTP {status} after retries)" if status else " (unreachable)")
+                + "; retry later",
+                kind="prefect-unavailable",
+                headers={"Retry-After": str(PREFECT_RETRY_AFTER_SECONDS)},
+            ) from None
+
+    def run_flow(outputs: str) -> EvalResult | GateRun:
         with tags("assay", "api", *(["gate"] if flow == "gate" else []), f"suite:{version.suite}"):
             return (gate if flow == "gate" else suite_run)(
                 suite=version.ref,
@@ -149,12 +174,16 @@ class RunPool:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.concurrent)
         self.admitted += 1
+        queued = time.monotonic()
         try:
             async with self._limiter:
                 started = time.monotonic()
-                result = await anyio.to_thread.run_sync(work)
-                self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.monotonic() - started)
-                return result
+                try:
+                    return await anyio.to_thread.run_sync(work)
+                finally:
+                    ran = time.monotonic() - started
+                    self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * ran
+                    log.info("run slot: waited %.3fs, ran %.3fs", started - queued, ran)
         finally:
             self.admitted -= 1
 
