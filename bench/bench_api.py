@@ -13,7 +13,8 @@ For each: throughput (requests/s), p50/p99/max latency, and the count of non-2xx
 be 0). Prints a table and a JSON line; exits 1 when any request was not 2xx.
 
     .venv/bin/python bench/bench_api.py [--reads 2000] [--read-clients 32]
-                                        [--runs 50] [--run-clients 8] [--workdir bench/.work]
+                                        [--runs 50] [--run-clients 8] [--max-concurrent-runs 4]
+                                        [--prefect-api-url URL] [--workdir bench/.work]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
@@ -114,18 +116,47 @@ async def _delayed(work: Any) -> None:
     await work
 
 
+def _slot_times(log: Path) -> dict[str, float]:
+    """Queue wait and flow time of each run, from the service's `run slot` log lines."""
+    pattern = re.compile(r"run slot: waited ([\d.]+)s, ran ([\d.]+)s")
+    found = [tuple(map(float, m.groups())) for m in pattern.finditer(log.read_text())]
+    if not found:
+        return {}
+    waits, runs = sorted(w for w, _ in found), sorted(r for _, r in found)
+
+    def at(values: list[float], q: float) -> float:
+        return round(values[min(len(values) - 1, int(q * len(values)))], 2)
+
+    return {
+        "wait_p50_s": at(waits, 0.5),
+        "wait_p99_s": at(waits, 0.99),
+        "run_p50_s": at(runs, 0.5),
+        "run_p99_s": at(runs, 0.99),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--reads", type=int, default=2000)
     parser.add_argument("--read-clients", type=int, default=32)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--run-clients", type=int, default=8)
+    parser.add_argument("--max-concurrent-runs", type=int, default=4, help="the service's pool")
+    parser.add_argument(
+        "--prefect-api-url",
+        help="Run on this Prefect server (e.g. one on PostgreSQL) instead of an ephemeral API",
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work")
     args = parser.parse_args()
     root = args.workdir / "api"
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
-    service = start_service(root)
+    service = start_service(
+        root,
+        "--max-concurrent-runs",
+        str(args.max_concurrent_runs),
+        prefect_api_url=args.prefect_api_url,
+    )
     startup = time.perf_counter() - started
     try:
         with service.client("operator") as client:
@@ -144,8 +175,9 @@ def main() -> int:
         service.stop()
     figures = [phase.figures() for phase in phases]
     print(
-        f"assay serve on {platform.node()} ({os.cpu_count()} cores), start-up {startup:.1f} s "
-        "(includes the ephemeral Prefect API)"
+        f"assay serve on {platform.node()} ({os.cpu_count()} cores), "
+        f"--max-concurrent-runs {args.max_concurrent_runs}, Prefect API "
+        f"{args.prefect_api_url or 'ephemeral (SQLite)'}, start-up {startup:.1f} s"
     )
     header = f"{'phase':<18}{'requests':>9}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
     print(header + f"{'max ms':>9}{'non-2xx':>9}")
@@ -154,7 +186,14 @@ def main() -> int:
             f"{row['phase']:<18}{row['requests']:>9}{row['throughput_rps']:>9}{row['p50_ms']:>9}"
             f"{row['p99_ms']:>9}{row['max_ms']:>9}{row['non_2xx']:>9}"
         )
-    print(json.dumps({"startup_s": round(startup, 1), "phases": figures}))
+    slots = _slot_times(service.log)
+    if slots:
+        print(
+            "POST /runs split (server log): queue wait p50/p99 "
+            f"{slots['wait_p50_s']}/{slots['wait_p99_s']} s, "
+            f"flow p50/p99 {slots['run_p50_s']}/{slots['run_p99_s']} s"
+        )
+    print(json.dumps({"startup_s": round(startup, 1), "phases": figures, "run_slots": slots}))
     return 1 if any(row["non_2xx"] for row in figures) else 0
 
 

@@ -25,7 +25,7 @@ from httpx_sse import connect_sse
 from assay.gate.overrides import audit_records
 from assay.store import FileStore
 from tests.api_service import Service, example_outputs, example_suite, start_service
-from tests.servers import S3Server
+from tests.servers import S3Server, free_port
 
 CANARY = "CANARY-api-5c1d-never-stored"
 PROBLEM = "application/problem+json"
@@ -276,7 +276,7 @@ def test_gate_is_200_whatever_the_verdict_and_an_override_changes_only_the_effec
     assert (before["recorded"], before["effective"]) == ("fail", "fail")
     assert granted.status_code == 201 and granted.json()["outcome"] == "granted"
     assert (after["recorded"], after["effective"], after["overrides"]) == ("fail", "pass", 1)
-    assert _problem(again, 409)["outcome"] == "refused"
+    assert _problem(again, 409)["attempt"]["outcome"] == "refused"
     with service.client("viewer") as client:
         _problem(client.get("/gates/no-such-run"), 404)
 
@@ -297,7 +297,8 @@ def test_every_refused_override_is_audited_with_its_status(service: Service) -> 
     for tier, body, status in attempts:
         with service.client(tier) as client:
             refused = _problem(client.post("/overrides", json=body), status)
-        assert refused["outcome"] == "refused" and "attempt audited" in refused["detail"]
+        assert refused["attempt"]["outcome"] == "refused"
+        assert "attempt audited" in refused["detail"]
     with service.client(headers={"Authorization": "Bearer assay_forged"}) as client:
         _problem(client.post("/overrides", json={"run_id": run_id, "reason": reason}), 401)
     store = FileStore(service.store_dir)
@@ -466,6 +467,12 @@ def test_input_errors_are_422_problems_naming_the_field(service: Service) -> Non
         duplicate = client.post("/runs", json={**base, "outputs": [outputs[0], outputs[0]]})
         sample = client.post("/runs", json={**base, "sample": 0})
         not_object = client.post("/runs", json=[1, 2])
+        surrogate = client.post(
+            "/runs",
+            content='{"suite": "support-bot", "subject": "agent:x", '
+            '"outputs": [{"case_id": "a", "output": "x\\ud800y"}]}',
+            headers={"content-type": "application/json"},
+        )
     with service.client("viewer") as client:
         limit = client.get("/runs", params={"limit": 0})
         cursor = client.get("/runs", params={"cursor": "not-a-cursor"})
@@ -486,6 +493,7 @@ def test_input_errors_are_422_problems_naming_the_field(service: Service) -> Non
     assert "duplicate output" in _problem(duplicate, 422)["detail"]
     assert _problem(sample, 422)["field"] == "body.sample"
     _problem(not_object, 422)
+    assert "lone surrogate" in _problem(surrogate, 422)["detail"]
     assert _problem(limit, 422)["field"] == "query.limit"
     assert _problem(cursor, 422)["field"] == "cursor"
     assert _problem(last_event, 422)["field"] == "header.Last-Event-ID"
@@ -597,6 +605,26 @@ def test_runs_beyond_the_pool_and_queue_are_429_with_retry_after(limited: Servic
             _problem(response, 429)
             assert int(response.headers["retry-after"]) >= 1
     assert read.status_code == 200
+
+
+def test_a_prefect_api_that_does_not_answer_is_503_not_a_failure_of_the_client(
+    tmp_path: Path,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    down = start_service(tmp_path, prefect_api_url=dead, env={"PREFECT_CLIENT_MAX_RETRIES": "0"})
+    try:
+        with down.client() as client:
+            health = client.get("/healthz")
+        with down.client("operator") as client:
+            assert client.post("/suites", json=example_suite()).status_code == 201
+            refused = _run(client, "v1")
+    finally:
+        down.stop()
+    assert health.status_code == 503
+    assert health.json() == {"status": "degraded", "store": True, "prefect": False}
+    body = _problem(refused, 503)
+    assert body["type"].endswith("/prefect-unavailable")
+    assert int(refused.headers["retry-after"]) >= 1
 
 
 def _files_containing(root: Path, needle: bytes) -> list[Path]:

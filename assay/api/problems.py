@@ -16,7 +16,7 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from assay import staging
@@ -43,6 +43,34 @@ _TITLES: Final = {
     500: "Internal server error",
     503: "Service unavailable",
 }
+
+
+class ProblemDetails(BaseModel):
+    """RFC 9457 problem details, as every error is answered (extensions vary by problem)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` declaring these statuses as problem+json."""
+    return {
+        status: {
+            "model": ProblemDetails,
+            "description": _TITLES.get(status, "Error"),
+            "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}},
+        }
+        for status in statuses
+    }
+
+
+AUTHENTICATED: Final = documented(401, 403, 413, 422, 503)
+"""What any route behind a token may answer, besides its own statuses."""
 
 
 class Problem(Exception):

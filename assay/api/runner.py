@@ -13,6 +13,7 @@ the CLI runs (`suite-run`, `gate`).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -20,22 +21,26 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay import staging
+from assay.api.inputs import subject_param
 from assay.api.problems import Problem
-from assay.errors import InputError
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput
 from assay.runs.records import EvalResult, load_aggregate
 from assay.store import EvidenceStore
-from assay.subject import Subject
 from assay.suites import registry
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
 
 T = TypeVar("T")
+log = logging.getLogger("assay.api")
+
+PREFECT_RETRY_AFTER_SECONDS = 30
+"""Retry-After of a 503 for a Prefect API that refused a run (its client backed off already)."""
 FlowName = Literal["suite-run", "gate"]
 
 
@@ -62,6 +67,15 @@ class RunRequest(BaseModel):
     def _one_source(self) -> RunRequest:
         if (self.outputs is None) == (self.outputs_uri is None):
             raise ValueError("give exactly one of outputs (inline) and outputs_uri")
+        for index, output in enumerate(self.outputs or []):
+            try:
+                output.case_id.encode()
+                output.output.encode()
+            except UnicodeEncodeError:
+                # JSON lets `\ud800` through; it cannot be hashed, staged or scored as UTF-8.
+                raise ValueError(
+                    f"outputs[{index}]: not valid Unicode (a lone surrogate)"
+                ) from None
         if self.outputs_uri is not None and not self.outputs_uri.startswith("s3://"):
             # A service must not read its host's files on a caller's say-so.
             raise ValueError("outputs_uri must be an s3:// URI")
@@ -73,13 +87,6 @@ class RunRequest(BaseModel):
         return "\n".join(o.model_dump_json(exclude_none=True) for o in self.outputs).encode()
 
 
-def _subject(text: str) -> Subject:
-    try:
-        return Subject.parse(text)
-    except InputError as exc:
-        raise InputError("subject", exc.problem) from None
-
-
 def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
     """Run the suite-run or gate flow for a request, in this thread; blocks until it ends.
 
@@ -87,7 +94,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     404/422 with nothing recorded in Prefect.
     """
     version, _ = registry.resolve(store, request.suite)
-    who = _subject(request.subject)
+    who = subject_param(request.subject)
     if request.baseline is not None:
         load_aggregate(store, request.baseline)
     from prefect import tags
@@ -97,6 +104,25 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     from tasks.ingest import ingest_outputs
 
     def call(outputs: str) -> EvalResult | GateRun:
+        try:
+            return run_flow(outputs)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            # Prefect's client speaks httpx and has retried already; the run cannot go on. A
+            # server that never answered comes as RuntimeError("Failed to reach API") from it.
+            cause = exc if isinstance(exc, httpx.HTTPError) else exc.__cause__
+            if not isinstance(cause, httpx.HTTPError):
+                raise
+            status = getattr(getattr(cause, "response", None), "status_code", None)
+            raise Problem(
+                503,
+                "the Prefect API did not take the run"
+                + (f" (HTTP {status} after retries)" if status else " (unreachable)")
+                + "; retry later",
+                kind="prefect-unavailable",
+                headers={"Retry-After": str(PREFECT_RETRY_AFTER_SECONDS)},
+            ) from None
+
+    def run_flow(outputs: str) -> EvalResult | GateRun:
         with tags("assay", "api", *(["gate"] if flow == "gate" else []), f"suite:{version.suite}"):
             return (gate if flow == "gate" else suite_run)(
                 suite=version.ref,
@@ -148,12 +174,16 @@ class RunPool:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.concurrent)
         self.admitted += 1
+        queued = time.monotonic()
         try:
             async with self._limiter:
                 started = time.monotonic()
-                result = await anyio.to_thread.run_sync(work)
-                self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.monotonic() - started)
-                return result
+                try:
+                    return await anyio.to_thread.run_sync(work)
+                finally:
+                    ran = time.monotonic() - started
+                    self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * ran
+                    log.info("run slot: waited %.3fs, ran %.3fs", started - queued, ran)
         finally:
             self.admitted -= 1
 

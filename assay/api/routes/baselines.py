@@ -9,14 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
-from assay.errors import InputError, NotFoundError
+from assay.api.inputs import subject_param
+from assay.api.problems import AUTHENTICATED, documented
+from assay.errors import NotFoundError
 from assay.runs import baselines
 from assay.runs.baselines import PinRecord
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
 
-router = APIRouter(tags=["baselines"])
+router = APIRouter(tags=["baselines"], responses=AUTHENTICATED | documented(404))
 
 
 class PinRequest(BaseModel):
@@ -44,10 +46,7 @@ def _subject(store: EvidenceStore, suite: str, subject: str, variant: str | None
     name, version = registry.parse_ref(suite)
     if version is not None or registry.latest_version(store, name) is None:
         raise NotFoundError(f"suite {suite!r} was never published in {store.uri}")
-    try:
-        who = Subject.parse(subject)
-    except InputError as exc:
-        raise InputError("subject", exc.problem) from None
+    who = subject_param(subject)
     return who.model_copy(update={"variant": variant}) if variant else who
 
 

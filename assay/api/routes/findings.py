@@ -10,10 +10,11 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Viewer
 from assay.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, paginate, sort_key
+from assay.api.problems import AUTHENTICATED
 from assay.findings import Finding, list_findings
 from assay.store import EvidenceStore
 
-router = APIRouter(tags=["findings"])
+router = APIRouter(tags=["findings"], responses=AUTHENTICATED)
 
 
 def _matching(

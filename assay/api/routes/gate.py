@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
+from assay.api.problems import AUTHENTICATED, documented
 from assay.api.routes.runs import REPLAYED, IdempotencyKey, RunId, submit
 from assay.api.runner import RunRequest
 from assay.gate.decision import GateReport, GateRun, load_decision
@@ -13,7 +14,7 @@ from assay.gate.overrides import GateCheck, check_gate
 from assay.runs.records import load_result
 from assay.store import EvidenceStore
 
-router = APIRouter(tags=["gate"])
+router = APIRouter(tags=["gate"], responses=AUTHENTICATED | documented(404, 409, 429))
 
 
 def _report(store: EvidenceStore, run_id: str) -> GateReport:

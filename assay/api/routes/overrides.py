@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Token
+from assay.api.problems import documented, problem_response
 from assay.gate.access import Tier
 from assay.gate.overrides import MIN_REASON, UNKNOWN, OverrideRecord, request_override
 
-router = APIRouter(tags=["overrides"])
+router = APIRouter(tags=["overrides"], responses=documented(413))
 
 
 class OverrideRequest(BaseModel):
@@ -48,26 +49,21 @@ def _status(record: OverrideRecord) -> int:
     "/overrides",
     response_model=OverrideRecord,
     status_code=201,
-    responses={code: {"model": OverrideRecord} for code in (401, 403, 404, 409, 422)},
+    responses=documented(401, 403, 404, 409, 422),
 )
 async def override(body: OverrideRequest, store: Store, token: Token) -> JSONResponse:
     """Override a failed gate (admin tier): the effective verdict becomes pass, the recorded
     one stays. Every attempt appends an audit record, returned in the body either way."""
     record = await run_in_threadpool(request_override, store, body.run_id, token, body.reason)
     status = _status(record)
-    content = record.model_dump(mode="json")
-    if status != 201:
-        content = {
-            "type": "https://assay.dev/problems/override-refused",
-            "title": "Override refused",
-            "status": status,
-            "detail": f"{record.refusal} (attempt audited)",
-            **content,
-        }
+    attempt = record.model_dump(mode="json")
+    if status == 201:
+        return JSONResponse(attempt, status_code=201)
     headers = {"WWW-Authenticate": 'Bearer realm="assay"'} if status == 401 else None
-    return JSONResponse(
-        content,
-        status_code=status,
-        media_type="application/json" if status == 201 else "application/problem+json",
+    return problem_response(
+        status,
+        f"{record.refusal} (attempt audited)",
+        kind="override-refused",
         headers=headers,
+        attempt=attempt,
     )

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Operator, Store, Viewer
 from assay.api.idempotency import Idempotency
 from assay.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, paginate, sort_key
-from assay.api.problems import Problem
+from assay.api.problems import AUTHENTICATED, Problem, documented
 from assay.api.runner import FlowName, RunRequest, launch
 from assay.gate.decision import GateRun
 from assay.runs.records import (
@@ -28,7 +28,7 @@ from assay.runs.records import (
 from assay.runs.scoring import CaseEvidence
 from assay.store import EvidenceStore
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], responses=AUTHENTICATED | documented(404, 409, 429))
 
 RUN_ID: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 RunId = Annotated[str, Path(pattern=RUN_ID, description="The run id (its Prefect flow run id).")]

@@ -9,9 +9,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Viewer
+from assay.api.problems import AUTHENTICATED
 from assay.runs.scorecard import DEFAULT_TREND_RUNS, ScorecardRow, scorecard, to_csv
 
-router = APIRouter(tags=["scorecards"])
+router = APIRouter(tags=["scorecards"], responses=AUTHENTICATED)
 
 
 @router.get(

@@ -11,11 +11,12 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
+from assay.api.problems import AUTHENTICATED, documented
 from assay.suites import registry
 from assay.suites.registry import SuiteVersion
 from assay.suites.suite import SLUG, parse_suite
 
-router = APIRouter(tags=["suites"])
+router = APIRouter(tags=["suites"], responses=AUTHENTICATED | documented(404))
 
 SuiteName = Annotated[str, Path(pattern=SLUG, max_length=64)]
 
