@@ -22,6 +22,7 @@ from assay.errors import InputError
 from assay.jsonl import numbered_lines, parse_record
 
 if TYPE_CHECKING:
+    from assay.otel.outputs import TraceSlice
     from assay.s3 import ObjectReader
 
 
@@ -262,10 +263,51 @@ def index_outputs(
         from assay.otel.outputs import index_traces
 
         found = index_traces(traces, reference.case_attribute, wanted, chunk_size, claim)
-        slices.extend(found.slices)
+        slices.extend(_trace_slice(piece, reference.case_attribute) for piece in found.slices)
         without_text = found.without_text
     missing = [c for c in selected if c not in first_seen or c in without_text]
     return OutputsIndex(slices=slices, seen=len(first_seen) - len(without_text), missing=missing)
+
+
+def _trace_slice(piece: TraceSlice, case_attribute: str) -> OutputSlice:
+    home, *others = piece.ranges
+    return OutputSlice(
+        path=home.path,
+        start=home.start,
+        end=home.end,
+        first_line=home.first_line,
+        cases=len(piece.case_ids),
+        format="otlp",
+        case_attribute=case_attribute,
+        case_ids=piece.case_ids,
+        extra=[
+            ByteRange(path=r.path, start=r.start, end=r.end, first_line=r.first_line)
+            for r in others
+        ],
+    )
+
+
+def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
+    from assay.otel.outputs import Range, TraceSlice, read_trace_slice
+
+    assert piece.case_attribute is not None and piece.case_ids is not None
+    ranges = [Range(r.path, r.start, r.end, r.first_line) for r in [piece, *piece.extra]]
+    traces = TraceSlice(case_ids=piece.case_ids, ranges=ranges)
+    for traced in read_trace_slice(traces, piece.case_attribute, selected, OutputSource):
+        figures = traced.usage
+        known = (figures.input_tokens, figures.output_tokens, figures.cost_usd) != (None,) * 3
+        yield CandidateOutput(
+            case_id=traced.case_id,
+            output=traced.text,
+            duration_ms=traced.duration_ms,
+            usage=Usage(
+                input_tokens=figures.input_tokens,
+                output_tokens=figures.output_tokens,
+                cost_usd=figures.cost_usd,
+            )
+            if known
+            else None,
+        )
 
 
 def _index_jsonl(
@@ -297,9 +339,7 @@ def _index_jsonl(
 def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
     """Stream the selected outputs of one slice (lines of unselected cases are skipped)."""
     if piece.format == "otlp":
-        from assay.otel.outputs import read_trace_slice
-
-        yield from read_trace_slice(piece, selected)
+        yield from _read_traces(piece, selected)
         return
     data = OutputSource(piece.path).read(piece.start, piece.end)
     for number, raw in enumerate(data.split(b"\n"), start=piece.first_line):

@@ -5,7 +5,7 @@ Builds one export request the way an instrumented agent's SDK does: the tests' t
 attribute) traced by the real OpenTelemetry SDK, encoded by the SDK's OTLP encoder into a batch
 of `--batch` spans (512: `BatchSpanProcessor`'s default). Then:
 
-1. in process: `assay.otel.receiver.receive` (decode, signals, one write-once store object per
+1. in process: `assay.monitor.receiver.receive` (decode, signals, one write-once store object per
    request) on a local `FileStore`, `--requests` times — the ceiling without HTTP;
 2. over HTTP: a real `assay serve` process on loopback (or `--url` with `--token`), `--requests`
    requests from `--concurrency` client threads (httpx, keep-alive), protobuf and then JSON.
@@ -52,8 +52,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 from assay.gate.access import Tier, add_principal  # noqa: E402
-from assay.otel.receiver import JSON, PROTOBUF, receive  # noqa: E402
-from assay.otel.signals import PendingUsage  # noqa: E402
+from assay.monitor.receiver import JSON, PROTOBUF, receive  # noqa: E402
+from assay.monitor.spans import PendingUsage  # noqa: E402
 from assay.outputs import index_outputs, read_slice  # noqa: E402
 from assay.store import FileStore  # noqa: E402
 from tests.otel_agent import agent_traces, otlp_json, run_sessions  # noqa: E402

@@ -19,8 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from assay.monitor.figures import window_stats
-from assay.monitor.signals import read_signals
-from assay.otel.receiver import (
+from assay.monitor.receiver import (
     JSON,
     PROTOBUF,
     MalformedRequest,
@@ -29,7 +28,8 @@ from assay.otel.receiver import (
     response_body,
     signals_reference,
 )
-from assay.otel.signals import PendingUsage
+from assay.monitor.signals import read_signals
+from assay.monitor.spans import PendingUsage
 from assay.store import FileStore
 from tests.otel_agent import CANARY, run_sessions
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from assay.cli import _common as common
 from assay.monitor.figures import diff_text, states_text
+from assay.monitor.receiver import signals_reference
 from assay.monitor.render import cost_text, relative_text, tokens_text
 from assay.monitor.report import (
     ABSENCE_NOTE,
@@ -20,7 +21,6 @@ from assay.monitor.report import (
 )
 from assay.monitor.signals import read_signals
 from assay.monitor.windows import parse_now, windows
-from assay.otel.receiver import signals_reference
 from assay.rate import rate_text
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}

@@ -1,6 +1,7 @@
-"""OpenTelemetry: OTLP traces as candidate outputs, and root spans as session signals.
+"""OpenTelemetry: decoding OTLP traces (JSON and protobuf), the GenAI semantic conventions Assay
+reads, and OTLP trace exports as candidate outputs.
 
-Pure domain code: decoding OTLP (JSON and protobuf), reading the GenAI semantic conventions,
-and turning traces into Assay's own records. Nothing here imports Prefect or a web framework;
-the HTTP route `POST /v1/traces` is `assay.api.routes.otlp`.
+Pure domain code that knows nothing of Assay's other records: `assay.outputs` adapts traces to
+candidate outputs, and `assay.monitor.spans` / `assay.monitor.receiver` turn root spans into
+session signals (the `POST /v1/traces` route is `assay.api.routes.otlp`).
 """

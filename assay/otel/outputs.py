@@ -14,8 +14,9 @@ documents; reading a slice decodes just those ranges. The text is never copied a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from assay.errors import InputError
 from assay.otel.genai import (
@@ -26,10 +27,48 @@ from assay.otel.genai import (
     usage,
 )
 from assay.otel.traces import Document, Span, documents, json_spans
-from assay.outputs import ByteRange, CandidateOutput, OutputSlice, OutputSource, Usage
 
 Claim = Callable[[str, str, int, str], None]
 """Registers a case id found at (source, line, field); raises InputError if unknown or taken."""
+
+
+class Source(Protocol):
+    """One trace export object (`assay.outputs.OutputSource` is one)."""
+
+    name: str
+
+    def read(self, start: int, end: int) -> bytes: ...
+
+    def blocks(self) -> Iterator[bytes]: ...
+
+
+@dataclass(slots=True)
+class Range:
+    """Whole lines of one object: bytes [start, end), first line `first_line`."""
+
+    path: str
+    start: int
+    end: int
+    first_line: int
+
+
+@dataclass
+class TraceSlice:
+    """One chunk's cases and the byte ranges holding their traces' spans (its home range,
+    where their case spans are, first)."""
+
+    case_ids: list[str]
+    ranges: list[Range]
+
+
+@dataclass(frozen=True)
+class TracedOutput:
+    """One case's output as its trace tells it."""
+
+    case_id: str
+    text: str
+    duration_ms: float | None
+    usage: SpanUsage
 
 
 @dataclass(slots=True)
@@ -144,7 +183,7 @@ class TraceBook:
         )
 
 
-def _read(book: TraceBook, source: OutputSource, part: ByteRange | None) -> None:
+def _read(book: TraceBook, source: Source, part: Range | None) -> None:
     if part is None:
         blocks: Iterable[bytes] = source.blocks()
         line_offset, byte_offset = 0, 0
@@ -167,13 +206,13 @@ def _read(book: TraceBook, source: OutputSource, part: ByteRange | None) -> None
 class TraceIndex:
     """What indexing trace exports found: slices of selected cases, and the cases seen."""
 
-    slices: list[OutputSlice]
+    slices: list[TraceSlice]
     without_text: set[str]
     """Case ids whose case span carries no output text: cases with no output."""
 
 
 def index_traces(
-    sources: list[OutputSource],
+    sources: Sequence[Source],
     case_attribute: str,
     wanted: Collection[str],
     chunk_size: int,
@@ -188,7 +227,7 @@ def index_traces(
     book = TraceBook(case_attribute, keep_spans=False)
     for source in sources:
         _read(book, source, None)
-    slices: list[OutputSlice] = []
+    slices: list[TraceSlice] = []
     batch: list[_Trace] = []
     without_text: set[str] = set()
     for trace in book.cases():
@@ -201,11 +240,11 @@ def index_traces(
         if case_id not in wanted:
             continue
         if batch and (len(batch) == chunk_size or _home(book, batch[0]) != place.source):
-            slices.append(_slice(book, batch, case_attribute))
+            slices.append(_slice(book, batch))
             batch = []
         batch.append(trace)
     if batch:
-        slices.append(_slice(book, batch, case_attribute))
+        slices.append(_slice(book, batch))
     return TraceIndex(slices=slices, without_text=without_text)
 
 
@@ -214,9 +253,9 @@ def _home(book: TraceBook, trace: _Trace) -> str:
     return book.located[trace.case_place.document].path
 
 
-def _slice(book: TraceBook, batch: list[_Trace], case_attribute: str) -> OutputSlice:
+def _slice(book: TraceBook, batch: list[_Trace]) -> TraceSlice:
     numbers = sorted({n for trace in batch for n in trace.documents})
-    ranges: list[ByteRange] = []
+    ranges: list[Range] = []
     for n in numbers:
         located = book.located[n]
         doc = located.document
@@ -224,30 +263,25 @@ def _slice(book: TraceBook, batch: list[_Trace], case_attribute: str) -> OutputS
         if last is not None and last.path == located.path and last.end >= doc.start:
             last.end = max(last.end, doc.end)
             continue
-        ranges.append(
-            ByteRange(path=located.path, start=doc.start, end=doc.end, first_line=doc.line)
-        )
+        ranges.append(Range(located.path, doc.start, doc.end, doc.line))
     home = _home(book, batch[0])
     own = next(r for r in ranges if r.path == home)
-    return OutputSlice(
-        path=own.path,
-        start=own.start,
-        end=own.end,
-        first_line=own.first_line,
-        cases=len(batch),
-        format="otlp",
-        case_attribute=case_attribute,
+    return TraceSlice(
         case_ids=[trace.case_id for trace in batch if trace.case_id is not None],
-        extra=[r for r in ranges if r is not own],
+        ranges=[own, *(r for r in ranges if r is not own)],
     )
 
 
-def read_trace_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
+def read_trace_slice(
+    piece: TraceSlice,
+    case_attribute: str,
+    selected: Collection[str],
+    open_source: Callable[[str], Source],
+) -> Iterator[TracedOutput]:
     """The selected outputs of one trace slice, in the slice's order, read from its byte ranges."""
-    assert piece.case_attribute is not None and piece.case_ids is not None
-    book = TraceBook(piece.case_attribute, keep_spans=True)
-    for part in [piece, *piece.extra]:
-        _read(book, OutputSource(part.path), part)
+    book = TraceBook(case_attribute, keep_spans=True)
+    for part in piece.ranges:
+        _read(book, open_source(part.path), part)
     # Other slices' traces may be only partly in these ranges: look up ours, validate nothing
     # more (indexing already checked every trace with all its spans).
     found = {trace.case_id: trace for trace in book.traces.values() if trace.case_id}
@@ -256,21 +290,5 @@ def read_trace_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[
         if trace is None or trace.case_span is None or case_id not in selected:
             continue
         text = output_text(trace.case_span.attributes)
-        if text is None:
-            continue
-        yield CandidateOutput(
-            case_id=case_id,
-            output=text,
-            duration_ms=trace.case_span.duration_ms,
-            usage=_usage(usage(trace.spans)),
-        )
-
-
-def _usage(figures: SpanUsage) -> Usage | None:
-    if figures == SpanUsage():
-        return None
-    return Usage(
-        input_tokens=figures.input_tokens,
-        output_tokens=figures.output_tokens,
-        cost_usd=figures.cost_usd,
-    )
+        if text is not None:
+            yield TracedOutput(case_id, text, trace.case_span.duration_ms, usage(trace.spans))

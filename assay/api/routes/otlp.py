@@ -1,6 +1,6 @@
 """`POST /v1/traces`: the OTLP/HTTP trace endpoint (operator tier) that feeds the monitor.
 
-The domain is `assay.otel.receiver`; this module only speaks HTTP. Answers follow the OTLP/HTTP
+The domain is `assay.monitor.receiver`; this module only speaks HTTP. Answers follow the OTLP/HTTP
 specification: 200 with an `ExportTraceServiceResponse` in the request's encoding
 (`partialSuccess` {rejectedSpans, errorMessage} when root spans were rejected); 400 for a body
 that is not a trace export (permanent: exporters do not retry it); 415 for another content type
@@ -18,14 +18,14 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store
 from assay.api.problems import Problem
-from assay.otel.receiver import (
+from assay.monitor.receiver import (
     MalformedRequest,
     UnsupportedMediaType,
     media_type,
     receive,
     response_body,
 )
-from assay.otel.signals import PendingUsage
+from assay.monitor.spans import PendingUsage
 
 MAX_DECOMPRESSED: Final = 64 * 1024 * 1024
 """Largest body after gzip; the service's body limit applies to what is sent."""

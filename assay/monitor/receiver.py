@@ -18,7 +18,7 @@ from typing import Final
 from uuid import uuid4
 
 from assay.errors import InputError
-from assay.otel.signals import SIGNAL_ATTRIBUTES, PendingUsage, SignalBatch, session_signals
+from assay.monitor.spans import SIGNAL_ATTRIBUTES, PendingUsage, SignalBatch, session_signals
 from assay.otel.traces import Span, decode_protobuf, json_spans
 from assay.store import EvidenceStore
 
