@@ -1,4 +1,5 @@
-"""Candidate outputs: JSON Lines from a file, a folder or an S3 prefix, streamed and validated.
+"""Candidate outputs: JSON Lines (or OTLP trace exports, read through `assay.otel.outputs`) from
+a file, a folder or an S3 prefix, streamed and validated.
 
 Outputs never travel as data between pipeline steps. `index_outputs` validates the whole input in
 one streaming pass and returns an `OutputsIndex` of byte ranges (`OutputSlice`s); each scoring
