@@ -227,6 +227,14 @@ def _reply_text(completion: object) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def _finish_reason(completion: object) -> object:
+    """Why the first choice ended (`stop`, `length`, …); None when the body has no choice."""
+    choices = _member(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    return _member(choices[0], "finish_reason")
+
+
 def _usage(completion: object) -> tuple[int, int]:
     """(prompt_tokens, completion_tokens) as reported; 0 for what is absent or nonsensical."""
     usage = _member(completion, "usage")
@@ -252,6 +260,9 @@ class _Call:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    max_tokens: int | None = None
+    truncated: bool = False
+    """The reply was cut at `max_tokens`: asking again would be cut again, and paid again."""
 
 
 class OpenAIJudge:
@@ -399,10 +410,12 @@ class OpenAIJudge:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _start_call(self) -> tuple[_Call, AsyncRetrying]:
+    def _start_call(self, max_tokens: int | None) -> tuple[_Call, AsyncRetrying]:
         """A fresh call (mode from the endpoint's memory, deadline from now) and its retries."""
         deadline_at = time.monotonic() + self.deadline_seconds
-        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at)
+        call = _Call(
+            mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at, max_tokens=max_tokens
+        )
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
             stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
@@ -424,7 +437,7 @@ class OpenAIJudge:
             {"role": "system", "content": self.prompt.system},
             {"role": "user", "content": self.prompt.user_message(request)},
         ]
-        call, retrying = self._start_call()
+        call, retrying = self._start_call(request.max_output_tokens)
         what, version = f"case {request.case_id}", self.prompt.version
         try:
             reply: VerdictReply = await retrying(self._attempt, messages, call)
@@ -463,7 +476,7 @@ class OpenAIJudge:
             {"role": "system", "content": self.pairwise_prompt.system},
             {"role": "user", "content": self.pairwise_prompt.pair_message(request)},
         ]
-        call, retrying = self._start_call()
+        call, retrying = self._start_call(request.max_output_tokens)
         what, version = f"pair for case {request.case_id}", self.pairwise_prompt.version
         try:
             winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
@@ -525,6 +538,7 @@ class OpenAIJudge:
         tokens_in, tokens_out = _usage(completion)
         call.input_tokens += tokens_in
         call.output_tokens += tokens_out
+        call.truncated = _finish_reason(completion) == "length"
         try:
             return contract.parse(_reply_text(completion))
         except MalformedReply:
@@ -562,6 +576,8 @@ class OpenAIJudge:
             body["response_format"] = response_format
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if call.max_tokens is not None:
+            body["max_tokens"] = call.max_tokens
         left = call.deadline_at - time.monotonic()
         call.requests += 1
         # The SDK's documented low-level `post` (same client, auth, errors and headers) rather
@@ -603,7 +619,7 @@ class OpenAIJudge:
 
     def _should_retry(self, exc: BaseException, call: _Call) -> bool:
         if isinstance(exc, MalformedReply):
-            return call.malformed <= MALFORMED_RETRIES
+            return call.malformed <= MALFORMED_RETRIES and not call.truncated
         return is_transient(exc)
 
     def _wait(self, state: RetryCallState) -> float:
