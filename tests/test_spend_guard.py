@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from assay.errors import StoreUnavailableError
 from assay.finops.budget import Budget, preflight
 from assay.finops.ledger import CostRecord, read_costs
 from assay.finops.pricing import Prices
@@ -36,7 +37,6 @@ from assay.judge.port import JudgeRequest
 from assay.judge.prompts import load_prompt
 from assay.judge.service import JudgeSetup, cache_key, judge_requests
 from assay.store import EvidenceStore, FileStore
-from assay.store.base import StoreUnavailableError
 from tests.judge_server import JudgeServer, Reply, slow, verdict
 from tests.servers import RestartableS3Server, S3Server
 
@@ -229,7 +229,7 @@ def test_a_crashed_workers_reservation_expires(
 
     assert (held.status, held.reserved_usd) == ("blocked", 40)
     assert "reserved $40.0000" in held.reason
-    assert (expired.status, expired.reserved_usd) == ("allowed", 0)
+    assert (expired.status, expired.reserved_usd) == ("allowed", None)
 
 
 KILLED_RUN = """
