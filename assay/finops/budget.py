@@ -178,18 +178,8 @@ def preflight(
                 already = spent(store, budget.period, budget.scope, current)
                 spent_by[(budget.period, budget.scope)] = already
         except Exception as exc:  # any failure, of any kind, refuses spending (fail closed)
-            return Decision(
-                allowed=False,
-                status="refused",
-                budget=budget.name,
-                limit_usd=budget.limit_usd,
-                spent_usd=None,
-                projected_usd=projected_usd,
-                reason=(
-                    f"cost ledger unreadable for budget {budget.name} "
-                    f"({type(exc).__name__}): judge spending refused (fail closed)"
-                ),
-            )
+            why = f"cost ledger unreadable for budget {budget.name} ({type(exc).__name__})"
+            return refused(projected_usd, why, budget)
         held = reserved(holding[0], budget.scope, holding[1])
         total = already + held + projected_usd
         exceeded = projected_usd > 0 and total > budget.limit_usd + TOLERANCE_USD
@@ -218,13 +208,13 @@ def preflight(
     return decision
 
 
-def refused(projected_usd: float, why: str) -> Decision:
+def refused(projected_usd: float, why: str, budget: Budget | None = None) -> Decision:
     """The fail-closed decision: spending refused because of `why` (an unreadable budget…)."""
     return Decision(
         allowed=False,
         status="refused",
-        budget=None,
-        limit_usd=None,
+        budget=budget.name if budget else None,
+        limit_usd=budget.limit_usd if budget else None,
         spent_usd=None,
         projected_usd=projected_usd,
         reason=f"{why}: judge spending refused (fail closed)",
