@@ -14,7 +14,7 @@ from assay.api.auth import Operator, Store, Viewer
 from assay.api.idempotency import Idempotency
 from assay.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, paginate, sort_key
 from assay.api.problems import AUTHENTICATED, Problem, documented
-from assay.api.runner import FlowName, RunRequest, launch
+from assay.api.runner import FlowName, RunPool, RunRequest, launch
 from assay.gate.decision import GateRun
 from assay.runs.records import (
     EvalResult,
@@ -48,7 +48,7 @@ async def submit(
     request: Request, store: EvidenceStore, body: RunRequest, key: str | None, flow: FlowName
 ) -> tuple[str, bool]:
     """Run a request once (per Idempotency-Key) in the bounded pool; returns (run id, replayed)."""
-    pool = request.app.state.pool
+    pool: RunPool = request.app.state.pool
 
     async def work() -> str:
         outcome = await pool.run(lambda: launch(store, body, flow))
