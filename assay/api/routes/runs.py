@@ -45,9 +45,15 @@ def run_id_of(outcome: EvalResult | GateRun) -> str:
 
 
 async def submit(
-    request: Request, store: EvidenceStore, body: RunRequest, key: str | None, flow: FlowName
-) -> tuple[str, bool]:
-    """Run a request once (per Idempotency-Key) in the bounded pool; returns (run id, replayed)."""
+    request: Request,
+    response: Response,
+    store: EvidenceStore,
+    body: RunRequest,
+    key: str | None,
+    flow: FlowName,
+) -> str:
+    """Run a request once (per Idempotency-Key) in the bounded pool; returns the run id and
+    marks a replayed response with `Idempotent-Replayed: true`."""
     pool: RunPool = request.app.state.pool
 
     async def work() -> str:
@@ -55,9 +61,12 @@ async def submit(
         return run_id_of(outcome)
 
     if key is None:
-        return await work(), False
+        return await work()
     idempotency: Idempotency = request.app.state.idempotency
-    return await idempotency.once(flow, key, body, work)
+    run_id, replayed = await idempotency.once(flow, key, body, work)
+    if replayed:
+        response.headers[REPLAYED] = "true"
+    return run_id
 
 
 @router.post("/runs", response_model=EvalResult, status_code=201)
@@ -71,9 +80,7 @@ async def create_run(
 ) -> EvalResult:
     """Score outputs (inline, never stored; or `outputs_uri`) in the suite-run flow and return
     the EvalResult. Runs wait for a free slot; a full queue is 429 with Retry-After."""
-    run_id, replayed = await submit(request, store, body, idempotency_key, "suite-run")
-    if replayed:
-        response.headers[REPLAYED] = "true"
+    run_id = await submit(request, response, store, body, idempotency_key, "suite-run")
     return await run_in_threadpool(load_result, store, run_id)
 
 
