@@ -124,10 +124,11 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-def validation_problem(errors: list[Any], prefix: tuple[str, ...] = ()) -> Problem:
+def validation_problem(errors: list[Any]) -> Problem:
     """Pydantic errors as 422 naming each field (`body.outputs.3.output: Field required`)."""
     listed = [
-        {"field": _field((*prefix, *error["loc"])), "message": error["msg"]} for error in errors
+        {"field": _field(error["loc"]), "message": error["msg"].removeprefix("Value error, ")}
+        for error in errors
     ]
     first = listed[0] if listed else {"field": "", "message": "invalid request"}
     if errors and errors[0]["type"] == "json_invalid":

@@ -30,6 +30,7 @@ from assay.api.problems import Problem
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput
 from assay.runs.records import EvalResult, load_aggregate
+from assay.runs.sampling import index_run_outputs
 from assay.store import EvidenceStore
 from assay.suites import registry
 
@@ -93,7 +94,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     The suite, subject and baseline are checked before any flow starts, so a bad reference is a
     404/422 with nothing recorded in Prefect.
     """
-    version, _ = registry.resolve(store, request.suite)
+    version, suite = registry.resolve(store, request.suite)
     who = subject_param(request.subject)
     if request.baseline is not None:
         load_aggregate(store, request.baseline)
@@ -101,7 +102,6 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
 
     from flows.gate import gate
     from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
-    from tasks.ingest import ingest_outputs
 
     def call(outputs: str) -> EvalResult | GateRun:
         try:
@@ -141,9 +141,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     with staging.staged(request.staged_bytes()) as reference:
         # Inline outputs are in memory: validating them here costs nothing and makes a bad
         # case id a 422 before any flow run is created (the CLI's "validate first" rule).
-        ingest_outputs.fn(
-            store.uri, version.ref, reference, request.sample, request.seed, DEFAULT_CHUNK_SIZE
-        )
+        index_run_outputs(suite, reference, request.sample, request.seed, DEFAULT_CHUNK_SIZE)
         return call(reference)
 
 
@@ -154,7 +152,9 @@ class RunPool:
         self.concurrent = concurrent
         self.queued = queued
         self.admitted = 0
-        self._limiter: CapacityLimiter | None = None
+        self._slots: CapacityLimiter | None = None
+        self._threads: CapacityLimiter | None = None
+        """Worker threads of runs only: runs never take threads from the pool reads use."""
         self._mean_seconds = 10.0
 
     def retry_after(self) -> int:
@@ -171,15 +171,16 @@ class RunPool:
                 kind="too-many-runs",
                 headers={"Retry-After": str(self.retry_after())},
             )
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.concurrent)
+        if self._slots is None or self._threads is None:
+            self._slots = anyio.CapacityLimiter(self.concurrent)
+            self._threads = anyio.CapacityLimiter(self.concurrent)
         self.admitted += 1
         queued = time.monotonic()
         try:
-            async with self._limiter:
+            async with self._slots:
                 started = time.monotonic()
                 try:
-                    return await anyio.to_thread.run_sync(work)
+                    return await anyio.to_thread.run_sync(work, limiter=self._threads)
                 finally:
                     ran = time.monotonic() - started
                     self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * ran

@@ -8,13 +8,13 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, cast
 
 import typer
 
 from assay.cli import _common as common
 from assay.cli.runs import launch_suite_flow, print_result
-from assay.gate.decision import GateDecision, GateRun
+from assay.gate.decision import GateDecision, GateReport, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
@@ -34,20 +34,6 @@ def _print_decision(decision: GateDecision) -> None:
     )
     reasons = ", ".join(reason.rule for reason in decision.reasons)
     common.out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
-
-
-def _gate_json(run: GateRun) -> dict[str, Any]:
-    decision = run.decision
-    return {
-        "verdict": decision.verdict,
-        "reasons": [reason.model_dump() for reason in decision.reasons],
-        "warnings": decision.warnings,
-        "run_id": decision.run_id,
-        "effective_verdict": decision.verdict,
-        "rules": [rule.model_dump() for rule in decision.rules],
-        "unjudged_cases": decision.unjudged_cases,
-        "result": run.result.model_dump(mode="json"),
-    }
 
 
 def _check(run_id: str, store: str | None, as_json: bool) -> None:
@@ -116,7 +102,7 @@ def gate_command(
         cases = list(read_cases(evidence, run.decision.run_id))
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
     if as_json:
-        common.print_json(_gate_json(run))
+        common.print_json(GateReport.of(run).model_dump(mode="json"))
     else:
         print_result(run.result)
         _print_decision(run.decision)

@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from assay.cli._common import StoreOption, app, guarded, prefect_defaults
+from assay.cli import _common as common
 
 
-@app.command("serve")
+@common.app.command("serve")
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.", min=1, max=65535)] = 8765,
-    store: StoreOption = None,
+    store: common.StoreOption = None,
     max_body_mb: Annotated[
         float, typer.Option("--max-body-mb", help="Largest request body in MB (413).", min=0.001)
     ] = 32,
@@ -28,7 +28,7 @@ def serve(
     ] = 16,
 ) -> None:
     """Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token."""
-    prefect_defaults()
+    common.prefect_defaults()
     import uvicorn
 
     from assay.api import ServeSettings, create_app
@@ -39,7 +39,7 @@ def serve(
         max_concurrent_runs=max_concurrent_runs,
         max_queued_runs=max_queued_runs,
     )
-    service = guarded(lambda: create_app(settings))
+    service = common.guarded(lambda: create_app(settings))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     for name in ("assay.api", "assay.api.access"):

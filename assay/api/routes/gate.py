@@ -7,7 +7,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
-from assay.api.routes.runs import REPLAYED, IdempotencyKey, RunId, submit
+from assay.api.routes.runs import IdempotencyKey, RunId, submit
 from assay.api.runner import RunRequest
 from assay.gate.decision import GateReport, GateRun, load_decision
 from assay.gate.overrides import GateCheck, check_gate
@@ -34,9 +34,7 @@ async def run_gate(
 ) -> GateReport:
     """Run the suite in the gate flow and return the recorded decision (verdict, reasons,
     warnings, rules, the EvalResult): HTTP 200 whatever the verdict."""
-    run_id, replayed = await submit(request, store, body, idempotency_key, "gate")
-    if replayed:
-        response.headers[REPLAYED] = "true"
+    run_id = await submit(request, response, store, body, idempotency_key, "gate")
     return await run_in_threadpool(_report, store, run_id)
 
 

@@ -14,7 +14,7 @@ from assay.api.auth import Operator, Store, Viewer
 from assay.api.idempotency import Idempotency
 from assay.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, paginate, sort_key
 from assay.api.problems import AUTHENTICATED, Problem, documented
-from assay.api.runner import FlowName, RunRequest, launch
+from assay.api.runner import FlowName, RunPool, RunRequest, launch
 from assay.gate.decision import GateRun
 from assay.runs.records import (
     EvalResult,
@@ -45,19 +45,28 @@ def run_id_of(outcome: EvalResult | GateRun) -> str:
 
 
 async def submit(
-    request: Request, store: EvidenceStore, body: RunRequest, key: str | None, flow: FlowName
-) -> tuple[str, bool]:
-    """Run a request once (per Idempotency-Key) in the bounded pool; returns (run id, replayed)."""
-    pool = request.app.state.pool
+    request: Request,
+    response: Response,
+    store: EvidenceStore,
+    body: RunRequest,
+    key: str | None,
+    flow: FlowName,
+) -> str:
+    """Run a request once (per Idempotency-Key) in the bounded pool; returns the run id and
+    marks a replayed response with `Idempotent-Replayed: true`."""
+    pool: RunPool = request.app.state.pool
 
     async def work() -> str:
         outcome = await pool.run(lambda: launch(store, body, flow))
         return run_id_of(outcome)
 
     if key is None:
-        return await work(), False
+        return await work()
     idempotency: Idempotency = request.app.state.idempotency
-    return await idempotency.once(flow, key, body, work)
+    run_id, replayed = await idempotency.once(flow, key, body, work)
+    if replayed:
+        response.headers[REPLAYED] = "true"
+    return run_id
 
 
 @router.post("/runs", response_model=EvalResult, status_code=201)
@@ -71,9 +80,7 @@ async def create_run(
 ) -> EvalResult:
     """Score outputs (inline, never stored; or `outputs_uri`) in the suite-run flow and return
     the EvalResult. Runs wait for a free slot; a full queue is 429 with Retry-After."""
-    run_id, replayed = await submit(request, store, body, idempotency_key, "suite-run")
-    if replayed:
-        response.headers[REPLAYED] = "true"
+    run_id = await submit(request, response, store, body, idempotency_key, "suite-run")
     return await run_in_threadpool(load_result, store, run_id)
 
 
