@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from assay.cli import _common as common
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings
@@ -121,7 +122,10 @@ def print_result(result: EvalResult) -> None:
 @common.app.command("run")
 def run(
     suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
-    outputs: Annotated[str, typer.Option("--outputs", help="JSONL file or folder of outputs.")],
+    outputs: Annotated[
+        str,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
+    ],
     subject: common.SubjectOption = None,
     sample: common.SampleOption = None,
     seed: common.SeedOption = 0,
@@ -135,12 +139,14 @@ def run(
     baseline: common.BaselineOption = None,
     judge_block: common.JudgeBlockOption = None,
     fresh_judge: common.FreshJudgeOption = False,
+    outputs_format: common.OutputsFormatOption = "auto",
+    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: common.JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
     result = execute_run(
         suite,
-        outputs,
+        common.outputs_reference(outputs, outputs_format, case_attribute),
         subject,
         sample,
         seed,

@@ -248,6 +248,38 @@ class GateRun(BaseModel):
     result: EvalResult
 
 
+class GateReport(BaseModel):
+    """A gate run as callers read it: `assay gate --json` prints it and `POST /gate` returns it.
+
+    `effective_verdict` is the recorded verdict at decision time; overrides granted later show
+    in `assay gate --check` and `GET /gates/{run_id}`.
+    """
+
+    verdict: GateVerdict
+    reasons: list[GateReason]
+    warnings: list[str]
+    run_id: str
+    effective_verdict: GateVerdict
+    rules: list[RuleResult]
+    unjudged_cases: list[str]
+    result: EvalResult
+
+    @classmethod
+    def of(cls, run: GateRun) -> GateReport:
+        """The report of a gate run."""
+        decision = run.decision
+        return cls(
+            verdict=decision.verdict,
+            reasons=decision.reasons,
+            warnings=decision.warnings,
+            run_id=decision.run_id,
+            effective_verdict=decision.verdict,
+            rules=decision.rules,
+            unjudged_cases=decision.unjudged_cases,
+            result=run.result,
+        )
+
+
 def uses_judge(suite: Suite) -> bool:
     """Whether any case of the suite is graded by `llm_judge`."""
     return any(
