@@ -39,7 +39,7 @@ from assay.scorers import clamp
 from assay.scorers.judge import LlmJudgeConfig
 from assay.stats import Kappa, cohens_kappa, pearson, wilson
 from assay.store import EvidenceStore
-from assay.suites import Suite
+from assay.suites.suite import Suite
 
 CONTENT_LIMIT: Final = 4000
 """Characters kept of each opted-in text field (input, output, rubric, expected)."""

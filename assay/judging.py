@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from assay.budget import Budget, CostRecord, Decision, Prices, estimate_tokens, preflight, price
-from assay.budget import record_cost as write_cost
 from assay.canonical import content_hash
+from assay.finops.budget import Budget, Decision, preflight
+from assay.finops.ledger import CostRecord
+from assay.finops.ledger import record_cost as write_cost
+from assay.finops.pricing import Prices, estimate_tokens, price
 from assay.hashing import OutputHasher
 from assay.judge.port import BUDGET_BLOCKED, Judge, JudgeRequest, Verdict, judge_all
 from assay.outputs import CandidateOutput
+from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
 from assay.scorers.judge import LlmJudgeConfig
-from assay.scoring import CompiledSuite
 from assay.store import EvidenceStore
 
 T = TypeVar("T")

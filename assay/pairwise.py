@@ -45,11 +45,13 @@ from typing import Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from assay.budget import CostRecord, Decision, estimate_tokens, preflight, price, record_cost
 from assay.canonical import content_hash
 from assay.errors import AssayError
 from assay.findings import budget_finding
 from assay.findings import record as record_finding
+from assay.finops.budget import Decision, preflight
+from assay.finops.ledger import CostRecord, record_cost
+from assay.finops.pricing import estimate_tokens, price
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.port import (
     BUDGET_BLOCKED,
@@ -62,11 +64,11 @@ from assay.judge.port import (
 from assay.judge.prompts import load_prompt
 from assay.judging import JudgeSetup, run_sync
 from assay.outputs import index_outputs, read_slice
-from assay.registry import SuiteVersion
 from assay.scorers.judge import LlmJudgeConfig
 from assay.stats import wilson
 from assay.store import EvidenceStore
-from assay.suites import Case, Suite
+from assay.suites.registry import SuiteVersion
+from assay.suites.suite import Case, Suite
 
 logger = logging.getLogger(__name__)
 

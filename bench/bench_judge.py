@@ -39,15 +39,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `tests.judge_server` and the packages, run from anywhere
     sys.path.insert(0, str(ROOT))
 
-from assay.budget import Prices  # noqa: E402
+from assay.finops.pricing import Prices  # noqa: E402
 from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
 from assay.judging import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402
 from assay.outputs import CandidateOutput  # noqa: E402
+from assay.runs.scoring import CompiledSuite  # noqa: E402
 from assay.scorers import Status  # noqa: E402
-from assay.scoring import CompiledSuite  # noqa: E402
 from assay.store import FileStore  # noqa: E402
-from assay.suites import load_suite  # noqa: E402
+from assay.suites.suite import load_suite  # noqa: E402
 
 GOAL_RATIO = 0.80
 MODEL = "bench-judge-1"

@@ -14,14 +14,14 @@ from functools import lru_cache
 from prefect import task
 from pydantic import BaseModel
 
-from assay import registry
-from assay.budget import Decision
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judging import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
 from assay.outputs import OutputSlice, read_slice
-from assay.runs import EvidenceChunk, JudgeInfo, write_chunk
-from assay.sampling import select_cases
-from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.runs.records import EvidenceChunk, JudgeInfo, write_chunk
+from assay.runs.sampling import select_cases
+from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.judge import judge_setup

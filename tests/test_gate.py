@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from assay.calibration import CalibrationItem, JudgePin, Targets, measure, record_report
 from assay.cli import app
 from assay.findings import list_findings
+from assay.gate.junit import junit_xml
 from assay.judge.port import Verdict
-from assay.junit import junit_xml
-from assay.runs import JudgeInfo, read_cases
+from assay.runs.records import JudgeInfo, read_cases
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from flows.gate import gate

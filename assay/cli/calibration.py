@@ -20,7 +20,6 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.text import Text
 
-from assay import registry
 from assay.calibration import (
     CalibrationReport,
     Label,
@@ -44,6 +43,7 @@ from assay.cli._common import (
     print_json,
     resolve_suite_arg,
 )
+from assay.suites import registry
 
 EXIT_UNCALIBRATED = 1
 ANSWERS: dict[str, Label] = {"p": "pass", "f": "fail"}

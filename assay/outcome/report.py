@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel
 
-from assay.budget import Decision
 from assay.errors import AssayError, NotFoundError
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judging import JudgeSetup, judge_requests
 from assay.outcome.composite import DimensionScore, SubjectOutcome, subject_outcome
@@ -39,7 +39,7 @@ from assay.outcome.dimensions import (
     safety,
 )
 from assay.outcome.records import OutcomeRecord, check_records, read_records
-from assay.runs import JudgeInfo
+from assay.runs.records import JudgeInfo
 from assay.store import EvidenceStore
 
 if TYPE_CHECKING:

@@ -22,10 +22,10 @@ from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
-from assay.budget import Decision
 from assay.errors import InputError, NotFoundError
+from assay.finops.budget import Decision
 from assay.regression import Comparison
-from assay.scoring import CaseEvidence, RunMetrics
+from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
 
 _SUBJECT = re.compile(r"^(?P<kind>[a-z][a-z0-9_-]*):(?P<id>[^@\s]+)(?:@(?P<variant>[^\s]+))?$")
