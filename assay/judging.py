@@ -28,6 +28,7 @@ from assay.finops.ledger import record_cost as write_cost
 from assay.finops.pricing import Prices, estimate_tokens, price
 from assay.hashing import OutputHasher
 from assay.judge.port import BUDGET_BLOCKED, Judge, JudgeRequest, Verdict, judge_all
+from assay.judge.redaction import NO_REDACTION, RedactionSettings, add_counts
 from assay.outputs import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
@@ -59,6 +60,8 @@ class JudgeSetup:
     budgets: list[Budget] | None = field(default_factory=list)
     """Applicable budgets; None when they could not be read (spending is then refused)."""
     fresh: bool = False
+    redaction: RedactionSettings = NO_REDACTION
+    """What the judge redacts before each call (already part of `prompt_version`)."""
 
 
 NO_JUDGE_NEEDED = JudgeSetup(None, "no judge configured")
@@ -74,6 +77,8 @@ class ChunkJudgement:
     cache_hits: int = 0
     cost_usd: float = 0.0
     decision: Decision | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Redactions per kind in the judge prompts behind these verdicts (counts only)."""
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -130,6 +135,8 @@ class Judged:
     cache_hits: int = 0
     cost_usd: float = 0.0
     decision: Decision | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Redactions per kind in the judge prompts behind these verdicts (counts only)."""
 
 
 def judge_requests(
@@ -178,6 +185,8 @@ def judge_requests(
     if pending:
         _spend(store, setup, pending, verdicts, judged, run_id, chunk, suite, subject, now)
     judged.verdicts = [verdict for verdict in verdicts if verdict is not None]
+    for verdict in judged.verdicts:
+        judged.redactions = add_counts(judged.redactions, verdict.redactions)
     return judged
 
 
@@ -299,4 +308,5 @@ def judge_chunk(
         cache_hits=batch.cache_hits,
         cost_usd=batch.cost_usd,
         decision=batch.decision,
+        redactions=batch.redactions,
     )

@@ -48,3 +48,14 @@ class JudgeSettings(Block):
     output_price_per_million: float = Field(
         default=0.0, ge=0, description="USD per 1M output tokens, for the cost ledger and budgets."
     )
+    redact: list[str] | None = Field(
+        default=None,
+        description="Kinds replaced by placeholders before any judge call: email, phone, "
+        "credit_card, secret (empty list: none); unset: ASSAY_JUDGE_REDACT, else all four. "
+        "Part of the recorded prompt version.",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="Extra RE2 patterns redacted as `[REDACTED:custom]` (part of the prompt "
+        "version).",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import partial
 from typing import cast
 
@@ -12,6 +13,7 @@ from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 from assay.finops.budget import BUDGET_BLOCK_FIELDS, Budget
 from assay.finops.pricing import Prices
 from assay.judge import OpenAIJudge, judge_skip_reason, load_prompt
+from assay.judge.redaction import REDACT_ENV, RedactionSettings
 from assay.judging import FREE, JudgeSetup
 from blocks import FinOpsBudget, JudgeSettings
 
@@ -47,6 +49,14 @@ def read_budgets() -> list[Budget] | None:
         return None  # a malformed budget is an unreadable budget: fail closed
 
 
+def redaction_settings(
+    judge_block: str | None, kinds: list[str] | None = None, patterns: Sequence[str] = ()
+) -> RedactionSettings:
+    """The redaction a judge (and embedder) applies: the block's, else the environment's."""
+    source = f"JudgeSettings {judge_block}" if judge_block else REDACT_ENV
+    return RedactionSettings.configured(kinds, patterns, source=source)
+
+
 def judge_setup(judge_block: str | None, fresh: bool) -> JudgeSetup:
     """How this run judges: the named JudgeSettings block, else `ASSAY_JUDGE_MODEL` +
     `OPENAI_API_KEY` (+ `OPENAI_BASE_URL`), else no judge (checks skipped with the reason)."""
@@ -57,13 +67,20 @@ def judge_setup(judge_block: str | None, fresh: bool) -> JudgeSetup:
         if not key:
             return JudgeSetup(None, "no credentials", budgets=budgets, fresh=fresh)
         prompt = load_prompt(settings.prompt_version)
+        redaction = redaction_settings(judge_block, settings.redact, settings.redact_patterns)
         return JudgeSetup(
             make_judge=partial(
-                OpenAIJudge, settings.model, base_url=settings.base_url, api_key=key, prompt=prompt
+                OpenAIJudge,
+                settings.model,
+                base_url=settings.base_url,
+                api_key=key,
+                prompt=prompt,
+                redaction=redaction,
             ),
             skip_reason="",
             model=settings.model,
-            prompt_version=prompt.version,
+            prompt_version=redaction.prompt_version(prompt.version),
+            redaction=redaction,
             max_concurrency=settings.max_concurrency,
             prices=Prices(
                 input_per_million=settings.input_price_per_million,
@@ -77,11 +94,13 @@ def judge_setup(judge_block: str | None, fresh: bool) -> JudgeSetup:
         return JudgeSetup(None, reason, budgets=budgets, fresh=fresh)
     model = os.environ["ASSAY_JUDGE_MODEL"].strip()
     prompt = load_prompt()
+    redaction = redaction_settings(None)
     return JudgeSetup(
-        make_judge=partial(OpenAIJudge, model, prompt=prompt),
+        make_judge=partial(OpenAIJudge, model, prompt=prompt, redaction=redaction),
         skip_reason="",
         model=model,
-        prompt_version=prompt.version,
+        prompt_version=redaction.prompt_version(prompt.version),
+        redaction=redaction,
         max_concurrency=int(os.environ.get(CONCURRENCY_ENV, "4")),
         prices=Prices(
             input_per_million=float(os.environ.get(INPUT_PRICE_ENV, "0")),

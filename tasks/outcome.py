@@ -28,7 +28,7 @@ from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 from tasks.findings import announce
-from tasks.judge import judge_setup
+from tasks.judge import judge_setup, redaction_settings
 
 
 def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]:
@@ -36,14 +36,16 @@ def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]
     (the JudgeSettings block's when one is named, else `OPENAI_API_KEY`/`OPENAI_BASE_URL`), or
     None and why not."""
     api_key = base_url = None
+    redaction = redaction_settings(None)
     if judge_block:
         settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         base_url = settings.base_url
+        redaction = redaction_settings(judge_block, settings.redact, settings.redact_patterns)
     reason = embedder_skip_reason(api_key=api_key)
     if reason is not None:
         return None, reason
-    return embedder_from_env(api_key=api_key, base_url=base_url), ""
+    return embedder_from_env(api_key=api_key, base_url=base_url, redaction=redaction), ""
 
 
 @task(name="score-outcomes", **IO_RETRIES)

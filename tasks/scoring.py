@@ -21,6 +21,7 @@ from assay.outputs import OutputSlice, read_slice
 from assay.runs.records import EvidenceChunk, JudgeInfo, write_chunk
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.scorers import Status
 from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
@@ -50,6 +51,8 @@ class ChunkSummary(BaseModel):
     """The FinOps preflight's decision, when this chunk had judge calls to make."""
     judge: JudgeInfo | None = None
     """The judge this chunk was set up with, when the suite has llm_judge checks."""
+    redactions: dict[str, int] = {}
+    """Redactions per kind in this chunk's judge prompts (counts only)."""
 
 
 @lru_cache(maxsize=4)
@@ -122,7 +125,11 @@ def score_chunk(
     summary.metrics.judge_calls = judged.calls
     summary.metrics.judge_cache_hits = judged.cache_hits
     summary.metrics.judge_cost_usd = judged.cost_usd
+    verdicts = [o.status for o in judged.outcomes.values() if o.status is not Status.SKIPPED]
+    summary.metrics.judged_checks = len(verdicts)
+    summary.metrics.judged_checks_passed = verdicts.count(Status.PASS)
     summary.budget = judged.decision
+    summary.redactions = judged.redactions
     if setup.model and setup.prompt_version:
         summary.judge = JudgeInfo(model=setup.model, prompt_version=setup.prompt_version)
     return summary

@@ -81,8 +81,13 @@ def test_settings_are_part_of_the_prompt_version() -> None:
 
 
 def test_env_setting_and_bad_settings() -> None:
-    assert RedactionSettings.from_env({}).kinds == ("email", "phone", "credit_card", "secret")
-    assert RedactionSettings.from_env({"ASSAY_JUDGE_REDACT": "none"}).active is False
+    assert RedactionSettings.configured(environ={}).kinds == (
+        "email",
+        "phone",
+        "credit_card",
+        "secret",
+    )
+    assert RedactionSettings.configured(environ={"ASSAY_JUDGE_REDACT": "none"}).active is False
     with pytest.raises(ValueError, match="unknown redaction kind ssn"):
         RedactionSettings.parse("email,ssn")
     with pytest.raises(ValueError, match="RE2"):

@@ -43,6 +43,13 @@ JudgeBlockOption = Annotated[
     str | None,
     typer.Option("--judge-block", help="Saved JudgeSettings block (default: the environment)."),
 ]
+CalibrationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="Calibration set: add the PPI++ judge-corrected pass rate (same judge only).",
+    ),
+]
 FreshJudgeOption = Annotated[
     bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
 ]

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from assay.cli._common import (
     EXAMPLES,
+    CalibrationOption,
     FreshJudgeOption,
     JsonOption,
     JudgeBlockOption,
@@ -23,6 +24,8 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
+from assay.cli.judging import check_judge_options
+from assay.judge.reliability import judge_lines
 from assay.runs.records import EvalResult, Subject, list_runs, load_aggregate, load_result
 from assay.runs.render import rate_text, regression_lines, warnings
 from assay.suites import registry
@@ -43,6 +46,7 @@ def execute_run(
     baseline: str | None = None,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    calibration: str | None = None,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
     evidence = open_evidence(store)
@@ -50,6 +54,7 @@ def execute_run(
     who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
+    check_judge_options(calibration)
     prefect_defaults()
     from prefect import tags
 
@@ -69,6 +74,7 @@ def execute_run(
                 baseline=baseline,
                 judge_block=judge_block,
                 fresh_judge=fresh_judge,
+                calibration=calibration,
             )
         )
 
@@ -93,6 +99,8 @@ def print_result(result: EvalResult) -> None:
         f"skipped {m.skipped} · missing {m.missing} · errors {m.errors}",
         highlight=False,
     )
+    for line in judge_lines(result):
+        out.print(f"  {line}", highlight=False)
     for note in warnings(result):
         out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
     for line in regression_lines(result.regression):
@@ -124,6 +132,7 @@ def run(
     ] = None,
     judge_block: JudgeBlockOption = None,
     fresh_judge: FreshJudgeOption = False,
+    calibration: CalibrationOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
@@ -139,6 +148,7 @@ def run(
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        calibration=calibration,
     )
     if as_json:
         print_json(_result_json(result))

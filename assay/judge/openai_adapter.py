@@ -106,6 +106,7 @@ from assay.judge.prompts import (
     parse_pair_reply,
     parse_verdict_reply,
 )
+from assay.judge.redaction import NO_REDACTION, RedactionSettings, Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +253,8 @@ class _Call:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Spans redacted per kind from the call's prompt (counts only)."""
 
 
 class OpenAIJudge:
@@ -278,6 +281,9 @@ class OpenAIJudge:
             refuse the parameter).
         pairwise_prompt: The template `judge_pair` uses (name or loaded `Prompt`); it must show
             `$first` and `$second` and use the pairwise reply contract (`parse_pair_reply`).
+        redaction: What is replaced by placeholders in the input, reference answer and
+            output(s) before any prompt is sent (`assay.judge.redaction`); part of the recorded
+            prompt versions. Default: nothing (callers pass the configured settings).
 
     Raises:
         ValueError: No model, no API key, a bound that is not positive, or a pairwise prompt
@@ -301,6 +307,7 @@ class OpenAIJudge:
         max_backoff_seconds: float = 8.0,
         temperature: float | None = 0.0,
         pairwise_prompt: str | Prompt = "pairwise",
+        redaction: RedactionSettings = NO_REDACTION,
     ) -> None:
         if not model.strip():
             raise ValueError("OpenAIJudge needs a model name")
@@ -322,6 +329,7 @@ class OpenAIJudge:
             raise ValueError(
                 f"pairwise prompt {self.pairwise_prompt.version} must show $first and $second"
             )
+        self.redactor = Redactor(redaction)
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.deadline_seconds = deadline_seconds
@@ -344,13 +352,13 @@ class OpenAIJudge:
 
     @property
     def prompt_version(self) -> str:
-        """The prompt template's `name@hash`, recorded with every verdict."""
-        return self.prompt.version
+        """The prompt template's `name@hash` (+ the redaction settings), recorded with verdicts."""
+        return self.redactor.settings.prompt_version(self.prompt.version)
 
     @property
     def pairwise_prompt_version(self) -> str:
-        """The pairwise template's `name@hash`, recorded with every pairwise verdict."""
-        return self.pairwise_prompt.version
+        """The pairwise template's `name@hash` (+ the redaction settings), recorded likewise."""
+        return self.redactor.settings.prompt_version(self.pairwise_prompt.version)
 
     @property
     def endpoint_mode(self) -> Mode | None:
@@ -420,12 +428,14 @@ class OpenAIJudge:
             `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the model
             pin, prompt version, mode and the tokens billed.
         """
+        request, redacted = self.redactor.request(request)
         messages: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": self.prompt.system},
             {"role": "user", "content": self.prompt.user_message(request)},
         ]
         call, retrying = self._start_call()
-        what, version = f"case {request.case_id}", self.prompt.version
+        call.redactions = redacted
+        what, version = f"case {request.case_id}", self.prompt_version
         try:
             reply: VerdictReply = await retrying(self._attempt, messages, call)
         except MalformedReply:
@@ -442,9 +452,10 @@ class OpenAIJudge:
             reason=JUDGED,
             mode=call.mode,
             model=self._model,
-            prompt_version=self.prompt.version,
+            prompt_version=version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            redactions=redacted,
         )
 
     async def judge_pair(self, request: PairRequest) -> PairVerdict:
@@ -459,12 +470,14 @@ class OpenAIJudge:
             with `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the
             model pin, the pairwise prompt version, the mode and the tokens billed.
         """
+        request, redacted = self.redactor.pair(request)
         messages: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": self.pairwise_prompt.system},
             {"role": "user", "content": self.pairwise_prompt.pair_message(request)},
         ]
         call, retrying = self._start_call()
-        what, version = f"pair for case {request.case_id}", self.pairwise_prompt.version
+        call.redactions = redacted
+        what, version = f"pair for case {request.case_id}", self.pairwise_prompt_version
         try:
             winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
         except MalformedReply:
@@ -477,9 +490,10 @@ class OpenAIJudge:
             reason=JUDGED,
             mode=call.mode,
             model=self._model,
-            prompt_version=self.pairwise_prompt.version,
+            prompt_version=version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            redactions=redacted,
         )
 
     async def _attempt(
@@ -644,6 +658,7 @@ class OpenAIJudge:
             prompt_version=prompt_version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            redactions=call.redactions,
         )
 
 

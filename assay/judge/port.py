@@ -108,6 +108,7 @@ class Verdict(BaseModel):
         input_tokens: Prompt tokens the judge billed for this verdict, over every reply it
             took (including a discarded malformed one); 0 when the server reports none.
         output_tokens: Completion tokens billed, likewise.
+        redactions: Spans redacted per kind from the prompt before it was sent (counts only).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -120,6 +121,7 @@ class Verdict(BaseModel):
     prompt_version: str | None = None
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
+    redactions: dict[str, int] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _fail_closed(self) -> Verdict:
@@ -144,6 +146,7 @@ class Verdict(BaseModel):
         prompt_version: str | None = None,
         input_tokens: int = 0,
         output_tokens: int = 0,
+        redactions: dict[str, int] | None = None,
     ) -> Verdict:
         """A verdict that was not judged, with its reason (and any tokens already spent)."""
         return cls(
@@ -155,6 +158,7 @@ class Verdict(BaseModel):
             prompt_version=prompt_version,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            redactions=redactions or {},
         )
 
 
@@ -307,6 +311,7 @@ class PairVerdict(BaseModel):
         prompt_version: `name@hash` of the pairwise prompt, when a judge was involved.
         input_tokens: Prompt tokens billed for this verdict, over every reply it took.
         output_tokens: Completion tokens billed, likewise.
+        redactions: Spans redacted per kind from the prompt before it was sent (counts only).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -319,6 +324,7 @@ class PairVerdict(BaseModel):
     prompt_version: str | None = None
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
+    redactions: dict[str, int] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _fail_closed(self) -> PairVerdict:
@@ -343,6 +349,7 @@ class PairVerdict(BaseModel):
         prompt_version: str | None = None,
         input_tokens: int = 0,
         output_tokens: int = 0,
+        redactions: dict[str, int] | None = None,
     ) -> PairVerdict:
         """A pair that was not judged, with its reason (and any tokens already spent)."""
         return cls(
@@ -353,6 +360,7 @@ class PairVerdict(BaseModel):
             prompt_version=prompt_version,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            redactions=redactions or {},
         )
 
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final, Literal, get_args
 
-import phonenumbers
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from assay.canonical import content_hash
+from assay.errors import InputError
 from assay.judge.port import JudgeRequest, PairRequest
 from assay.scorers.regex import compile_pattern
 
@@ -93,6 +93,8 @@ class RedactionSettings(BaseModel):
             names = [name.strip().lower() for name in raw if name.strip()]
             if names == [OFF]:
                 names = []
+        for pattern in patterns:
+            compile_pattern(pattern)  # a plain ValueError naming the RE2 problem
         unknown = sorted(set(names) - set(KINDS))
         if unknown:
             raise ValueError(
@@ -101,11 +103,28 @@ class RedactionSettings(BaseModel):
         return cls.model_validate({"kinds": tuple(names), "patterns": tuple(patterns)})
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> RedactionSettings:
-        """`ASSAY_JUDGE_REDACT` (comma list, `none` for off), else every kind."""
+    def configured(
+        cls,
+        kinds: Sequence[str] | None = None,
+        patterns: Sequence[str] = (),
+        *,
+        source: str = REDACT_ENV,
+        environ: Mapping[str, str] | None = None,
+    ) -> RedactionSettings:
+        """Settings from a JudgeSettings block's `redact` / `redact_patterns`; where it sets no
+        kinds (or there is no block), `ASSAY_JUDGE_REDACT` (comma list, `none` for off), else
+        every kind.
+
+        Raises:
+            InputError: An unknown kind or a bad pattern, naming `source` and the field.
+        """
         env = os.environ if environ is None else environ
-        value = env.get(REDACT_ENV, "").strip()
-        return cls.parse(value or None)
+        try:
+            if kinds is None:
+                return cls.parse(env.get(REDACT_ENV, "").strip() or None, patterns)
+            return cls.parse(kinds, patterns)
+        except ValueError as exc:
+            raise InputError(source, str(exc), field="redact") from None
 
     @property
     def active(self) -> bool:
@@ -224,6 +243,8 @@ class Redactor:
             for match in _EMAIL.finditer(text):
                 yield match.start(), match.end(), "email"
         if "phone" in kinds:
+            import phonenumbers  # libphonenumber's metadata: loaded by the first phone redaction
+
             for number in phonenumbers.PhoneNumberMatcher(text, PHONE_REGION):
                 yield number.start, number.end, "phone"
         for custom in self._custom:

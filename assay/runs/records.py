@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from assay.errors import InputError, NotFoundError
 from assay.finops.budget import Decision
+from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
@@ -119,7 +120,7 @@ class RunAggregate(RunPlan):
     error: str | None = None
 
 
-class EvalResult(_HasSubject, BaseModel):
+class EvalResult(JudgeReliability, _HasSubject, BaseModel):
     """The canonical result of one run: what other systems read, without knowing Assay's tables."""
 
     run_id: str
@@ -141,7 +142,6 @@ class EvalResult(_HasSubject, BaseModel):
     budget: Decision | None = None
     judge: JudgeInfo | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
-    """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
 
 class EvidenceChunk(BaseModel):
@@ -243,6 +243,7 @@ def finish_run(
     metrics: RunMetrics,
     regression: Comparison | None = None,
     budget: Decision | None = None,
+    reliability: JudgeReliability | None = None,
 ) -> EvalResult:
     """Write the EvalResult (write-once) and mark the aggregate completed.
 
@@ -274,6 +275,7 @@ def finish_run(
         metrics=metrics,
         regression=regression,
         budget=budget,
+        **dict(reliability or JudgeReliability()),
     )
     if not store.put_once_if_absent(_result_key(result.run_id), result.model_dump_json().encode()):
         result = load_result(store, result.run_id)

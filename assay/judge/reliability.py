@@ -1,0 +1,205 @@
+"""How far a run's judged numbers can be trusted: the PPI++-corrected pass rate of its
+`llm_judge` checks, and (with repeats) how often the judge contradicts itself.
+
+- **Judge-corrected pass rate.** With a calibration set whose report was measured for the run's
+  very judge (model pin and prompt version, redaction settings included), the run's judge
+  verdicts are the unlabelled sample and the report's per-item (human label, judge verdict)
+  pairs the labelled one: `assay.ppi.ppi_mean` gives the pass rate people would have given,
+  with its 95% interval, beside the naive judge pass rate. Assumption: the calibration items are
+  a random sample of the same kind of cases. A set measured for another judge, or too small
+  (fewer judged items than `assay.calibration.MIN_JUDGED`), gives no correction and a warning
+  saying why — never a silent fallback to the naive rate.
+- **Judge self-consistency** (`JudgeConsistency`): each check judged K times; the flip rate is
+  the share of checks whose K verdicts were not all equal, with its Wilson interval.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from assay.calibration import CalibrationReport, JudgePin
+    from assay.store import EvidenceStore
+
+METHOD: Final = "ppi++"
+
+
+class JudgeCorrected(BaseModel):
+    """The PPI++ estimate of a run's judged pass rate (`"judge_corrected"` in the EvalResult).
+
+    Attributes:
+        method: Always `ppi++`.
+        estimate: The pass rate people would have given, estimated.
+        interval: Its 95% interval (normal, clipped to [0, 1]).
+        labelled: n, calibration items with a human label and a judge verdict.
+        unlabelled: N, the run's judged `llm_judge` checks.
+        lambda_: The power-tuning weight (`"lambda"` in JSON), in [0, 1].
+        naive: The judge's own pass rate over the run's checks.
+        calibration_report: The report the labelled pairs came from.
+    """
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True)
+
+    method: Literal["ppi++"] = METHOD
+    estimate: float
+    interval: tuple[float, float]
+    labelled: int
+    unlabelled: int
+    lambda_: float = Field(alias="lambda", ge=0.0, le=1.0)
+    naive: float
+    calibration_report: str
+
+
+class FlipRate(BaseModel):
+    """Checks whose repeated verdicts were not all equal, over checks judged K times (Wilson)."""
+
+    rate: float | None
+    lo: float | None
+    hi: float | None
+
+
+class JudgeConsistency(BaseModel):
+    """How often the judge contradicted itself over K repeats (`"judge_consistency"`).
+
+    Attributes:
+        repeats: K, verdicts asked per check.
+        checks: Checks with K pass/fail verdicts (the flip rate's denominator).
+        unanimous: Checks whose K verdicts were all equal.
+        split: Checks whose verdicts tied (K even): skipped with `judge split`, never passed.
+        flip_rate: (checks − unanimous) / checks with its Wilson 95% interval.
+    """
+
+    repeats: int
+    checks: int
+    unanimous: int
+    split: int
+    flip_rate: FlipRate
+
+
+class JudgeReliability(BaseModel):
+    """What a run reports about its judge's trustworthiness (EvalResult fields, no text)."""
+
+    judge_corrected: JudgeCorrected | None = None
+    judge_consistency: JudgeConsistency | None = None
+    judge_redactions: dict[str, int] | None = None
+    """Redactions per kind in what this run's judge prompts held (None: no judge)."""
+    judge_warnings: list[str] = Field(default_factory=list)
+    """Why a correction or a figure is missing (never a silent fallback)."""
+
+
+class Correction(BaseModel):
+    """A correction, or why there is none (exactly one of the two is set)."""
+
+    corrected: JudgeCorrected | None = None
+    warning: str | None = None
+
+
+def _none(warning: str) -> Correction:
+    return Correction(warning=f"judge_corrected: {warning}")
+
+
+def _latest_for(found: list[CalibrationReport], pin: JudgePin) -> CalibrationReport | None:
+    mine = [report for report in found if report.judge == pin]
+    return max(mine, key=lambda report: report.at) if mine else None
+
+
+def correct_pass_rate(
+    store: EvidenceStore,
+    calibration_set: str,
+    judge: JudgePin | None,
+    judged: int,
+    passed: int,
+) -> Correction:
+    """The PPI++ correction of a run's judged pass rate from a calibration set's latest report.
+
+    Args:
+        store: Where the calibration reports are.
+        calibration_set: Path of the calibration set (matched to reports by its content hash).
+        judge: The run's judge, None when the run had no judge.
+        judged: The run's `llm_judge` checks with a pass/fail verdict (N).
+        passed: How many of them passed.
+
+    Raises:
+        InputError: The set cannot be read.
+    """
+    from assay.calibration import MIN_JUDGED, load_set, reports, set_hash
+    from assay.ppi import ppi_mean  # numpy and scipy: paid only by runs that ask
+
+    if judge is None:
+        return _none("the run had no judge, so there is nothing to correct")
+    if judged == 0:
+        return _none("the run has no judged llm_judge verdicts to correct")
+    digest = set_hash(load_set(calibration_set))
+    found = [report for report in reports(store) if report.set_hash == digest]
+    report = _latest_for(found, judge)
+    if report is None:
+        others = sorted({f"{r.judge.model} · {r.judge.prompt_version}" for r in found})
+        if others:
+            return _none(
+                f"{calibration_set} was calibrated for {', '.join(others)}, not for this run's "
+                f"judge {judge.model} · {judge.prompt_version}; run `assay calibrate` with it"
+            )
+        return _none(
+            f"{calibration_set} has no calibration report; run `assay calibrate "
+            f"{calibration_set}` with this run's judge first"
+        )
+    if report.item_verdicts is None:
+        return _none(
+            f"report {report.report_id} predates per-item verdicts; run `assay calibrate` again"
+        )
+    pairs = [item for item in report.item_verdicts if item.verdict is not None]
+    if len(pairs) < MIN_JUDGED:
+        return _none(
+            f"{calibration_set} has only {len(pairs)} judged item(s) for this judge; "
+            f"at least {MIN_JUDGED} are needed"
+        )
+    result = ppi_mean(
+        [float(item.label) for item in pairs],
+        [float(item.verdict or 0) for item in pairs],
+        [1.0] * passed + [0.0] * (judged - passed),
+    )
+    return Correction(
+        corrected=JudgeCorrected(
+            estimate=result.estimate,
+            interval=(result.lo, result.hi),
+            labelled=result.labelled,
+            unlabelled=result.unlabelled,
+            lambda_=result.lam,
+            naive=result.naive,
+            calibration_report=report.report_id,
+        )
+    )
+
+
+def judge_lines(reliability: JudgeReliability) -> list[str]:
+    """The judge figures in words for summaries and the CLI (figures and counts only)."""
+    lines = []
+    corrected = reliability.judge_corrected
+    if corrected is not None:
+        lo, hi = corrected.interval
+        lines.append(
+            f"judge-corrected pass rate (PPI++) {corrected.estimate:.3f} "
+            f"(95% CI {lo:.3f}–{hi:.3f}; {corrected.labelled} labelled, "
+            f"{corrected.unlabelled} judged, λ {corrected.lambda_:.2f}) vs naive judge pass "
+            f"rate {corrected.naive:.3f}"
+        )
+    consistency = reliability.judge_consistency
+    if consistency is not None:
+        flips = consistency.flip_rate
+        rate = (
+            "n/a"
+            if flips.rate is None
+            else f"{flips.rate:.3f} (95% CI {flips.lo:.3f}–{flips.hi:.3f})"
+        )
+        lines.append(
+            f"judge self-consistency over {consistency.repeats} repeats: "
+            f"{consistency.checks - consistency.unanimous}/{consistency.checks} checks flipped, "
+            f"flip rate {rate}; {consistency.split} split (skipped)"
+        )
+    redactions = reliability.judge_redactions
+    if redactions is not None:
+        counted = ", ".join(f"{kind} {n}" for kind, n in redactions.items()) or "none"
+        lines.append(f"redacted before judging: {counted}")
+    return lines
