@@ -36,6 +36,7 @@ def gate(
     judge_block: str | None = None,
     fresh_judge: bool = False,
     notification_block: str | None = None,
+    calibration: str | None = None,
 ) -> GateRun:
     """Run a suite against outputs, then turn regression, pass rate, calibration and budget
     into one recorded verdict.
@@ -52,6 +53,7 @@ def gate(
         judge_block: Name of a saved JudgeSettings block (default: the environment).
         fresh_judge: Ignore cached verdicts and judge again.
         notification_block: NotificationTarget block that findings are sent to.
+        calibration: Calibration set for the PPI++ judge-corrected pass rate (see suite-run).
 
     Returns:
         The recorded gate decision and the run's EvalResult.
@@ -68,6 +70,7 @@ def gate(
         notification_block=notification_block,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        calibration=calibration,
     )
     decision = decide_gate(store_uri, result)
     publish_gate_artifact(decision)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from assay.cli._common import (
+    CalibrationOption,
     JsonOption,
     JudgeBlockOption,
     StoreOption,
@@ -26,6 +27,7 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
+from assay.cli.judging import check_judge_options
 from assay.cli.runs import print_result
 from assay.gate.decision import GateDecision, GateRun
 from assay.gate.junit import junit_xml
@@ -106,6 +108,7 @@ def gate_command(
         typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
     ] = None,
     judge_block: JudgeBlockOption = None,
+    calibration: CalibrationOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -120,6 +123,7 @@ def gate_command(
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite)
     who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    check_judge_options(calibration)
     prefect_defaults()
     from prefect import tags
 
@@ -137,6 +141,7 @@ def gate_command(
                 store=evidence.uri,
                 baseline=baseline,
                 judge_block=judge_block,
+                calibration=calibration,
             )
         )
     if junit is not None:
