@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:  # `tests.judge_server` and the packages, run from
 from assay.finops.pricing import Prices  # noqa: E402
 from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
-from assay.judging import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402
+from assay.judge.service import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402
 from assay.outputs import CandidateOutput  # noqa: E402
 from assay.runs.scoring import CompiledSuite  # noqa: E402
 from assay.scorers import Status  # noqa: E402

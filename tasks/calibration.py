@@ -5,12 +5,12 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay.calibration import (
+from assay.calibration.labels import load_set
+from assay.calibration.render import markdown_report
+from assay.calibration.report import (
     CalibrationReport,
     JudgePin,
     current_targets,
-    load_set,
-    markdown_report,
     measure,
     record_report,
 )
@@ -18,7 +18,7 @@ from assay.canonical import content_hash
 from assay.errors import InputError
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.port import JudgeRequest
-from assay.judging import judge_requests
+from assay.judge.service import judge_requests
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key

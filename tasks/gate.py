@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay.calibration import JudgePin, is_calibrated
+from assay.calibration.report import JudgePin, is_calibrated
 from assay.findings import Finding, record
 from assay.gate.decision import (
     UNCALIBRATED,

@@ -14,7 +14,7 @@ from assay.finops.budget import BUDGET_BLOCK_FIELDS, Budget
 from assay.finops.pricing import Prices
 from assay.judge import OpenAIJudge, judge_skip_reason, load_prompt
 from assay.judge.redaction import REDACT_ENV, RedactionSettings
-from assay.judging import FREE, JudgeSetup
+from assay.judge.service import FREE, JudgeSetup
 from blocks import FinOpsBudget, JudgeSettings
 
 INPUT_PRICE_ENV = "ASSAY_JUDGE_INPUT_PRICE"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay.calibration import JudgePin
+from assay.calibration.report import JudgePin
 from assay.judge.reliability import JudgeReliability, correct_pass_rate
 from assay.runs.records import JudgeInfo
 from assay.runs.scoring import RunMetrics

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
-from assay.judging import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
+from assay.judge.service import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
 from assay.outputs import OutputSlice, read_slice
 from assay.runs.records import EvidenceChunk, JudgeInfo, write_chunk
 from assay.runs.sampling import select_cases

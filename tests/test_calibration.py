@@ -14,14 +14,13 @@ import pexpect
 import pytest
 from typer.testing import CliRunner
 
-from assay.calibration import (
-    CalibrationItem,
+from assay.calibration.labels import CalibrationItem, load_set
+from assay.calibration.report import (
     CalibrationReport,
     JudgePin,
     Targets,
     current_targets,
     is_calibrated,
-    load_set,
     measure,
     record_report,
 )

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from assay.calibration import CalibrationItem, JudgePin, Targets, measure, record_report
+from assay.calibration.labels import CalibrationItem
+from assay.calibration.report import JudgePin, Targets, measure, record_report
 from assay.cli import app
 from assay.findings import list_findings
 from assay.gate.junit import junit_xml

@@ -15,7 +15,7 @@ import numpy as np
 import ppi_py
 import pytest
 
-from assay.calibration import CalibrationItem, append_item
+from assay.calibration.labels import CalibrationItem, append_item
 from flows.calibration import calibration
 from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict

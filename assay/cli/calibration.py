@@ -20,15 +20,9 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.text import Text
 
-from assay.calibration import (
-    CalibrationReport,
-    Label,
-    LabelTask,
-    append_item,
-    load_set,
-    markdown_report,
-    tasks_to_label,
-)
+from assay.calibration.labels import Label, LabelTask, append_item, load_set, tasks_to_label
+from assay.calibration.render import markdown_report
+from assay.calibration.report import CalibrationReport
 from assay.cli._common import (
     FreshJudgeOption,
     JsonOption,

@@ -7,7 +7,7 @@ from assay.cli._common import guarded
 
 def check_judge_options(calibration: str | None) -> None:
     """Exit 2 with one line for an unreadable calibration set or bad `ASSAY_JUDGE_REDACT`."""
-    from assay.calibration import load_set
+    from assay.calibration.labels import load_set
     from assay.judge.redaction import RedactionSettings
 
     guarded(RedactionSettings.configured)

@@ -7,7 +7,7 @@
   pairs the labelled one: `assay.ppi.ppi_mean` gives the pass rate people would have given,
   with its 95% interval, beside the naive judge pass rate. Assumption: the calibration items are
   a random sample of the same kind of cases. A set measured for another judge, or too small
-  (fewer judged items than `assay.calibration.MIN_JUDGED`), gives no correction and a warning
+  (fewer judged items than `assay.calibration.report.MIN_JUDGED`), gives no correction and a warning
   saying why — never a silent fallback to the naive rate.
 - **Judge self-consistency** (`JudgeConsistency`): each check judged K times; the flip rate is
   the share of checks whose K verdicts were not all equal, with its Wilson interval.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from assay.calibration import CalibrationReport, JudgePin
+    from assay.calibration.report import CalibrationReport, JudgePin
     from assay.store import EvidenceStore
 
 METHOD: Final = "ppi++"
@@ -124,7 +124,8 @@ def correct_pass_rate(
     Raises:
         InputError: The set cannot be read.
     """
-    from assay.calibration import MIN_JUDGED, load_set, reports, set_hash
+    from assay.calibration.labels import load_set
+    from assay.calibration.report import MIN_JUDGED, reports, set_hash
     from assay.ppi import ppi_mean  # numpy and scipy: paid only by runs that ask
 
     if judge is None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from assay.errors import AssayError, NotFoundError
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
-from assay.judging import JudgeSetup, judge_requests
+from assay.judge.service import JudgeSetup, judge_requests
 from assay.outcome.composite import DimensionScore, SubjectOutcome, subject_outcome
 from assay.outcome.contract import DIMENSIONS, JUDGED, Contract, Dimension
 from assay.outcome.dimensions import (

@@ -43,8 +43,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, Field
-
 from assay.canonical import content_hash
 from assay.errors import AssayError
 from assay.findings import budget_finding
@@ -62,8 +60,16 @@ from assay.judge.port import (
     judge_pairs_all,
 )
 from assay.judge.prompts import load_prompt
-from assay.judging import JudgeSetup, run_sync
+from assay.judge.service import JudgeSetup, run_sync
 from assay.outputs import index_outputs, read_slice
+from assay.pairwise.report import (
+    JudgePin,
+    PairwiseReport,
+    PositionConsistency,
+    WinRate,
+    load_report,
+    report_key,
+)
 from assay.scorers.judge import LlmJudgeConfig
 from assay.stats import wilson
 from assay.store import EvidenceStore
@@ -72,121 +78,32 @@ from assay.suites.suite import Case, Suite
 
 logger = logging.getLogger(__name__)
 
-
 PAIRWISE_PROMPT: Final = "pairwise"
 """The prompt template pairwise verdicts use (`assay/judge/prompts/pairwise.txt`)."""
+
 CACHE_PREFIX: Final = "judge-cache/pairwise/"
-REPORT_PREFIX: Final = "comparisons/"
+
 BATCH_REQUESTS: Final = 1000
 """Judge calls per batch: verdicts are cached and the ledger written after each batch, so an
 interrupted comparison keeps (and has recorded) what it already paid for."""
+
 READ_CHUNK: Final = 2000
 """Outputs per slice when reading an outputs reference."""
 
 Order = Literal["ab", "ba"]
 """Presentation order: `ab` shows A first and B second, `ba` the other way round."""
+
 ORDERS: Final[tuple[Order, ...]] = ("ab", "ba")
+
 PairOutcome = Literal["a", "b", "tie", "inconsistent", "unjudged"]
 
 _COMPARISON_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
 _SUBJECT_PART = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class PairwiseError(AssayError):
     """The comparison cannot run as configured (retrying does not help)."""
-
-
-# --- the report -------------------------------------------------------------------------------
-
-
-class WinRate(BaseModel):
-    """Wins of one side over the judged pairs, with its 95% Wilson interval (None when n = 0)."""
-
-    rate: float | None
-    lo: float | None
-    hi: float | None
-    wins: int
-    n: int
-    """Judged pairs: the denominator."""
-
-
-class PositionConsistency(BaseModel):
-    """Pairs whose two orders agreed, over the judged pairs, with its 95% Wilson interval."""
-
-    rate: float | None
-    lo: float | None
-    hi: float | None
-    consistent: int
-    judged: int
-
-
-class JudgePin(BaseModel):
-    """The judge the verdicts came from (None when no judge was configured)."""
-
-    model: str | None
-    prompt_version: str | None
-
-
-class PairwiseReport(BaseModel):
-    """The outcome of one pairwise comparison: counts, rates and references — never text.
-
-    Counts: `cases_compared` pairs were put to the judge (shared cases with a rubric);
-    `unjudged` of them got no verdict in at least one order; the `judged` rest split into
-    `wins_a + wins_b + ties + inconsistent`. Cases not compared are counted apart:
-    `without_rubric` (no `llm_judge` check), `missing_a` / `missing_b` (a rubric but no output
-    on that side; a case missing on both sides counts in both).
-    """
-
-    comparison_id: str
-    suite: str
-    suite_version: int
-    label_a: str
-    label_b: str
-    outputs_a: str
-    outputs_b: str
-    subject: str
-    """The budget and ledger subject of this comparison (`comparison:<A>-vs-<B>`)."""
-    cases: int
-    """Cases in the suite version."""
-    without_rubric: int
-    missing_a: int
-    missing_b: int
-    cases_compared: int
-    judged: int
-    unjudged: int
-    unjudged_reasons: dict[str, int] = Field(default_factory=dict)
-    """Why pairs were unjudged (the judge's skip vocabulary), with counts."""
-    wins_a: int
-    wins_b: int
-    ties: int
-    """Pairs where both orders answered tie."""
-    inconsistent: int
-    """Pairs whose two orders disagreed (position bias); a tie in the win rates."""
-    win_rate_a: WinRate
-    win_rate_b: WinRate
-    position_consistency: PositionConsistency
-    judge: JudgePin
-    calls: int
-    """Judge calls made (one per order not found in the cache)."""
-    cache_hits: int
-    """Order verdicts answered by the cache."""
-    cost_usd: float
-    budget: Decision | None = None
-    """The FinOps preflight's decision, when there were calls to make."""
-    occurred_at: AwareDatetime
-
-
-def report_key(comparison_id: str) -> str:
-    """Where a comparison's report is kept: `comparisons/<comparison_id>.json`."""
-    return f"{REPORT_PREFIX}{comparison_id}.json"
-
-
-def load_report(store: EvidenceStore, comparison_id: str) -> PairwiseReport:
-    """A recorded comparison (raises `NotFoundError` when there is none)."""
-    return PairwiseReport.model_validate_json(store.get(report_key(comparison_id)))
-
-
-# --- pure parts -------------------------------------------------------------------------------
 
 
 def comparison_subject(label_a: str, label_b: str) -> str:
@@ -264,9 +181,6 @@ def pairwise_setup(setup: JudgeSetup, prompt: str = PAIRWISE_PROMPT) -> JudgeSet
     return replace(
         setup, prompt_version=setup.redaction.prompt_version(load_prompt(prompt).version)
     )
-
-
-# --- the comparison ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -532,77 +446,3 @@ def _spend(
             ),
         )
     return decision, calls, cost
-
-
-# --- presentation -----------------------------------------------------------------------------
-
-
-def _cell(text: str) -> str:
-    """A label safe inside a markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _interval(lo: float | None, hi: float | None) -> str:
-    return "n/a" if lo is None or hi is None else f"{lo:.3f}–{hi:.3f}"
-
-
-def _rate(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate:.3f}"
-
-
-def markdown_report(report: PairwiseReport) -> str:
-    """The comparison as a markdown artifact: outcomes with denominators, rates with intervals."""
-    a, b = _cell(report.label_a), _cell(report.label_b)
-    n = report.judged
-    consistency = report.position_consistency
-    lines = [
-        f"# Pairwise comparison · {report.suite}@{report.suite_version} · {a} vs {b}",
-        "",
-        "Each shared case with an `llm_judge` rubric is judged twice, with the order swapped; "
-        "a winner is declared only when both orders agree.",
-        "",
-        "| outcome | pairs | of judged pairs |",
-        "|---|---:|---:|",
-        f"| {a} wins | {report.wins_a} | {report.wins_a}/{n} |",
-        f"| {b} wins | {report.wins_b} | {report.wins_b}/{n} |",
-        f"| ties (both orders) | {report.ties} | {report.ties}/{n} |",
-        f"| inconsistent (orders disagree; a tie) | {report.inconsistent} "
-        f"| {report.inconsistent}/{n} |",
-        f"| **judged** | **{n}** | of {report.cases_compared} compared |",
-        f"| unjudged (excluded) | {report.unjudged} | of {report.cases_compared} compared |",
-        "",
-        "| rate | value | 95% CI (Wilson) | count |",
-        "|---|---:|---:|---:|",
-        f"| win rate {a} | {_rate(report.win_rate_a.rate)} "
-        f"| {_interval(report.win_rate_a.lo, report.win_rate_a.hi)} "
-        f"| {report.win_rate_a.wins}/{report.win_rate_a.n} |",
-        f"| win rate {b} | {_rate(report.win_rate_b.rate)} "
-        f"| {_interval(report.win_rate_b.lo, report.win_rate_b.hi)} "
-        f"| {report.win_rate_b.wins}/{report.win_rate_b.n} |",
-        f"| position consistency | {_rate(consistency.rate)} "
-        f"| {_interval(consistency.lo, consistency.hi)} "
-        f"| {consistency.consistent}/{consistency.judged} |",
-        "",
-        f"Judge `{report.judge.model or 'none'}` · prompt `{report.judge.prompt_version or 'n/a'}`"
-        f" · {report.calls} call(s) · {report.cache_hits} cache hit(s) · "
-        f"${report.cost_usd:.4f}",
-    ]
-    notes = []
-    if report.unjudged:
-        why = ", ".join(f"{reason}: {count}" for reason, count in report.unjudged_reasons.items())
-        notes.append(f"{report.unjudged} pair(s) unjudged and excluded ({why})")
-    if report.without_rubric:
-        notes.append(f"{report.without_rubric} case(s) have no `llm_judge` rubric: not compared")
-    if report.missing_a:
-        notes.append(f"{report.missing_a} case(s) with a rubric have no output in {a}")
-    if report.missing_b:
-        notes.append(f"{report.missing_b} case(s) with a rubric have no output in {b}")
-    if report.budget is not None and report.budget.status not in ("allowed", "no_budget"):
-        notes.append(f"budget {report.budget.status}: {report.budget.reason}")
-    if notes:
-        lines += ["", "**Warnings**", *[f"- {note}" for note in notes]]
-    lines += [
-        "",
-        f"Comparison `{report.comparison_id}` · {report.occurred_at:%Y-%m-%d %H:%M} UTC",
-    ]
-    return "\n".join(lines)
