@@ -42,10 +42,12 @@ NO_JUDGE: Final = "no judge configured"
 NO_CREDENTIALS: Final = "no credentials"
 MALFORMED_REPLY: Final = "malformed reply"
 BUDGET_BLOCKED: Final = "budget_blocked"
+JUDGE_SPLIT: Final = "judge split"
+"""An even split of a check's repeated verdicts: no majority, so no verdict (never a pass)."""
 UNAVAILABLE_PREFIX: Final = "judge unavailable: "
 
 SKIP_REASONS: Final[frozenset[str]] = frozenset(
-    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED}
+    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED, JUDGE_SPLIT}
 )
 """Fixed reasons a verdict may be skipped for, besides `judge unavailable: <ErrorType>`."""
 

@@ -15,9 +15,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from assay.judge.port import JUDGE_SPLIT, Verdict
+from assay.stats import wilson
 
 if TYPE_CHECKING:
     from assay.calibration.report import CalibrationReport, JudgePin
@@ -76,6 +80,48 @@ class JudgeConsistency(BaseModel):
     unanimous: int
     split: int
     flip_rate: FlipRate
+
+
+def majority(repeats: Sequence[Verdict]) -> tuple[Verdict, bool | None]:
+    """A check's verdict from its K repeated verdicts, and whether they agreed.
+
+    Fail closed: any skipped repeat (an outage, a budget stop) makes the check skipped with that
+    reason; an even split is skipped with `judge split` — never a pass. The majority's score is
+    the mean of the majority's scores.
+
+    Returns:
+        The verdict, and True (unanimous) / False (they differed) / None (not all judged).
+    """
+    skipped = next((verdict for verdict in repeats if verdict.status == "skipped"), None)
+    if skipped is not None:
+        return skipped, None
+    passes = [verdict for verdict in repeats if verdict.status == "pass"]
+    fails = [verdict for verdict in repeats if verdict.status == "fail"]
+    unanimous = not passes or not fails
+    if len(passes) == len(fails):
+        first = repeats[0]
+        split = Verdict.skipped(JUDGE_SPLIT, model=first.model, prompt_version=first.prompt_version)
+        return split, False
+    winners = passes if len(passes) > len(fails) else fails
+    score = sum(verdict.score for verdict in winners) / len(winners)
+    return winners[0].model_copy(update={"score": score}), unanimous
+
+
+def consistency(repeats: int, checks: int, unanimous: int, split: int) -> JudgeConsistency:
+    """The run's self-consistency figures from its counts (flip rate with its Wilson interval)."""
+    flipped = checks - unanimous
+    interval = wilson(flipped, checks)
+    return JudgeConsistency(
+        repeats=repeats,
+        checks=checks,
+        unanimous=unanimous,
+        split=split,
+        flip_rate=FlipRate(
+            rate=flipped / checks if checks else None,
+            lo=None if interval is None else interval.lo,
+            hi=None if interval is None else interval.hi,
+        ),
+    )
 
 
 class JudgeReliability(BaseModel):
