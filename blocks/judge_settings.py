@@ -48,6 +48,13 @@ class JudgeSettings(Block):
     output_price_per_million: float = Field(
         default=0.0, ge=0, description="USD per 1M output tokens, for the cost ledger and budgets."
     )
+    judge_repeats: int = Field(
+        default=1,
+        ge=1,
+        le=15,
+        description="Verdicts asked per llm_judge check; the majority decides, an even split is "
+        "skipped (`judge split`), and the flip rate is reported.",
+    )
     redact: list[str] | None = Field(
         default=None,
         description="Kinds replaced by placeholders before any judge call: email, phone, "

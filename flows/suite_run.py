@@ -61,6 +61,7 @@ def suite_run(
     judge_block: str | None = None,
     fresh_judge: bool = False,
     calibration: str | None = None,
+    judge_repeats: int | None = None,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -83,6 +84,9 @@ def suite_run(
         calibration: Path of a calibration set: adds the PPI++ judge-corrected pass rate of
             the run's `llm_judge` checks (`judge_corrected`), when the set was calibrated for
             this run's judge (else `judge_corrected` is null, with a warning saying why).
+        judge_repeats: Judge each `llm_judge` check this many times (default: the JudgeSettings
+            block's `judge_repeats`, else 1): majority verdict, an even split skipped
+            (`judge split`), the flip rate reported in `judge_consistency`.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
     """
@@ -115,6 +119,7 @@ def suite_run(
         metrics = RunMetrics()
         budget: Decision | None = None
         redactions: dict[str, int] | None = None
+        repeats = 1
         rows: list[CaseRow] = []
         for number, (piece, ids) in enumerate(pieces):
             summary = score_chunk(
@@ -129,19 +134,21 @@ def suite_run(
                 plan.subject,
                 judge_block,
                 fresh_judge,
+                judge_repeats,
             )
             metrics.merge(summary.metrics)
             budget = strictest(budget, summary.budget)
             aggregate.judge = summary.judge or aggregate.judge
             if summary.judge is not None:
                 redactions = add_counts(redactions or {}, summary.redactions)
+                repeats = max(repeats, summary.judge_repeats)
             rows.extend(summary.rows)
             progress.chunk_done(metrics)
         regression = compare_task(
             store_uri, aggregate, metrics, golden.regression_threshold, baseline
         )
         reliability = judge_reliability(
-            store_uri, aggregate.judge, metrics, calibration, redactions
+            store_uri, aggregate.judge, metrics, calibration, redactions, repeats
         )
         result = finish_run_task(store_uri, aggregate, metrics, regression, budget, reliability)
     except BaseException as exc:

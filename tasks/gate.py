@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay.calibration.report import JudgePin, is_calibrated
+from assay.calibration.report import is_calibrated
 from assay.findings import Finding, record
 from assay.gate.decision import (
     UNCALIBRATED,
@@ -16,6 +16,7 @@ from assay.gate.decision import (
     unjudged_cases,
     uses_judge,
 )
+from assay.judge.port import JudgePin
 from assay.runs.records import EvalResult
 from assay.runs.render import warnings
 from assay.suites import registry

@@ -57,9 +57,11 @@ def redaction_settings(
     return RedactionSettings.configured(kinds, patterns, source=source)
 
 
-def judge_setup(judge_block: str | None, fresh: bool) -> JudgeSetup:
+def judge_setup(judge_block: str | None, fresh: bool, repeats: int | None = None) -> JudgeSetup:
     """How this run judges: the named JudgeSettings block, else `ASSAY_JUDGE_MODEL` +
-    `OPENAI_API_KEY` (+ `OPENAI_BASE_URL`), else no judge (checks skipped with the reason)."""
+    `OPENAI_API_KEY` (+ `OPENAI_BASE_URL`), else no judge (checks skipped with the reason).
+
+    `repeats` (`--judge-repeats`) overrides the block's `judge_repeats` (default 1)."""
     budgets = read_budgets()
     if judge_block:
         settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
@@ -88,6 +90,7 @@ def judge_setup(judge_block: str | None, fresh: bool) -> JudgeSetup:
             ),
             budgets=budgets,
             fresh=fresh,
+            repeats=repeats or settings.judge_repeats,
         )
     reason = judge_skip_reason()
     if reason is not None:
@@ -110,4 +113,5 @@ def judge_setup(judge_block: str | None, fresh: bool) -> JudgeSetup:
         else FREE,
         budgets=budgets,
         fresh=fresh,
+        repeats=repeats or 1,
     )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay.calibration.report import JudgePin
-from assay.judge.reliability import JudgeReliability, correct_pass_rate
-from assay.runs.records import JudgeInfo
+from assay.judge.port import JudgePin
+from assay.judge.reliability import JudgeReliability, consistency, correct_pass_rate
 from assay.runs.scoring import RunMetrics
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
@@ -15,19 +14,28 @@ from tasks._store import evidence_store
 @task(name="judge-reliability", **IO_RETRIES)
 def judge_reliability(
     store: str,
-    judge: JudgeInfo | None,
+    judge: JudgePin | None,
     metrics: RunMetrics,
     calibration: str | None,
     redactions: dict[str, int] | None,
+    judge_repeats: int = 1,
 ) -> JudgeReliability:
-    """Correct the run's judged pass rate with a calibration set (when one is given)."""
+    """The run's judge figures: redaction counts, self-consistency when its checks were judged
+    more than once, and the PPI++ correction when a calibration set is given."""
     reliability = JudgeReliability(judge_redactions=redactions)
+    if judge_repeats > 1:
+        reliability.judge_consistency = consistency(
+            judge_repeats,
+            metrics.repeated_checks,
+            metrics.unanimous_checks,
+            metrics.split_checks,
+        )
     if calibration is None:
         return reliability
     correction = correct_pass_rate(
         evidence_store(store),
         calibration,
-        None if judge is None else JudgePin(**judge.model_dump()),
+        judge,
         metrics.judged_checks,
         metrics.judged_checks_passed,
     )

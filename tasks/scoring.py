@@ -16,9 +16,11 @@ from pydantic import BaseModel
 
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
-from assay.judge.service import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
+from assay.judge.port import JudgePin
+from assay.judge.service import NO_JUDGE_NEEDED
 from assay.outputs import OutputSlice, read_slice
-from assay.runs.records import EvidenceChunk, JudgeInfo, write_chunk
+from assay.runs.judging import ChunkJudgement, judge_chunk
+from assay.runs.records import EvidenceChunk, write_chunk
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
 from assay.scorers import Status
@@ -49,9 +51,11 @@ class ChunkSummary(BaseModel):
     rows: list[CaseRow]
     budget: Decision | None = None
     """The FinOps preflight's decision, when this chunk had judge calls to make."""
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     """The judge this chunk was set up with, when the suite has llm_judge checks."""
     redactions: dict[str, int] = {}
+    judge_repeats: int = 1
+    """Verdicts asked per llm_judge check (the judge setup's K)."""
     """Redactions per kind in this chunk's judge prompts (counts only)."""
 
 
@@ -93,6 +97,7 @@ def score_chunk(
     subject: str,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    judge_repeats: int | None = None,
 ) -> ChunkSummary:
     """Score the outputs in `piece` (or the `missing` cases, which have none) and persist them.
 
@@ -108,7 +113,7 @@ def score_chunk(
         hasher = OutputHasher(store_secret(target))
         outputs = list(read_slice(piece, selected))
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
-            setup = judge_setup(judge_block, fresh_judge)
+            setup = judge_setup(judge_block, fresh_judge, judge_repeats)
             judged = judge_chunk(
                 target,
                 compiled,
@@ -128,8 +133,12 @@ def score_chunk(
     verdicts = [o.status for o in judged.outcomes.values() if o.status is not Status.SKIPPED]
     summary.metrics.judged_checks = len(verdicts)
     summary.metrics.judged_checks_passed = verdicts.count(Status.PASS)
+    summary.metrics.repeated_checks = judged.repeated
+    summary.metrics.unanimous_checks = judged.unanimous
+    summary.metrics.split_checks = judged.split
     summary.budget = judged.decision
     summary.redactions = judged.redactions
+    summary.judge_repeats = setup.repeats
     if setup.model and setup.prompt_version:
-        summary.judge = JudgeInfo(model=setup.model, prompt_version=setup.prompt_version)
+        summary.judge = setup.pin
     return summary

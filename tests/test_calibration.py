@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from assay.calibration.labels import CalibrationItem, load_set
 from assay.calibration.report import (
     CalibrationReport,
-    JudgePin,
     Targets,
     current_targets,
     is_calibrated,
@@ -26,7 +25,7 @@ from assay.calibration.report import (
 )
 from assay.cli import app
 from assay.errors import InputError
-from assay.judge.port import Verdict
+from assay.judge.port import JudgePin, Verdict
 from assay.store import FileStore
 from flows.calibration import calibration
 from tests.conftest import EXAMPLES, PREFECT_HOME

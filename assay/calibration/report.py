@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from assay.calibration.labels import CalibrationItem
 from assay.canonical import content_hash
-from assay.judge.port import Verdict
+from assay.judge.port import JudgePin, Verdict
 from assay.stats import Kappa, cohens_kappa, pearson, wilson
 from assay.store import EvidenceStore
 
@@ -89,13 +89,6 @@ class Targets(BaseModel):
 
     agreement: float = Field(default=DEFAULT_AGREEMENT, ge=0.0, le=1.0)
     kappa: float = Field(default=DEFAULT_KAPPA, ge=-1.0, le=1.0)
-
-
-class JudgePin(BaseModel):
-    """Which judge was calibrated: the model pin and the prompt version."""
-
-    model: str
-    prompt_version: str
 
 
 class ItemVerdict(BaseModel):

@@ -27,8 +27,9 @@ from typing import Final, Literal
 from pydantic import BaseModel
 
 from assay.errors import NotFoundError
+from assay.judge.port import JudgePin
 from assay.regression import RegressionStatus
-from assay.runs.records import EvalResult, JudgeInfo, read_cases
+from assay.runs.records import EvalResult, read_cases
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
@@ -87,7 +88,7 @@ class GateDecision(BaseModel):
     warnings: list[str]
     rules: list[RuleResult]
     unjudged_cases: list[str]
-    judge: JudgeInfo | None
+    judge: JudgePin | None
     calibrated: bool | None
     decided_at: datetime
 

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.judge.port import JUDGE_SPLIT, Verdict
+from assay.judge.port import JUDGE_SPLIT, JudgePin, Verdict
 from assay.stats import wilson
 
 if TYPE_CHECKING:
-    from assay.calibration.report import CalibrationReport, JudgePin
+    from assay.calibration.report import CalibrationReport
     from assay.store import EvidenceStore
 
 METHOD: Final = "ppi++"

@@ -13,7 +13,7 @@ Measured, with 95% Wilson intervals over the judged pairs:
 - `win_rate_a` = wins A / judged pairs, `win_rate_b` likewise;
 - `position_consistency` = consistent pairs (both orders agree) / judged pairs.
 
-Like `assay.judging` for single verdicts, spending is cached, budgeted and priced:
+Through the judging service (`assay.judge.service`), spending is cached, budgeted and priced:
 - the verdict cache is keyed by case content, the keyed hashes (HMAC) of *both* outputs **in
   presentation order**, the rubric, the model pin and the pairwise prompt version: the two orders
   of one case are two entries, and a hit costs nothing (`fresh` bypasses it); write-once;
@@ -38,32 +38,24 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from assay.canonical import content_hash
 from assay.errors import AssayError
 from assay.findings import budget_finding
 from assay.findings import record as record_finding
-from assay.finops.budget import Decision, preflight
-from assay.finops.ledger import CostRecord, record_cost
-from assay.finops.pricing import estimate_tokens, price
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.port import (
-    BUDGET_BLOCKED,
-    PairJudge,
     PairRequest,
     PairVerdict,
     Winner,
-    judge_pairs_all,
 )
 from assay.judge.prompts import load_prompt
-from assay.judge.service import JudgeSetup, run_sync
+from assay.judge.service import JudgeSetup, Spender, cache_key, judge_pair_requests
 from assay.outputs import index_outputs, read_slice
 from assay.pairwise.report import (
-    JudgePin,
     PairwiseReport,
     PositionConsistency,
     WinRate,
@@ -80,8 +72,6 @@ logger = logging.getLogger(__name__)
 
 PAIRWISE_PROMPT: Final = "pairwise"
 """The prompt template pairwise verdicts use (`assay/judge/prompts/pairwise.txt`)."""
-
-CACHE_PREFIX: Final = "judge-cache/pairwise/"
 
 BATCH_REQUESTS: Final = 1000
 """Judge calls per batch: verdicts are cached and the ledger written after each batch, so an
@@ -183,31 +173,16 @@ def pairwise_setup(setup: JudgeSetup, prompt: str = PAIRWISE_PROMPT) -> JudgeSet
     )
 
 
-@dataclass
-class _Pending:
-    """One order of one case still to be judged (holds text: memory only)."""
-
-    case_id: str
-    order: Order
-    cache_key: str
-    request: PairRequest
-
-
-def _cache_key(
-    case_hash: str, first_hmac: str, second_hmac: str, rubric: str, setup: JudgeSetup
-) -> str:
-    digest = content_hash(
-        {
-            "kind": "pairwise",
-            "case": case_hash,
-            "first": first_hmac,
-            "second": second_hmac,
-            "rubric": rubric,
-            "model": setup.model,
-            "prompt": setup.prompt_version,
-        }
-    ).removeprefix("sha256:")
-    return f"{CACHE_PREFIX}{digest[:2]}/{digest}.json"
+def _cache_key(hasher: OutputHasher, case: Case, request: PairRequest, setup: JudgeSetup) -> str:
+    """Keyed by case content, both outputs' keyed hashes in presentation order, the rubric and
+    the judge pin: the two orders of one case are two entries."""
+    content = {
+        "case": case.content_hash,
+        "first": hasher(request.first),
+        "second": hasher(request.second),
+        "rubric": request.rubric,
+    }
+    return cache_key(hasher, "pairwise", setup.pin, content)
 
 
 def _read_texts(uri: str, known: set[str], selected: list[str]) -> tuple[dict[str, str], int]:
@@ -219,24 +194,6 @@ def _read_texts(uri: str, known: set[str], selected: list[str]) -> tuple[dict[st
         for output in read_slice(piece, wanted):
             texts[output.case_id] = output.output
     return texts, len(index.missing)
-
-
-async def _judge_batch(setup: JudgeSetup, requests: Sequence[PairRequest]) -> list[PairVerdict]:
-    assert setup.make_judge is not None
-    judge = setup.make_judge()
-    try:
-        if not isinstance(judge, PairJudge):
-            raise PairwiseError(f"the configured judge ({type(judge).__name__}) cannot compare")
-        return await judge_pairs_all(judge, requests, setup.max_concurrency)
-    finally:
-        close = getattr(judge, "aclose", None)
-        if close is not None:
-            await close()
-
-
-def _batches(items: Sequence[_Pending], size: int) -> Iterator[Sequence[_Pending]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def compare_outputs(
@@ -271,7 +228,8 @@ def compare_outputs(
         already there (a retried task), that first report is returned (first writer wins).
 
     Raises:
-        PairwiseError: the comparison id is unusable, or the judge cannot compare pairs.
+        PairwiseError: the comparison id is unusable.
+        JudgeUnsupportedError: the configured judge cannot compare pairs.
         InputError: an outputs reference is missing or malformed (naming file and line).
     """
     if not _COMPARISON_ID.fullmatch(comparison_id):
@@ -286,41 +244,42 @@ def compare_outputs(
     cases = {case.id: case for case in suite.cases}
     shared = [case_id for case_id in selected if case_id in texts_a and case_id in texts_b]
 
-    verdicts: dict[tuple[str, Order], PairVerdict] = {}
-    calls = cache_hits = 0
-    cost = 0.0
-    decision: Decision | None = None
-    if setup.make_judge is None:
-        skipped = PairVerdict.skipped(setup.skip_reason)
-        verdicts = {(case_id, order): skipped for case_id in shared for order in ORDERS}
-    else:
-        hasher = OutputHasher(store_secret(store))
-        pending: list[_Pending] = []
-        for case_id in shared:
-            case, config = cases[case_id], rubrics[case_id]
-            assert config is not None
-            hmac_a, hmac_b = hasher(texts_a[case_id]), hasher(texts_b[case_id])
-            for order in ORDERS:
-                first, second = (hmac_a, hmac_b) if order == "ab" else (hmac_b, hmac_a)
-                key = _cache_key(case.content_hash, first, second, config.rubric, setup)
-                if not setup.fresh and store.exists(key):
-                    verdicts[(case_id, order)] = PairVerdict.model_validate_json(store.get(key))
-                    cache_hits += 1
-                    continue
-                text_a, text_b = texts_a[case_id], texts_b[case_id]
-                request = PairRequest(
-                    case_id=case_id,
-                    input=case.input,
-                    expected=case.expected,
-                    rubric=config.rubric,
-                    first=text_a if order == "ab" else text_b,
-                    second=text_b if order == "ab" else text_a,
-                )
-                pending.append(_Pending(case_id, order, key, request))
-        if pending:
-            decision, calls, cost = _spend(
-                store, suite, version, setup, pending, verdicts, comparison_id, subject, at
+    keys: list[tuple[str, Order]] = []
+    requests: list[tuple[str, PairRequest]] = []
+    hasher = OutputHasher(store_secret(store)) if setup.make_judge is not None else None
+    for case_id in shared:
+        case, config = cases[case_id], rubrics[case_id]
+        assert config is not None
+        for order in ORDERS:
+            first, second = (texts_a, texts_b) if order == "ab" else (texts_b, texts_a)
+            request = PairRequest(
+                case_id=case_id,
+                input=case.input,
+                expected=case.expected,
+                rubric=config.rubric,
+                first=first[case_id],
+                second=second[case_id],
             )
+            key = "" if hasher is None else _cache_key(hasher, case, request, setup)
+            keys.append((case_id, order))
+            requests.append((key, request))
+
+    def record_budget_finding(decision: Decision) -> None:
+        finding = budget_finding(
+            decision, comparison_id, version.suite, version.version, subject, at
+        )
+        if finding is not None:
+            record_finding(store, finding)
+
+    batch = judge_pair_requests(
+        store,
+        setup,
+        requests,
+        Spender(comparison_id, suite.suite, subject, at),
+        batch_size=BATCH_REQUESTS,
+        on_decision=record_budget_finding,
+    )
+    verdicts = dict(zip(keys, batch.verdicts, strict=True))
 
     tally: Counter[PairOutcome] = Counter()
     reasons: Counter[str] = Counter()
@@ -356,11 +315,11 @@ def compare_outputs(
         win_rate_a=_win_rate(tally["a"], judged),
         win_rate_b=_win_rate(tally["b"], judged),
         position_consistency=_consistency(consistent, judged),
-        judge=JudgePin(model=setup.model, prompt_version=setup.prompt_version),
-        calls=calls,
-        cache_hits=cache_hits,
-        cost_usd=cost,
-        budget=decision,
+        judge=setup.pin,
+        calls=batch.calls,
+        cache_hits=batch.cache_hits,
+        cost_usd=batch.cost_usd,
+        budget=batch.decision,
         occurred_at=at,
     )
     logger.info(
@@ -375,74 +334,3 @@ def compare_outputs(
     if store.put_once_if_absent(report_key(comparison_id), report.model_dump_json().encode()):
         return report
     return load_report(store, comparison_id)
-
-
-def _spend(
-    store: EvidenceStore,
-    suite: Suite,
-    version: SuiteVersion,
-    setup: JudgeSetup,
-    pending: list[_Pending],
-    verdicts: dict[tuple[str, Order], PairVerdict],
-    comparison_id: str,
-    subject: str,
-    at: datetime,
-) -> tuple[Decision, int, float]:
-    """Preflight, then judge the pending orders in batches: cache, price and record each batch.
-
-    Fills `verdicts`; returns the preflight decision, the calls made and their cost.
-    """
-    lengths = [
-        len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.first) + len(r.second)
-        for r in (item.request for item in pending)
-    ]
-    projected = price(setup.prices, *estimate_tokens(lengths))
-    decision = preflight(store, setup.budgets, projected, suite.suite, subject, at)
-    finding = budget_finding(decision, comparison_id, version.suite, version.version, subject, at)
-    if finding is not None:
-        record_finding(store, finding)
-    if not decision.allowed:
-        blocked = PairVerdict.skipped(
-            BUDGET_BLOCKED, model=setup.model, prompt_version=setup.prompt_version
-        )
-        for item in pending:
-            verdicts[(item.case_id, item.order)] = blocked
-        return decision, 0, 0.0
-    calls = 0
-    cost = 0.0
-    for number, batch in enumerate(_batches(pending, BATCH_REQUESTS)):
-        answers = run_sync(_judge_batch(setup, [item.request for item in batch]))
-        used_in = used_out = 0
-        for item, verdict in zip(batch, answers, strict=True):
-            verdicts[(item.case_id, item.order)] = verdict
-            used_in += verdict.input_tokens
-            used_out += verdict.output_tokens
-            cacheable = (
-                verdict.status == "judged"
-                and verdict.model == setup.model
-                and verdict.prompt_version == setup.prompt_version
-            )
-            if cacheable:
-                store.put_once_if_absent(item.cache_key, verdict.model_dump_json().encode())
-        batch_cost = price(setup.prices, used_in, used_out)
-        calls += len(batch)
-        cost += batch_cost
-        # One ledger record per comparison and batch (first writer wins): a retried task finds
-        # its verdicts in the cache, and its spend already recorded.
-        record_cost(
-            store,
-            CostRecord(
-                run_id=comparison_id,
-                chunk=number,
-                suite=suite.suite,
-                subject=subject,
-                model=setup.model or "",
-                prompt_version=setup.prompt_version or "",
-                calls=len(batch),
-                input_tokens=used_in,
-                output_tokens=used_out,
-                cost_usd=batch_cost,
-                at=at,
-            ),
-        )
-    return decision, calls, cost

@@ -10,6 +10,7 @@ from typing import Final
 from pydantic import AwareDatetime, BaseModel, Field
 
 from assay.finops.budget import Decision
+from assay.judge.port import JudgePin
 from assay.store import EvidenceStore
 
 REPORT_PREFIX: Final = "comparisons/"
@@ -34,13 +35,6 @@ class PositionConsistency(BaseModel):
     hi: float | None
     consistent: int
     judged: int
-
-
-class JudgePin(BaseModel):
-    """The judge the verdicts came from (None when no judge was configured)."""
-
-    model: str | None
-    prompt_version: str | None
 
 
 class PairwiseReport(BaseModel):

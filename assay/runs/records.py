@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from assay.errors import InputError, NotFoundError
 from assay.finops.budget import Decision
+from assay.judge.port import JudgePin
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics
@@ -100,13 +101,6 @@ class RunPlan(_HasSubject, BaseModel):
     chunks: int
 
 
-class JudgeInfo(BaseModel):
-    """The judge a run used: changing either field makes runs incomparable without notice."""
-
-    model: str
-    prompt_version: str
-
-
 class RunAggregate(RunPlan):
     """The mutable view of a run while and after it executes."""
 
@@ -116,7 +110,7 @@ class RunAggregate(RunPlan):
     chunks_done: int = 0
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     regression: Comparison | None = None
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     error: str | None = None
 
 
@@ -140,7 +134,7 @@ class EvalResult(JudgeReliability, _HasSubject, BaseModel):
     seed: int | None = None
     regression: Comparison | None = None
     budget: Decision | None = None
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
 
 

@@ -1,0 +1,123 @@
+"""Judging a chunk's `llm_judge` checks through the judging service (`assay.judge.service`).
+
+Runs inside one scoring task, so candidate output text never leaves that task's memory. Every
+`llm_judge` check of the chunk becomes a `JudgeRequest`, keyed in the verdict cache by the case
+content, the keyed output hash, the rubric, the threshold and the judge pin; the service does
+the rest (cache, preflight, bounded calls, ledger). With `--judge-repeats K` each check is asked
+K times (`judge_repeated`) and takes the majority (`assay.judge.reliability.majority`; an even
+split is skipped, `judge split`). With no judge configured, every `llm_judge` check is skipped
+with the reason (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from assay.finops.budget import Decision
+from assay.hashing import OutputHasher
+from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
+from assay.judge.redaction import add_counts
+from assay.judge.reliability import majority
+from assay.judge.service import JudgeSetup, cache_key, judge_repeated
+from assay.outputs import CandidateOutput
+from assay.runs.scoring import CompiledSuite
+from assay.scorers import Outcome, Status
+from assay.scorers.judge import LlmJudgeConfig
+from assay.store import EvidenceStore
+
+CheckKey = tuple[str, int]
+"""(case id, position of the check among the case's scorers)."""
+
+
+@dataclass
+class ChunkJudgement:
+    """What judging one chunk produced (no text)."""
+
+    outcomes: dict[CheckKey, Outcome]
+    calls: int = 0
+    cache_hits: int = 0
+    cost_usd: float = 0.0
+    decision: Decision | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Redactions per kind in the checks' judge prompts (counted once per check)."""
+    repeated: int = 0
+    """Checks with all K repeats judged (K > 1 only): the flip rate's denominator."""
+    unanimous: int = 0
+    """Of those, checks whose K verdicts agreed."""
+    split: int = 0
+    """Checks whose verdicts split evenly: skipped with `judge split`."""
+
+
+def _outcome(verdict: Verdict) -> Outcome:
+    if verdict.status == "skipped":
+        return Outcome(Status.SKIPPED, 0.0, verdict.reason)
+    return Outcome(Status.PASS if verdict.status == "pass" else Status.FAIL, verdict.score, "")
+
+
+def judge_chunk(
+    store: EvidenceStore,
+    compiled: CompiledSuite,
+    outputs: Sequence[CandidateOutput],
+    hasher: OutputHasher,
+    setup: JudgeSetup,
+    *,
+    run_id: str,
+    chunk: int,
+    subject: str,
+    now: datetime | None = None,
+) -> ChunkJudgement:
+    """Judge every `llm_judge` check of one chunk's outputs (see the module docstring)."""
+    suite = compiled.suite
+    keys: list[CheckKey] = []
+    requests: list[tuple[str, JudgeRequest]] = []
+    for output in outputs:
+        case = compiled.cases[output.case_id]
+        for position, spec in enumerate(suite.scorers_for(case)):
+            if not isinstance(spec.config, LlmJudgeConfig):
+                continue
+            keys.append((case.id, position))
+            content = {
+                "case": case.content_hash,
+                "output": hasher(output.output),
+                "rubric": spec.config.rubric,
+                "threshold": spec.config.pass_threshold,
+            }
+            request = JudgeRequest(
+                case_id=case.id,
+                input=case.input,
+                expected=case.expected,
+                rubric=spec.config.rubric,
+                output=output.output,
+                pass_threshold=spec.config.pass_threshold,
+            )
+            requests.append((cache_key(hasher, "check", setup.pin, content), request))
+    if not requests:
+        return ChunkJudgement(outcomes={})
+    batch, repeats = judge_repeated(
+        store,
+        setup,
+        requests,
+        suite=suite.suite,
+        subject=subject,
+        run_id=run_id,
+        chunk=chunk,
+        now=now,
+    )
+    judgement = ChunkJudgement(
+        outcomes={},
+        calls=batch.calls,
+        cache_hits=batch.cache_hits,
+        cost_usd=batch.cost_usd,
+        decision=batch.decision,
+    )
+    for key, verdicts in zip(keys, repeats, strict=True):
+        verdict, unanimous = majority(verdicts)
+        judgement.outcomes[key] = _outcome(verdict)
+        judgement.redactions = add_counts(judgement.redactions, verdicts[0].redactions)
+        if setup.repeats > 1:
+            judgement.repeated += unanimous is not None
+            judgement.unanimous += unanimous is True
+            judgement.split += verdict.reason == JUDGE_SPLIT
+    return judgement
