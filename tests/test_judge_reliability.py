@@ -8,6 +8,7 @@ verdict from a marker in the prompt, so the tests control every verdict.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -219,3 +220,123 @@ def test_embeddings_are_redacted_like_judge_prompts(judge_server: JudgeServer) -
     ]
     assert embedded.vectors[0] != bag_of_words(planted_text())
     assert embedded.redactions == {"credit_card": 1, "email": 1, "phone": 2, "secret": 4}
+
+
+FLIP = "MARK-FLIP"
+
+
+def flipping_judge() -> Callable[[RecordedRequest], Reply]:
+    """Passes GOOD, fails BAD; a FLIP output gets pass on its 1st, 3rd, … call and fail on its
+    2nd, 4th, … — the same prompt answered differently on its second call."""
+    seen: dict[str, int] = {}
+
+    def policy(recorded: RecordedRequest) -> Reply:
+        prompt = recorded.text("user")
+        if FLIP in prompt:
+            seen[prompt] = seen.get(prompt, 0) + 1
+            return verdict("pass", 0.8) if seen[prompt] % 2 else verdict("fail", 0.3)
+        return marker_judge(recorded)
+
+    return policy
+
+
+def flip_outputs(tmp_path: Path, flips: int, good: int) -> str:
+    path = tmp_path / "flip-outputs.jsonl"
+    rows = [f"{FLIP} answer {i}" for i in range(flips)] + [GOOD] * good
+    path.write_text(
+        "".join(
+            json.dumps({"case_id": f"c{i:03d}", "output": text}) + "\n"
+            for i, text in enumerate(rows)
+        )
+    )
+    return str(path)
+
+
+def test_repeats_take_the_majority_count_flips_and_cost_nothing_on_a_re_run(
+    judge_env: JudgeServer,
+    store_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "1.0")
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    judge_env.script(default=flipping_judge())
+    suite = judged_suite(tmp_path, 10)
+    outputs = flip_outputs(tmp_path, flips=4, good=6)
+
+    single = suite_run(suite=suite, outputs=outputs, subject="agent:rep@k1", fresh_judge=True)
+    assert single.judge_consistency is None  # K = 1 measures nothing
+    judge_env.script(default=flipping_judge())
+    three = suite_run(
+        suite=suite, outputs=outputs, subject="agent:rep@k3", judge_repeats=3, fresh_judge=True
+    )
+
+    assert three.metrics.judge_calls == 30 and len(judge_env.requests) == 10 + 30
+    # every FLIP check: pass, fail, pass -> majority pass, but it flipped
+    assert (three.metrics.passed, three.metrics.skipped_checks) == (10, 0)
+    consistency = three.judge_consistency
+    assert consistency is not None
+    assert (consistency.repeats, consistency.checks, consistency.unanimous, consistency.split) == (
+        3,
+        10,
+        6,
+        0,
+    )
+    lo, hi = proportion_confint(4, 10, alpha=0.05, method="wilson")
+    assert consistency.flip_rate.rate == pytest.approx(0.4)
+    assert (consistency.flip_rate.lo, consistency.flip_rate.hi) == pytest.approx((lo, hi))
+    # the preflight priced all K verdicts before spending
+    assert single.budget is not None and three.budget is not None
+    assert three.budget.projected_usd == pytest.approx(3 * single.budget.projected_usd)
+
+    again = suite_run(suite=suite, outputs=outputs, subject="agent:rep@k3", judge_repeats=3)
+    assert (again.metrics.judge_calls, again.metrics.judge_cache_hits) == (0, 30)
+    assert len(judge_env.requests) == 40  # the re-run spent nothing
+    assert again.judge_consistency == consistency
+
+
+def test_an_even_split_is_skipped_and_the_gate_applies_the_flip_rate_limit(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    judge_env.script(default=flipping_judge())
+    suite = judged_suite(tmp_path, 10)
+    outputs = flip_outputs(tmp_path, flips=4, good=6)
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "gate",
+            suite,
+            "--outputs",
+            outputs,
+            "--subject",
+            "agent:split@k2",
+            "--judge-repeats",
+            "2",
+            "--max-judge-flip-rate",
+            "0.1",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    gate = json.loads(result.stdout)
+    run = gate["result"]
+    # pass then fail: an even split, skipped ("judge split"), never a pass
+    assert run["metrics"]["skipped_checks"] == 4 and run["metrics"]["passed"] == 6
+    assert run["metrics"]["scored"] == 6
+    assert run["judge_consistency"]["split"] == 4
+    assert run["judge_consistency"]["flip_rate"]["rate"] == pytest.approx(0.4)
+    rules = {rule["rule"]: rule for rule in gate["rules"]}
+    assert rules["judge_flip_rate"]["passed"] is False
+    assert "flip rate 0.400 (4/10" in rules["judge_flip_rate"]["detail"]
+    assert rules["judge_unavailable"]["passed"] is True  # a split is not an outage
+    assert "judge_flip_rate" in [reason["rule"] for reason in gate["reasons"]]
+
+    usage = CliRunner().invoke(app, ["gate", suite, "--outputs", outputs, "--judge-repeats", "0"])
+    assert usage.exit_code == 2 and "--judge-repeats must be between 1 and 15" in usage.output

@@ -50,6 +50,14 @@ CalibrationOption = Annotated[
         help="Calibration set: add the PPI++ judge-corrected pass rate (same judge only).",
     ),
 ]
+JudgeRepeatsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--judge-repeats",
+        help="Judge each llm_judge check K times: majority verdict, even split skipped, "
+        "flip rate reported (default: the JudgeSettings block's, else 1).",
+    ),
+]
 FreshJudgeOption = Annotated[
     bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
 ]

@@ -16,6 +16,7 @@ from assay.cli._common import (
     CalibrationOption,
     JsonOption,
     JudgeBlockOption,
+    JudgeRepeatsOption,
     StoreOption,
     app,
     fail,
@@ -109,6 +110,14 @@ def gate_command(
     ] = None,
     judge_block: JudgeBlockOption = None,
     calibration: CalibrationOption = None,
+    judge_repeats: JudgeRepeatsOption = None,
+    max_judge_flip_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-judge-flip-rate",
+            help="Fail when more than this share of checks flip across --judge-repeats.",
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -123,7 +132,7 @@ def gate_command(
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite)
     who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
-    check_judge_options(calibration)
+    check_judge_options(calibration, judge_repeats, max_judge_flip_rate)
     prefect_defaults()
     from prefect import tags
 
@@ -142,6 +151,8 @@ def gate_command(
                 baseline=baseline,
                 judge_block=judge_block,
                 calibration=calibration,
+                judge_repeats=judge_repeats,
+                max_judge_flip_rate=max_judge_flip_rate,
             )
         )
     if junit is not None:

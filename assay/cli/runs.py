@@ -13,6 +13,7 @@ from assay.cli._common import (
     FreshJudgeOption,
     JsonOption,
     JudgeBlockOption,
+    JudgeRepeatsOption,
     StoreOption,
     app,
     fail,
@@ -47,6 +48,7 @@ def execute_run(
     judge_block: str | None = None,
     fresh_judge: bool = False,
     calibration: str | None = None,
+    judge_repeats: int | None = None,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
     evidence = open_evidence(store)
@@ -54,7 +56,7 @@ def execute_run(
     who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
-    check_judge_options(calibration)
+    check_judge_options(calibration, judge_repeats)
     prefect_defaults()
     from prefect import tags
 
@@ -75,6 +77,7 @@ def execute_run(
                 judge_block=judge_block,
                 fresh_judge=fresh_judge,
                 calibration=calibration,
+                judge_repeats=judge_repeats,
             )
         )
 
@@ -133,6 +136,7 @@ def run(
     judge_block: JudgeBlockOption = None,
     fresh_judge: FreshJudgeOption = False,
     calibration: CalibrationOption = None,
+    judge_repeats: JudgeRepeatsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
@@ -149,6 +153,7 @@ def run(
         judge_block=judge_block,
         fresh_judge=fresh_judge,
         calibration=calibration,
+        judge_repeats=judge_repeats,
     )
     if as_json:
         print_json(_result_json(result))
