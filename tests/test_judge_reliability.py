@@ -340,3 +340,36 @@ def test_an_even_split_is_skipped_and_the_gate_applies_the_flip_rate_limit(
 
     usage = CliRunner().invoke(app, ["gate", suite, "--outputs", outputs, "--judge-repeats", "0"])
     assert usage.exit_code == 2 and "--judge-repeats must be between 1 and 15" in usage.output
+
+
+def test_an_old_report_without_item_verdicts_still_reads_and_corrects_nothing(
+    tmp_path: Path,
+) -> None:
+    from assay.calibration.labels import load_set
+    from assay.calibration.report import CalibrationReport, Targets, measure, record_report
+    from assay.judge.port import JudgePin, Verdict
+    from assay.judge.reliability import correct_pass_rate
+    from assay.store import FileStore
+
+    store = FileStore(tmp_path / "evidence")
+    labelled = calibration_set(tmp_path, CALIBRATION, "labels.jsonl")
+    items = load_set(labelled)
+    pin = JudgePin(model="judge-old", prompt_version="default@000000000000")
+    verdicts = [
+        Verdict(status="pass" if GOOD in item.output else "fail", score=1.0, reason="judged")
+        for item in items
+    ]
+    report = measure(
+        items, verdicts, report_id="old", targets=Targets(), judge=pin, calibration_set=labelled
+    )
+    legacy = report.model_dump(mode="json", exclude={"item_verdicts"})
+    assert CalibrationReport.model_validate(legacy).item_verdicts is None  # still reads
+    record_report(store, CalibrationReport.model_validate(legacy))
+
+    correction = correct_pass_rate(store, labelled, pin, judged=200, passed=150)
+    assert correction.corrected is None
+    assert correction.warning == (
+        "judge_corrected: report old predates per-item verdicts; run `assay calibrate` again"
+    )
+    none = correct_pass_rate(store, labelled, None, judged=0, passed=0)
+    assert none.warning == "judge_corrected: the run had no judge, so there is nothing to correct"
