@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.judge.port import JUDGE_SPLIT, JudgePin, Verdict
-from assay.stats import wilson
+from assay.rate import Rate
 
 if TYPE_CHECKING:
     from assay.calibration.report import CalibrationReport
@@ -56,14 +56,6 @@ class JudgeCorrected(BaseModel):
     calibration_report: str
 
 
-class FlipRate(BaseModel):
-    """Checks whose repeated verdicts were not all equal, over checks judged K times (Wilson)."""
-
-    rate: float | None
-    lo: float | None
-    hi: float | None
-
-
 class JudgeConsistency(BaseModel):
     """How often the judge contradicted itself over K repeats (`"judge_consistency"`).
 
@@ -79,7 +71,7 @@ class JudgeConsistency(BaseModel):
     checks: int
     unanimous: int
     split: int
-    flip_rate: FlipRate
+    flip_rate: Rate
 
 
 def majority(repeats: Sequence[Verdict]) -> tuple[Verdict, bool | None]:
@@ -109,18 +101,12 @@ def majority(repeats: Sequence[Verdict]) -> tuple[Verdict, bool | None]:
 
 def consistency(repeats: int, checks: int, unanimous: int, split: int) -> JudgeConsistency:
     """The run's self-consistency figures from its counts (flip rate with its Wilson interval)."""
-    flipped = checks - unanimous
-    interval = wilson(flipped, checks)
     return JudgeConsistency(
         repeats=repeats,
         checks=checks,
         unanimous=unanimous,
         split=split,
-        flip_rate=FlipRate(
-            rate=flipped / checks if checks else None,
-            lo=None if interval is None else interval.lo,
-            hi=None if interval is None else interval.hi,
-        ),
+        flip_rate=Rate.of(checks - unanimous, checks),
     )
 
 
