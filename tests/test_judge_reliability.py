@@ -17,6 +17,7 @@ import ppi_py
 import pytest
 
 from assay.calibration.labels import CalibrationItem, append_item
+from assay.runs.render import markdown_summary
 from flows.calibration import calibration
 from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
@@ -122,6 +123,9 @@ def test_ppi_corrected_pass_rate_through_a_real_run_equals_ppi_py(
     dumped = result.model_dump(mode="json")["judge_corrected"]
     assert set(dumped) >= {"method", "estimate", "interval", "labelled", "unlabelled", "lambda"}
     assert dumped["method"] == "ppi++" and "naive" in dumped
+    summary = markdown_summary(result)  # the run's summary artifact
+    assert "judge-corrected pass rate (PPI++) 0.777 (95% CI 0.668–0.887" in summary
+    assert "vs naive judge pass rate 0.750" in summary
     print(f"PPI++ fixture: assay {corrected} | ppi_py estimate {estimate!r} CI ({lo!r}, {hi!r})")
 
 
@@ -308,22 +312,8 @@ def test_an_even_split_is_skipped_and_the_gate_applies_the_flip_rate_limit(
     suite = judged_suite(tmp_path, 10)
     outputs = flip_outputs(tmp_path, flips=4, good=6)
 
-    result = CliRunner().invoke(
-        app,
-        [
-            "gate",
-            suite,
-            "--outputs",
-            outputs,
-            "--subject",
-            "agent:split@k2",
-            "--judge-repeats",
-            "2",
-            "--max-judge-flip-rate",
-            "0.1",
-            "--json",
-        ],
-    )
+    flags = "--subject agent:split@k2 --judge-repeats 2 --max-judge-flip-rate 0.1 --json"
+    result = CliRunner().invoke(app, ["gate", suite, "--outputs", outputs, *flags.split()])
     assert result.exit_code == 1, result.output
     gate = json.loads(result.stdout)
     run = gate["result"]

@@ -255,14 +255,10 @@ def judge_repeated(
     store: EvidenceStore,
     setup: JudgeSetup,
     requests: Sequence[tuple[str, JudgeRequest]],
-    *,
-    run_id: str,
+    spender: Spender,
     chunk: int,
-    suite: str,
-    subject: str,
-    now: datetime | None = None,
 ) -> tuple[Judged[Verdict], list[list[Verdict]]]:
-    """Judge each request `setup.repeats` times, as one batch through `judge_requests`.
+    """Judge each request `setup.repeats` times, as one batch (see `judge_requests`).
 
     Every repeat is its own request under its own cache key (`repeat_key`), so the preflight
     prices all K of them before anything is spent, and a re-run finds every repeat cached.
@@ -274,9 +270,7 @@ def judge_repeated(
     if k < 1:
         raise ValueError(f"repeats must be at least 1, not {k}")
     expanded = [(repeat_key(key, r), request) for key, request in requests for r in range(k)]
-    batch = judge_requests(
-        store, setup, expanded, run_id=run_id, chunk=chunk, suite=suite, subject=subject, now=now
-    )
+    batch = _judge(store, setup, expanded, _VERDICTS, spender, first_chunk=chunk)
     return batch, [batch.verdicts[i * k : (i + 1) * k] for i in range(len(requests))]
 
 

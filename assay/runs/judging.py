@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher
 from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import majority
-from assay.judge.service import JudgeSetup, cache_key, judge_repeated
+from assay.judge.service import JudgeSetup, Spender, cache_key, judge_repeated
 from assay.outputs import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
@@ -95,16 +95,8 @@ def judge_chunk(
             requests.append((cache_key(hasher, "check", setup.pin, content), request))
     if not requests:
         return ChunkJudgement(outcomes={})
-    batch, repeats = judge_repeated(
-        store,
-        setup,
-        requests,
-        suite=suite.suite,
-        subject=subject,
-        run_id=run_id,
-        chunk=chunk,
-        now=now,
-    )
+    spender = Spender(run_id, suite.suite, subject, now or datetime.now(UTC))
+    batch, repeats = judge_repeated(store, setup, requests, spender, chunk)
     judgement = ChunkJudgement(
         outcomes={},
         calls=batch.calls,
