@@ -18,6 +18,7 @@ from prefect.runtime import flow_run
 
 from assay.finops.budget import Decision, strictest
 from assay.judge.redaction import add_counts
+from assay.judge.reliability import run_reliability
 from assay.outputs import OutputSlice
 from assay.runs.records import EvalResult, RunPlan, fail_run
 from assay.runs.scoring import RunMetrics
@@ -28,7 +29,7 @@ from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import compare_task, finish_run_task, start_run_task
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
-from tasks.reliability import judge_reliability
+from tasks.reliability import correct_judged_pass_rate
 from tasks.scoring import CaseRow, score_chunk
 from tasks.suites import resolve_suite
 
@@ -148,8 +149,18 @@ def suite_run(
         regression = compare_task(
             store_uri, aggregate, metrics, golden.regression_threshold, baseline
         )
-        reliability = judge_reliability(
-            store_uri, aggregate.judge, metrics, calibration, redactions, repeats
+        correction = (
+            None
+            if calibration is None
+            else correct_judged_pass_rate(store_uri, aggregate.judge, metrics, calibration)
+        )
+        reliability = run_reliability(
+            repeats=repeats,
+            repeated=metrics.repeated_checks,
+            unanimous=metrics.unanimous_checks,
+            split=metrics.split_checks,
+            redactions=redactions,
+            correction=correction,
         )
         result = finish_run_task(store_uri, aggregate, metrics, regression, budget, reliability)
     except BaseException as exc:

@@ -121,6 +121,25 @@ class JudgeReliability(BaseModel):
     """Why a correction or a figure is missing (never a silent fallback)."""
 
 
+def run_reliability(
+    *,
+    repeats: int,
+    repeated: int,
+    unanimous: int,
+    split: int,
+    redactions: dict[str, int] | None,
+    correction: Correction | None,
+) -> JudgeReliability:
+    """A run's judge figures: consistency when checks were judged more than once, redaction
+    counts, and the PPI++ correction (or the warning saying why there is none)."""
+    return JudgeReliability(
+        judge_consistency=consistency(repeats, repeated, unanimous, split) if repeats > 1 else None,
+        judge_redactions=redactions,
+        judge_corrected=correction.corrected if correction else None,
+        judge_warnings=[correction.warning] if correction and correction.warning else [],
+    )
+
+
 class Correction(BaseModel):
     """A correction, or why there is none (exactly one of the two is set)."""
 
