@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assay.cli._common import fail, guarded
+from assay.cli import _common as common
 
 MAX_REPEATS = 15
 """The most verdicts asked per check (as the JudgeSettings block allows)."""
@@ -19,9 +19,9 @@ def check_judge_options(
     from assay.judge.redaction import RedactionSettings
 
     if judge_repeats is not None and not 1 <= judge_repeats <= MAX_REPEATS:
-        fail(f"--judge-repeats must be between 1 and {MAX_REPEATS}, not {judge_repeats}")
+        common.fail(f"--judge-repeats must be between 1 and {MAX_REPEATS}, not {judge_repeats}")
     if max_judge_flip_rate is not None and not 0.0 <= max_judge_flip_rate <= 1.0:
-        fail(f"--max-judge-flip-rate must be between 0 and 1, not {max_judge_flip_rate}")
-    guarded(RedactionSettings.configured)
+        common.fail(f"--max-judge-flip-rate must be between 0 and 1, not {max_judge_flip_rate}")
+    common.guarded(RedactionSettings.configured)
     if calibration is not None:
-        guarded(lambda: load_set(calibration))
+        common.guarded(lambda: load_set(calibration))
