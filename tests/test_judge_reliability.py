@@ -335,10 +335,10 @@ def test_an_even_split_is_skipped_and_the_gate_applies_the_flip_rate_limit(
 def test_an_old_report_without_item_verdicts_still_reads_and_corrects_nothing(
     tmp_path: Path,
 ) -> None:
+    from assay.calibration.correction import correct_pass_rate
     from assay.calibration.labels import load_set
     from assay.calibration.report import CalibrationReport, Targets, measure, record_report
     from assay.judge.port import JudgePin, Verdict
-    from assay.judge.reliability import correct_pass_rate
     from assay.store import FileStore
 
     store = FileStore(tmp_path / "evidence")

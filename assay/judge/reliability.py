@@ -1,7 +1,8 @@
 """How far a run's judged numbers can be trusted: the PPI++-corrected pass rate of its
 `llm_judge` checks, and (with repeats) how often the judge contradicts itself.
 
-- **Judge-corrected pass rate.** With a calibration set whose report was measured for the run's
+- **Judge-corrected pass rate** (computed by `assay.calibration.correction`, which reads the
+  reports). With a calibration set whose report was measured for the run's
   very judge (model pin and prompt version, redaction settings included), the run's judge
   verdicts are the unlabelled sample and the report's per-item (human label, judge verdict)
   pairs the labelled one: `assay.ppi.ppi_mean` gives the pass rate people would have given,
@@ -16,16 +17,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.judge.port import JUDGE_SPLIT, JudgePin, Verdict
+from assay.judge.port import JUDGE_SPLIT, Verdict
 from assay.rate import Rate
-
-if TYPE_CHECKING:
-    from assay.calibration.report import CalibrationReport
-    from assay.store import EvidenceStore
 
 METHOD: Final = "ppi++"
 
@@ -145,84 +142,6 @@ class Correction(BaseModel):
 
     corrected: JudgeCorrected | None = None
     warning: str | None = None
-
-
-def _none(warning: str) -> Correction:
-    return Correction(warning=f"judge_corrected: {warning}")
-
-
-def _latest_for(found: list[CalibrationReport], pin: JudgePin) -> CalibrationReport | None:
-    mine = [report for report in found if report.judge == pin]
-    return max(mine, key=lambda report: report.at) if mine else None
-
-
-def correct_pass_rate(
-    store: EvidenceStore,
-    calibration_set: str,
-    judge: JudgePin | None,
-    judged: int,
-    passed: int,
-) -> Correction:
-    """The PPI++ correction of a run's judged pass rate from a calibration set's latest report.
-
-    Args:
-        store: Where the calibration reports are.
-        calibration_set: Path of the calibration set (matched to reports by its content hash).
-        judge: The run's judge, None when the run had no judge.
-        judged: The run's `llm_judge` checks with a pass/fail verdict (N).
-        passed: How many of them passed.
-
-    Raises:
-        InputError: The set cannot be read.
-    """
-    from assay.calibration.labels import load_set
-    from assay.calibration.report import MIN_JUDGED, reports, set_hash
-    from assay.ppi import ppi_mean  # numpy and scipy: paid only by runs that ask
-
-    if judge is None:
-        return _none("the run had no judge, so there is nothing to correct")
-    if judged == 0:
-        return _none("the run has no judged llm_judge verdicts to correct")
-    digest = set_hash(load_set(calibration_set))
-    found = [report for report in reports(store) if report.set_hash == digest]
-    report = _latest_for(found, judge)
-    if report is None:
-        others = sorted({f"{r.judge.model} · {r.judge.prompt_version}" for r in found})
-        if others:
-            return _none(
-                f"{calibration_set} was calibrated for {', '.join(others)}, not for this run's "
-                f"judge {judge.model} · {judge.prompt_version}; run `assay calibrate` with it"
-            )
-        return _none(
-            f"{calibration_set} has no calibration report; run `assay calibrate "
-            f"{calibration_set}` with this run's judge first"
-        )
-    if report.item_verdicts is None:
-        return _none(
-            f"report {report.report_id} predates per-item verdicts; run `assay calibrate` again"
-        )
-    pairs = [item for item in report.item_verdicts if item.verdict is not None]
-    if len(pairs) < MIN_JUDGED:
-        return _none(
-            f"{calibration_set} has only {len(pairs)} judged item(s) for this judge; "
-            f"at least {MIN_JUDGED} are needed"
-        )
-    result = ppi_mean(
-        [float(item.label) for item in pairs],
-        [float(item.verdict or 0) for item in pairs],
-        [1.0] * passed + [0.0] * (judged - passed),
-    )
-    return Correction(
-        corrected=JudgeCorrected(
-            estimate=result.estimate,
-            interval=(result.lo, result.hi),
-            labelled=result.labelled,
-            unlabelled=result.unlabelled,
-            lambda_=result.lam,
-            naive=result.naive,
-            calibration_report=report.report_id,
-        )
-    )
 
 
 def judge_lines(reliability: JudgeReliability) -> list[str]:
