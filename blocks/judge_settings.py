@@ -13,7 +13,7 @@ from threading import Lock
 from typing import TYPE_CHECKING, cast
 
 from prefect.blocks.core import Block
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from assay.finops.budget import Budget
 from assay.finops.pricing import Prices
@@ -105,6 +105,11 @@ class JudgeSettings(Block):
         description="Extra RE2 patterns redacted as `[REDACTED:custom]` (part of the prompt "
         "version).",
     )
+
+    @model_validator(mode="after")
+    def _redaction_is_valid(self) -> JudgeSettings:
+        RedactionSettings.parse(self.redact, self.redact_patterns)  # names the bad kind/pattern
+        return self
 
     def redaction(self, name: str | None = None) -> RedactionSettings:
         """What this block's judge (and embedder) redacts: `redact` / `redact_patterns`, with

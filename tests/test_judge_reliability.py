@@ -363,3 +363,39 @@ def test_an_old_report_without_item_verdicts_still_reads_and_corrects_nothing(
     )
     none = correct_pass_rate(store, labelled, None, judged=0, passed=0)
     assert none.warning == "judge_corrected: the run had no judge, so there is nothing to correct"
+
+
+def test_a_judge_settings_block_sets_redaction_and_repeats(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic import SecretStr, ValidationError
+
+    from blocks import JudgeSettings
+    from tests.test_redaction import EMAIL, PHONE_US
+
+    with pytest.raises(ValidationError, match="unknown redaction kind ssn"):
+        JudgeSettings(model="m", redact=["ssn"])
+    JudgeSettings(
+        model="judge-block-1",
+        base_url=judge_env.base_url,
+        api_key=SecretStr("sk-block"),
+        redact=["email"],
+        redact_patterns=[r"ORD-\d{6}"],
+        judge_repeats=3,
+    ).save("test-reliability-judge", overwrite=True)
+    monkeypatch.setenv("ASSAY_JUDGE_REDACT", "none")  # the block's kinds win over the env
+    suite = judged_suite(tmp_path, 2)
+    outputs = outputs_file(tmp_path, 2, 2, extra=f"{EMAIL} ORD-123456 {PHONE_US}")
+
+    result = suite_run(
+        suite=suite, outputs=outputs, subject="agent:block@v1", judge_block="test-reliability-judge"
+    )
+
+    assert len(judge_env.requests) == 2 * 3
+    for recorded in judge_env.requests:
+        prompt = recorded.text("user")
+        assert EMAIL not in prompt and "ORD-123456" not in prompt
+        assert PHONE_US in prompt  # not a configured kind
+    assert result.judge_redactions == {"custom": 2, "email": 2}
+    assert result.judge_consistency is not None and result.judge_consistency.repeats == 3
+    assert result.judge is not None and "+redact@" in (result.judge.prompt_version or "")
