@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from assay.finops.ledger import SCOPE, Period, scope_matches, spent, utc_now
 from assay.store import EvidenceStore
 
-Mode = Literal["block", "throttle", "alert"]
+BudgetMode = Literal["block", "throttle", "alert"]
 
 DecisionStatus = Literal["allowed", "no_budget", "alert", "blocked", "throttled", "refused"]
 
@@ -39,7 +39,7 @@ _SEVERITY: dict[DecisionStatus, int] = {
     "refused": 5,
 }
 
-_EXCEEDED: dict[Mode, DecisionStatus] = {
+_EXCEEDED: dict[BudgetMode, DecisionStatus] = {
     "block": "blocked",
     "throttle": "throttled",
     "alert": "alert",
@@ -60,7 +60,7 @@ class Budget(BaseModel):
     name: str = Field(min_length=1)
     limit_usd: float = Field(gt=0, allow_inf_nan=False)
     period: Period = "month"
-    mode: Mode = "block"
+    mode: BudgetMode = "block"
     scope: str = "*"
 
     @field_validator("scope")
