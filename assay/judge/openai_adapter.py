@@ -169,6 +169,14 @@ def _reply_text(completion: object) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def _finish_reason(completion: object) -> object:
+    """Why the first choice ended (`stop`, `length`, …); None when the body has no choice."""
+    choices = _member(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    return _member(choices[0], "finish_reason")
+
+
 def _usage(completion: object) -> tuple[int, int]:
     """(prompt_tokens, completion_tokens) as reported; 0 for what is absent or nonsensical."""
     usage = _member(completion, "usage")
@@ -196,6 +204,9 @@ class _Call:
     output_tokens: int = 0
     redactions: dict[str, int] = field(default_factory=dict)
     """Spans redacted per kind from the call's prompt (counts only)."""
+    max_tokens: int | None = None
+    truncated: bool = False
+    """The reply was cut at `max_tokens`: asking again would be cut again, and paid again."""
 
 
 class OpenAIJudge:
@@ -334,10 +345,12 @@ class OpenAIJudge:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _start_call(self) -> tuple[_Call, AsyncRetrying]:
+    def _start_call(self, max_tokens: int | None) -> tuple[_Call, AsyncRetrying]:
         """A fresh call (mode from the endpoint's memory, deadline from now) and its retries."""
         deadline_at = time.monotonic() + self.deadline_seconds
-        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at)
+        call = _Call(
+            mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at, max_tokens=max_tokens
+        )
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
             stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
@@ -358,7 +371,11 @@ class OpenAIJudge:
         prompt, version = self.prompt, self.prompt_version
         request, redacted = self.redactor.request(request)
         call, reply = await self._ask(
-            prompt, prompt.user_message(request), _VERDICT_CONTRACT, redacted
+            prompt,
+            prompt.user_message(request),
+            _VERDICT_CONTRACT,
+            request.max_output_tokens,
+            redacted,
         )
         if isinstance(reply, _Skip):
             what = f"case {request.case_id}"
@@ -385,7 +402,11 @@ class OpenAIJudge:
         prompt, version = self.pairwise_prompt, self.pairwise_prompt_version
         request, redacted = self.redactor.pair(request)
         call, winner = await self._ask(
-            prompt, prompt.pair_message(request), _PAIR_CONTRACT, redacted
+            prompt,
+            prompt.pair_message(request),
+            _PAIR_CONTRACT,
+            request.max_output_tokens,
+            redacted,
         )
         if isinstance(winner, _Skip):
             what = f"pair for case {request.case_id}"
@@ -409,6 +430,7 @@ class OpenAIJudge:
         prompt: Prompt,
         user: str,
         contract: _ReplyContract[ReplyT],
+        max_tokens: int | None,
         redactions: dict[str, int],
     ) -> tuple[_Call, ReplyT | _Skip]:
         """One call (attempts, retries, fallbacks) with `prompt`'s system text and `user`: the
@@ -417,7 +439,7 @@ class OpenAIJudge:
             {"role": "system", "content": prompt.system},
             {"role": "user", "content": user},
         ]
-        call, retrying = self._start_call()
+        call, retrying = self._start_call(max_tokens)
         call.redactions = redactions
         try:
             return call, await retrying(self._attempt_as, messages, call, contract)
@@ -464,6 +486,7 @@ class OpenAIJudge:
         tokens_in, tokens_out = _usage(completion)
         call.input_tokens += tokens_in
         call.output_tokens += tokens_out
+        call.truncated = _finish_reason(completion) == "length"
         try:
             return contract.parse(_reply_text(completion))
         except MalformedReply:
@@ -501,6 +524,8 @@ class OpenAIJudge:
             body["response_format"] = response_format
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if call.max_tokens is not None:
+            body["max_tokens"] = call.max_tokens
         left = call.deadline_at - time.monotonic()
         call.requests += 1
         # The SDK's documented low-level `post` (same client, auth, errors and headers) rather
@@ -539,7 +564,7 @@ class OpenAIJudge:
 
     def _should_retry(self, exc: BaseException, call: _Call) -> bool:
         if isinstance(exc, MalformedReply):
-            return call.malformed <= MALFORMED_RETRIES
+            return call.malformed <= MALFORMED_RETRIES and not call.truncated
         return is_transient(exc)
 
     def _wait(self, state: RetryCallState) -> float:
