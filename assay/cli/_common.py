@@ -44,6 +44,21 @@ JudgeBlockOption = Annotated[
     str | None,
     typer.Option("--judge-block", help="Saved JudgeSettings block (default: the environment)."),
 ]
+CalibrationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="Calibration set: add the PPI++ judge-corrected pass rate (same judge only).",
+    ),
+]
+JudgeRepeatsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--judge-repeats",
+        help="Judge each llm_judge check K times: majority verdict, even split skipped, "
+        "flip rate reported (default: the JudgeSettings block's, else 1).",
+    ),
+]
 FreshJudgeOption = Annotated[
     bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
 ]

@@ -73,6 +73,15 @@ def gate_command(
         typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
     ] = None,
     judge_block: common.JudgeBlockOption = None,
+    calibration: common.CalibrationOption = None,
+    judge_repeats: common.JudgeRepeatsOption = None,
+    max_judge_flip_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-judge-flip-rate",
+            help="Fail when more than this share of checks flip across --judge-repeats.",
+        ),
+    ] = None,
     store: common.StoreOption = None,
     outputs_format: common.OutputsFormatOption = "auto",
     case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
@@ -96,6 +105,9 @@ def gate_command(
         seed=seed,
         baseline=baseline,
         judge_block=judge_block,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
+        max_judge_flip_rate=max_judge_flip_rate,
     )
     run = cast(GateRun, launched)
     if junit is not None:
