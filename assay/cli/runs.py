@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from assay.cli import _common as common
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.cli.judging import check_judge_options
 from assay.judge.reliability import judge_lines
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings

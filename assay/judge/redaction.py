@@ -189,7 +189,8 @@ def _secret_rules() -> _SecretRules:
     detectors: list[re.Pattern[str]] = []
     for plugin in get_mapping_from_secret_type_to_class().values():
         if issubclass(plugin, RegexBasedDetector) and plugin is not IPPublicDetector:
-            detectors.extend(plugin.denylist)  # type: ignore[attr-defined]
+            denylist: Any = getattr(plugin, "denylist")  # noqa: B009 - untyped class attribute
+            detectors.extend(denylist)
     rules = {
         **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
         **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,
