@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -19,8 +20,8 @@ from rich.text import Text
 
 from assay import progress, registry
 from assay.errors import AssayError, InputError, NotFoundError
+from assay.outputs import validate_outputs
 from assay.store import EvidenceStore, open_store
-from assay.suites import load_suite
 
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -113,12 +114,15 @@ def progress_bar(enabled: bool) -> Iterator[None]:
         yield
 
 
-def resolve_suite_arg(evidence: EvidenceStore, suite: str) -> str:
-    """A suite file is published first; a NAME[@VERSION] must exist. Returns `name@version`."""
-    if Path(suite).is_file():
-        version, _ = guarded(lambda: registry.publish(evidence, load_suite(suite)))
-    else:
-        version, _ = guarded(lambda: registry.resolve(evidence, suite))
+def resolve_suite_arg(evidence: EvidenceStore, suite: str, *outputs: str) -> str:
+    """A suite file is published first; a NAME[@VERSION] must exist. Returns `name@version`.
+
+    Each of `outputs` is then validated against that suite here, in the CLI process, before any
+    Prefect API is started or contacted: a bad line exits 2 at once, with no flow run created."""
+    version, golden = guarded(lambda: registry.publish_or_resolve(evidence, suite))
+    known = {case.id for case in golden.cases}
+    for uri in outputs:
+        guarded(partial(validate_outputs, uri, known))
     return version.ref
 
 

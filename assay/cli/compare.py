@@ -37,7 +37,7 @@ def compare_command(
 ) -> None:
     """Pairwise A/B: judge each shared case twice with the order swapped."""
     evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
+    ref = resolve_suite_arg(evidence, suite, outputs_a, outputs_b)
     prefect_defaults()
     from prefect import tags
 

@@ -117,9 +117,9 @@ def gate_command(
         fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
-    evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
     who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    evidence = open_evidence(store)
+    ref = resolve_suite_arg(evidence, suite, outputs)
     prefect_defaults()
     from prefect import tags
 

@@ -45,11 +45,11 @@ def execute_run(
     fresh_judge: bool = False,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
-    evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
-    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
+    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    evidence = open_evidence(store)
+    ref = resolve_suite_arg(evidence, suite, outputs)
     prefect_defaults()
     from prefect import tags
 
