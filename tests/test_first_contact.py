@@ -7,6 +7,7 @@ Prefect API; the test counts that API's flow runs before and after.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import EXAMPLES
+from tests.servers import free_port
 
 SUITE = EXAMPLES / "support-suite.yaml"
 GOOD_OUTPUTS = EXAMPLES / "outputs" / "support-bot-v1.jsonl"
@@ -125,3 +127,50 @@ def test_bad_file_exits_2_with_one_line_and_no_flow_run(
     assert "Traceback" not in done.stdout + done.stderr
     assert done.stdout == ""
     assert _flow_runs(prefect_api) == before
+
+
+def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    """`assay server start` launches Prefect's own server (a real process, fresh PREFECT_HOME,
+    free port); `assay run` then records its run there and prints the run's UI link; after
+    `assay server stop` the next run falls back to an ephemeral API and says how to get a UI."""
+    port = free_port()
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in os.environ.items() if k not in {"PREFECT_API_URL", "PREFECT_UI_URL"}}
+    env |= {"PREFECT_HOME": str(home), "ASSAY_STORE": f"file://{store_dir}", "COLUMNS": "200"}
+    run = ["run", str(SUITE), "--outputs", str(GOOD_OUTPUTS)]
+    started = _assay("server", "start", "--port", str(port), env=env, cwd=tmp_path)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"http://127.0.0.1:{port}" in started.stdout
+        assert (home / "server.pid").exists()  # Prefect's own background server
+        status = _assay("server", "status", "--json", env=env, cwd=tmp_path)
+        assert status.returncode == 0 and '"running": true' in status.stdout
+
+        done = _assay(*run, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        match = re.search(
+            rf"http://127\.0\.0\.1:{port}/runs/flow-run/([0-9a-f-]{{36}})", done.stderr
+        )
+        assert match is not None, done.stderr
+        api = f"http://127.0.0.1:{port}/api"
+        flow_run = httpx.get(f"{api}/flow_runs/{match.group(1)}", timeout=30).json()
+        assert flow_run["name"] == "support-bot@1 · agent:support-bot-v1"
+        assert {"assay", "suite:support-bot", "subject:agent:support-bot-v1"} <= set(
+            flow_run["tags"]
+        )
+        assert "INFO" not in done.stderr  # the terminal stays quiet without -v
+        # The UI on a non-4200 port is told where its API is.
+        settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=30).json()
+        assert settings["api_url"] == api
+    finally:
+        stopped = _assay("server", "stop", env=env, cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    status = _assay("server", "status", env=env, cwd=tmp_path)
+    assert status.returncode == 1 and "not running" in status.stdout
+
+    fallback = _assay(*run, env=env, cwd=tmp_path)
+    assert fallback.returncode == 0, fallback.stdout + fallback.stderr
+    assert "/runs/flow-run/" not in fallback.stderr
+    assert fallback.stderr.count("assay server start") == 1

@@ -20,6 +20,7 @@ from assay.cli import (
     release,
     runs,
     scorecard,
+    server,
     suites,
 )
 from assay.cli._common import app
@@ -40,6 +41,7 @@ __all__ = [
     "release",
     "runs",
     "scorecard",
+    "server",
     "suites",
 ]
 

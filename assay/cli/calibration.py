@@ -38,6 +38,7 @@ from assay.cli._common import (
     app,
     fail,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -123,7 +124,9 @@ def calibrate_command(
 
     with tags("assay", "calibration"):
         report: CalibrationReport = guarded(
-            lambda: calibration(
+            lambda: launch(
+                calibration,
+                quiet=as_json,
                 calibration_set=str(calibration_set),
                 store=evidence.uri,
                 judge_block=judge_block,

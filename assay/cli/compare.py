@@ -14,6 +14,7 @@ from assay.cli._common import (
     StoreOption,
     app,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -45,7 +46,9 @@ def compare_command(
 
     with tags("assay", f"suite:{registry.parse_ref(ref)[0]}", "compare"):
         report = guarded(
-            lambda: compare(
+            lambda: launch(
+                compare,
+                quiet=as_json,
                 suite=ref,
                 outputs_a=outputs_a,
                 outputs_b=outputs_b,

@@ -20,6 +20,7 @@ from assay.cli._common import (
     app,
     fail,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -128,7 +129,9 @@ def gate_command(
     name = registry.parse_ref(ref)[0]
     with tags("assay", "gate", f"suite:{name}", f"subject:{who}"), progress_bar(not as_json):
         run: GateRun = guarded(
-            lambda: gate(
+            lambda: launch(
+                gate,
+                quiet=as_json,
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),

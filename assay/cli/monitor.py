@@ -12,6 +12,7 @@ from assay.cli._common import (
     StoreOption,
     app,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -70,8 +71,14 @@ def monitor_command(
 
     with tags("assay", "monitor"):
         report = guarded(
-            lambda: monitor(
-                signals=signals, window=window, now=end, expect=expect, store=evidence.uri
+            lambda: launch(
+                monitor,
+                quiet=as_json,
+                signals=signals,
+                window=window,
+                now=end,
+                expect=expect,
+                store=evidence.uri,
             )
         )
     if as_json:

@@ -14,6 +14,7 @@ from assay.cli._common import (
     StoreOption,
     app,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -58,7 +59,9 @@ def outcome_command(
 
     with tags("assay", "outcome"):
         report = guarded(
-            lambda: outcome(
+            lambda: launch(
+                outcome,
+                quiet=as_json,
                 records=records,
                 contract=contract,
                 store=evidence.uri,

@@ -14,6 +14,7 @@ from assay.cli._common import (
     StoreOption,
     app,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -115,7 +116,11 @@ def release_command(
     from flows.release import release
 
     with tags("assay", "release"):
-        report = guarded(lambda: release(trials=trials, contract=contract, store=evidence.uri))
+        report = guarded(
+            lambda: launch(
+                release, quiet=as_json, trials=trials, contract=contract, store=evidence.uri
+            )
+        )
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:

@@ -17,6 +17,7 @@ from assay.cli._common import (
     app,
     fail,
     guarded,
+    launch,
     open_evidence,
     out,
     prefect_defaults,
@@ -58,7 +59,9 @@ def execute_run(
     name = registry.parse_ref(ref)[0]
     with tags("assay", f"suite:{name}", f"subject:{who}"), progress_bar(show_progress):
         return guarded(
-            lambda: suite_run(
+            lambda: launch(
+                suite_run,
+                quiet=not show_progress,
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),
