@@ -9,9 +9,11 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from assay.runs import EvalResult
+from assay.verdicts import nightly_verdict
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard
+from tasks.verdicts import verdict_state
 
 
 class NightlyJob(BaseModel):
@@ -110,4 +112,5 @@ def nightly(
         raise NightlyJobsFailedError(
             f"{len(failed)} of {len(outcomes)} nightly jobs failed: {names}"
         )
-    return outcomes
+    jobs_passed = [(f"{o.suite} · {o.subject}", o.passed) for o in outcomes]
+    return verdict_state(nightly_verdict(jobs_passed), outcomes)

@@ -21,13 +21,16 @@ from assay.budget import Decision, strictest
 from assay.outputs import OutputSlice
 from assay.runs import EvalResult, RunPlan, Subject, fail_run
 from assay.scoring import RunMetrics
+from assay.verdicts import run_verdict
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import compare_task, finish_run_task, start_run_task
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
+from tasks.naming import label_flow_run
 from tasks.scoring import CaseRow, score_chunk
 from tasks.suites import resolve_suite
+from tasks.verdicts import verdict_state
 
 DEFAULT_CHUNK_SIZE = 2000
 
@@ -84,6 +87,7 @@ def suite_run(
     version = resolve_suite(store_uri, suite)
     _, golden = registry.resolve(evidence_store(store_uri), version.ref)
     who = Subject.parse(subject) if subject else Subject.default_for(outputs)
+    label_flow_run(run_name({"suite": version.ref, "subject": str(who)}), version.suite, str(who))
     index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
     missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
     pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices] + [
@@ -140,4 +144,4 @@ def suite_run(
     findings = report_findings(store_uri, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)
-    return result
+    return verdict_state(run_verdict(result), result)

@@ -22,6 +22,7 @@ from assay.outputs import OutputSlice, read_slice
 from assay.runs import EvidenceChunk, JudgeInfo, write_chunk
 from assay.sampling import select_cases
 from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from tasks._log import run_log
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.judge import judge_setup
@@ -125,4 +126,18 @@ def score_chunk(
     summary.budget = judged.decision
     if setup.model and setup.prompt_version:
         summary.judge = JudgeInfo(model=setup.model, prompt_version=setup.prompt_version)
+    m = summary.metrics
+    run_log().info(
+        "chunk %d: %d case(s), %d passed, %d failed, %d skipped, %d missing, %d error(s); "
+        "%d judge call(s), %d cache hit(s)",
+        chunk,
+        m.cases,
+        m.passed,
+        m.failed,
+        m.skipped,
+        m.missing,
+        m.errors,
+        m.judge_calls,
+        m.judge_cache_hits,
+    )
     return summary

@@ -1,0 +1,85 @@
+"""Each flow's verdict in a few words: what its final Prefect state is named, and why.
+
+A verdict is a result, not a crash: the flows finish Completed, with the state *named* for the
+verdict (so a regressed run, a failed gate and a passing run look different in the runs list)
+and the reason, with its numbers, as the state message. Built from evidence only, never from
+output text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from assay.calibration import CalibrationReport
+from assay.gate import GateDecision
+from assay.regression import RegressionStatus
+from assay.release import ReleaseReport, stop_lines
+from assay.report import rate_text
+from assay.runs import EvalResult
+
+
+class Verdict(BaseModel):
+    name: str
+    """The final state's name, e.g. `Regressed`."""
+    message: str
+    """Why, with the figures."""
+
+
+def run_verdict(result: EvalResult) -> Verdict:
+    """Suite run: `Regressed` (against its baseline) beats `Passed` / `Not passed`."""
+    m = result.metrics
+    rate = f"pass rate {rate_text(m.passed, m.scored)}"
+    regression = result.regression
+    if regression is not None and regression.status is RegressionStatus.REGRESSED:
+        assert regression.baseline is not None
+        b = regression.baseline
+        return Verdict(
+            name="Regressed",
+            message=f"{rate}, down from {b.passed}/{b.scored} in baseline "
+            f"{regression.baseline_run}",
+        )
+    threshold = f"threshold {result.pass_threshold:.2f}"
+    if result.passed:
+        return Verdict(name="Passed", message=f"{rate}, {threshold}")
+    return Verdict(name="Not passed", message=f"{rate}, below {threshold}")
+
+
+def gate_verdict(decision: GateDecision) -> Verdict:
+    """Gate: `Gate passed`, or `Gate failed` naming the first failing rule."""
+    if decision.verdict == "pass":
+        warned = f"; {len(decision.warnings)} warning(s)" if decision.warnings else ""
+        return Verdict(name="Gate passed", message=f"every rule passed{warned}")
+    first = decision.reasons[0]
+    more = len(decision.reasons) - 1
+    return Verdict(
+        name="Gate failed",
+        message=f"{first.rule}: {first.message}" + (f" (+{more} more)" if more else ""),
+    )
+
+
+def calibration_verdict(report: CalibrationReport) -> Verdict:
+    return Verdict(name="Calibrated" if report.passed else "Not calibrated", message=report.verdict)
+
+
+def release_verdict(report: ReleaseReport) -> Verdict:
+    """Release: `Release ok`, or `Release blocked` with the first variant's stopping gate."""
+    if report.passed:
+        return Verdict(name="Release ok", message="every variant passed every gate")
+    return Verdict(name="Release blocked", message=stop_lines(report)[0])
+
+
+def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> Verdict:
+    """Nightly: `All passed`, or `Some failed` naming the jobs that did not pass.
+
+    Args:
+        jobs: Each job's `SUITE · SUBJECT` and whether it passed (None: the job failed).
+    """
+    bad = [name for name, passed in jobs if passed is not True]
+    if not bad:
+        return Verdict(name="All passed", message=f"{len(jobs)} of {len(jobs)} jobs passed")
+    return Verdict(
+        name="Some failed",
+        message=f"{len(bad)} of {len(jobs)} jobs did not pass: {', '.join(bad)}",
+    )
