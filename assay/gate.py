@@ -20,7 +20,7 @@ never changes; a governed override (`assay.overrides`) changes only the effectiv
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Final, Literal
 
@@ -256,13 +256,14 @@ def uses_judge(suite: Suite) -> bool:
     )
 
 
-def markdown_decision(decision: GateDecision) -> str:
-    """The gate decision as markdown: verdict, every rule, warnings (no output text)."""
+def markdown_decision(decision: GateDecision, run_link: Callable[[str], str] = str) -> str:
+    """The gate decision as markdown: verdict, every rule, warnings (no output text);
+    `run_link` renders the run id (the artifact links it to the run's Prefect UI page)."""
     icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
     lines = [
         f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
         "",
-        f"**{icon}** — run `{decision.run_id}`",
+        f"**{icon}** — run {run_link(decision.run_id)}",
         "",
         "| rule | result | detail |",
         "|---|---|---|",

@@ -140,7 +140,7 @@ def suite_run(
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
-    publish_run_artifacts(result, rows)
+    publish_run_artifacts(store_uri, result, rows)
     findings = report_findings(store_uri, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)

@@ -18,10 +18,10 @@ from assay.gate import (
     uses_judge,
 )
 from assay.report import warnings
-from assay.runs import EvalResult
+from assay.runs import EvalResult, Subject
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
-from tasks.artifacts import artifact_key
+from tasks.artifacts import artifact_key, run_link
 from tasks.findings import announce
 
 
@@ -66,8 +66,9 @@ def report_gate_findings(store: str, decision: GateDecision, result: EvalResult)
 
 def publish_gate_artifact(decision: GateDecision) -> None:
     """The gate decision (verdict, every rule, warnings) as a markdown artifact."""
+    subject = Subject.parse(decision.subject)
     create_markdown_artifact(
-        markdown=markdown_decision(decision),
-        key=artifact_key("assay-gate", decision.suite, decision.subject),
+        markdown=markdown_decision(decision, run_link),
+        key=artifact_key("assay-gate", decision.suite, subject.id, subject.variant or ""),
         description=f"Gate verdict for run {decision.run_id}: {decision.verdict}",
     )

@@ -10,13 +10,18 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from assay.cli import app
+from assay.store import FileStore
 from tests.conftest import EXAMPLES
 from tests.servers import free_port
+from tests.test_costs_cli import spend
 
 SUITE = EXAMPLES / "support-suite.yaml"
 GOOD_OUTPUTS = EXAMPLES / "outputs" / "support-bot-v1.jsonl"
@@ -174,3 +179,30 @@ def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
     assert fallback.returncode == 0, fallback.stdout + fallback.stderr
     assert "/runs/flow-run/" not in fallback.stderr
     assert fallback.stderr.count("assay server start") == 1
+
+
+def _help(*command: str) -> str:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_help_keeps_text_in_square_brackets() -> None:
+    assert "published NAME[@VERSION]" in _help("run")
+    assert "KIND:ID[@VARIANT], e.g. agent:bot@v2 (default: agent:OUTPUTS-NAME" in _help("gate")
+    assert "Block name ([a-z0-9-])" in _help("store", "save")
+    assert "that has an llm_judge check" in _help("compare")
+
+
+def test_costs_warns_when_judge_calls_were_not_priced(store_dir: Path) -> None:
+    store = FileStore(store_dir)
+    at = datetime(2024, 5, 2, 12, tzinfo=UTC)
+    spend(store, at, run="priced", cost_usd=0.5)
+    args = ["costs", "--since", "2024-05-01", "--until", "2024-05-03", "--by", "suite"]
+    priced = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert priced.exit_code == 0 and "warning" not in priced.output
+    spend(store, at, run="unpriced", cost_usd=0.0, suite="billing", calls=3)
+    unpriced = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert unpriced.exit_code == 0
+    assert "judge calls priced at $0 in 1 suite group(s) (billing)" in unpriced.output
+    assert "no price was set" in unpriced.output

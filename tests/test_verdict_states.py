@@ -5,13 +5,19 @@ Completed and named for the verdict; runs started like deployment runs are named
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    LogFilter,
+    LogFilterFlowRunId,
+)
 
 from flows.calibration import calibration
 from flows.gate import gate
@@ -34,6 +40,16 @@ def _recorded(state: Any) -> Any:
     """The flow run as the Prefect API recorded it."""
     with get_client(sync_client=True) as client:
         return client.read_flow_run(state.state_details.flow_run_id)
+
+
+def _artifacts(state: Any) -> dict[str, Any]:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
+            )
+        )
+    return {a.key: a for a in found if a.key}
 
 
 def _final(state: Any) -> tuple[str, str, str]:
@@ -68,6 +84,20 @@ def test_suite_run_states_passed_not_passed_regressed_and_deployment_naming(
     assert (kind, name) == ("COMPLETED", "Regressed")
     assert f"baseline {baseline}" in message
     assert _recorded(v2).name == "support-bot@1 · agent:support-bot@v2"
+
+    artifacts = _artifacts(v2)
+    assert set(artifacts) == {"assay-run-support-bot-v2-summary", "assay-run-support-bot-v2-cases"}
+    summary = str(artifacts["assay-run-support-bot-v2-summary"].data)
+    assert f"/runs/flow-run/{baseline})" in summary  # the baseline id links to its run page
+    assert f"/runs/flow-run/{v2.state_details.flow_run_id})" in summary
+    table = json.loads(str(artifacts["assay-run-support-bot-v2-cases"].data))
+    changes = [row["vs baseline"] for row in table]
+    assert changes[0] == "newly failing" and "unchanged" in changes
+    first_other = next(i for i, c in enumerate(changes) if c != "newly failing")
+    assert "newly failing" not in changes[first_other:]  # newly failing cases come first
+    assert all(row["score"] is None or round(row["score"], 3) == row["score"] for row in table)
+    v1_table = json.loads(str(_artifacts(v1)["assay-run-support-bot-v1-cases"].data))
+    assert {row["vs baseline"] for row in v1_table} == {"no baseline"}
 
     _flush_prefect_logs()
     with get_client(sync_client=True) as client:
@@ -153,3 +183,9 @@ def test_nightly_states_and_sub_run_names(store_dir: Path) -> None:
             sub = client.read_flow_run(UUID(outcome.run_id))
             assert sub.name == f"support-bot@1 · {outcome.subject}"
             assert f"subject:{outcome.subject}" in sub.tags
+    tables = _artifacts(mixed)
+    nightly_table = str(tables["assay-nightly"].data)
+    assert "| regression |" in nightly_table and "no baseline" in nightly_table
+    scorecard = json.loads(str(tables["assay-scorecard"].data))
+    assert set(scorecard[0]) == {"subject", "suite", "runs", "latest pass rate", "trend / run"}
+    assert "95% CI" in scorecard[0]["latest pass rate"]

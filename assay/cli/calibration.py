@@ -62,7 +62,7 @@ def _show(task: LabelTask, number: int) -> None:
 
 @app.command("label")
 def label_command(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs: Annotated[str, typer.Option("--outputs", help="Outputs to label (JSONL/folder).")],
     into: Annotated[Path, typer.Option("--into", help="Calibration set (JSONL) to append to.")],
     labeler: Annotated[

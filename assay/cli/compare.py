@@ -26,7 +26,7 @@ from assay.report import rate_text
 
 @app.command("compare")
 def compare_command(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs_a: Annotated[str, typer.Option("--a", help="Outputs of side A (JSONL file/folder).")],
     outputs_b: Annotated[str, typer.Option("--b", help="Outputs of side B.")],
     label_a: Annotated[str, typer.Option("--label-a", help="Name of side A.")] = "A",
@@ -36,7 +36,8 @@ def compare_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Pairwise A/B: judge each shared case twice with the order swapped."""
+    """Pairwise A/B: judge each shared case that has an llm_judge check twice, with the order
+    swapped. Cases without an llm_judge check are not compared (the rubric is what is judged)."""
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite, outputs_a, outputs_b)
     prefect_defaults()

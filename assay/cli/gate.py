@@ -83,13 +83,18 @@ def _check(run_id: str, store: str | None, as_json: bool) -> None:
 @app.command("gate")
 def gate_command(
     suite: Annotated[
-        str | None, typer.Argument(help="Suite file, or a published NAME[@VERSION].")
+        str | None, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")
     ] = None,
     outputs: Annotated[
         str | None, typer.Option("--outputs", help="JSONL file, folder or s3:// prefix.")
     ] = None,
     subject: Annotated[
-        str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
+        str | None,
+        typer.Option(
+            "--subject",
+            help="KIND:ID\\[@VARIANT], e.g. agent:bot@v2 (default: agent:OUTPUTS-NAME, the "
+            "outputs file or folder name without its suffix).",
+        ),
     ] = None,
     baseline: Annotated[
         str | None,

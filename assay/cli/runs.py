@@ -105,10 +105,15 @@ def print_result(result: EvalResult) -> None:
 
 @app.command("run")
 def run(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs: Annotated[str, typer.Option("--outputs", help="JSONL file or folder of outputs.")],
     subject: Annotated[
-        str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
+        str | None,
+        typer.Option(
+            "--subject",
+            help="KIND:ID\\[@VARIANT], e.g. agent:bot@v2 (default: agent:OUTPUTS-NAME, the "
+            "outputs file or folder name without its suffix).",
+        ),
     ] = None,
     sample: Annotated[
         int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")

@@ -17,7 +17,7 @@ from assay.cli._common import (
     print_json,
 )
 from assay.report import rate_text
-from assay.scorecard import scorecard, to_csv
+from assay.scorecard import scorecard, to_csv, trend_text
 
 
 @app.command("scorecard")
@@ -42,11 +42,6 @@ def scorecard_command(
         return
     table = Table("subject", "suite", "runs", "latest", "pooled", "mean score", "trend / run")
     for row in rows:
-        slope = (
-            "too few runs"
-            if row.trend_slope is None
-            else f"{row.trend_slope:+.3f} ({row.trend_lo:+.3f}…{row.trend_hi:+.3f})"
-        )
         table.add_row(
             row.subject,
             row.suite,
@@ -54,6 +49,6 @@ def scorecard_command(
             rate_text(row.latest_passed, row.latest_scored),
             rate_text(row.pooled_passed, row.pooled_scored),
             "n/a" if row.mean_score is None else f"{row.mean_score:.3f}",
-            slope,
+            trend_text(row),
         )
     out.print(table if rows else "No completed runs yet.")
