@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from assay.calibration import CalibrationReport
-from assay.gate import GateDecision
+from assay.calibration.report import CalibrationReport
+from assay.gate.decision import GateDecision
 from assay.regression import RegressionStatus
 from assay.release import ReleaseReport, stop_lines
-from assay.report import rate_text
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
+from assay.runs.render import rate_text
 
 
 class Verdict(BaseModel):

@@ -15,12 +15,12 @@ from prefect.artifacts import (
 from prefect.settings import PREFECT_UI_URL
 
 from assay import progress
-from assay.comparison import case_verdicts
 from assay.regression import CaseChange, case_change
-from assay.report import markdown_summary
-from assay.runs import EvalResult, RunAggregate, update_aggregate
-from assay.scorecard import readable, scorecard
-from assay.scoring import RunMetrics
+from assay.runs.comparison import case_verdicts
+from assay.runs.records import EvalResult, RunAggregate, update_aggregate
+from assay.runs.render import markdown_summary
+from assay.runs.scorecard import readable, scorecard
+from assay.runs.scoring import RunMetrics
 from tasks._store import evidence_store
 from tasks.scoring import CaseRow
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay import registry
-from assay.registry import SuiteVersion
+from assay.suites import registry
+from assay.suites.registry import SuiteVersion
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 

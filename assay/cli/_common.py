@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from assay import progress, registry
+from assay import progress
 from assay.cli import orchestration
 from assay.errors import AssayError, InputError, NotFoundError
 from assay.outputs import validate_outputs
 from assay.store import EvidenceStore, open_store
+from assay.suites import registry
 
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

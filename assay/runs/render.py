@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from assay.regression import Comparison, RegressionStatus
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
 from assay.stats import wilson
 
 
