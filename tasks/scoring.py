@@ -27,7 +27,6 @@ from assay.suites import registry
 from tasks._log import run_log
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
-from tasks.judge import judge_setup
 
 TABLE_ROWS_PER_CHUNK = 200
 
@@ -108,6 +107,10 @@ def score_chunk(
         hasher = OutputHasher(store_secret(target))
         outputs = list(read_slice(piece, selected))
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
+            # Here, not at the top: judge set-up loads the openai SDK and the Prefect blocks
+            # (about a second), which a run without llm_judge checks should not pay.
+            from tasks.judge import judge_setup
+
             setup = judge_setup(judge_block, fresh_judge)
             judged = judge_chunk(
                 target,
