@@ -26,10 +26,11 @@ from flows.release import release
 from flows.suite_run import suite_run
 from tests.conftest import EXAMPLES
 from tests.judge_server import JudgeServer, verdict
-from tests.test_calibration import _judges_by_marker, _write_set
+from tests.test_calibration import _judges_by_marker, _write_set, judge_env
 from tests.test_minimal_data import _flush_prefect_logs
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
+__all__ = ["judge_env"]  # the fixture, shared with test_calibration
 
 SUITE = str(EXAMPLES / "support-suite.yaml")
 V1 = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
@@ -121,14 +122,6 @@ def test_gate_states(store_dir: Path) -> None:
     decision = failed.result().decision
     assert (kind, name) == ("COMPLETED", "Gate failed")
     assert message.startswith(f"{decision.reasons[0].rule}: {decision.reasons[0].message}")
-
-
-@pytest.fixture
-def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
-    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-states-1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
-    return judge_server
 
 
 def test_calibration_states(judge_env: JudgeServer, store_dir: Path, tmp_path: Path) -> None:
