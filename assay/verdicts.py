@@ -14,10 +14,10 @@ from pydantic import BaseModel
 
 from assay.calibration.report import CalibrationReport
 from assay.gate.decision import GateDecision
+from assay.rate import rate_text
 from assay.regression import RegressionStatus
 from assay.release import ReleaseReport, stop_lines
 from assay.runs.records import EvalResult
-from assay.runs.render import rate_text
 
 
 class Verdict(BaseModel):

@@ -17,8 +17,9 @@ from assay.gate.decision import (
     uses_judge,
 )
 from assay.judge.port import JudgePin
-from assay.runs.records import EvalResult, Subject
+from assay.runs.records import EvalResult
 from assay.runs.render import warnings
+from assay.subject import Subject
 from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store

@@ -24,6 +24,7 @@ from assay.runs.records import EvidenceChunk, write_chunk
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
 from assay.suites import registry
+from blocks.judge_settings import judge_setup
 from tasks._log import run_log
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
@@ -107,10 +108,6 @@ def score_chunk(
         hasher = OutputHasher(store_secret(target))
         outputs = list(read_slice(piece, selected))
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
-            # Here, not at the top: judge set-up loads the openai SDK and the Prefect blocks
-            # (about a second), which a run without llm_judge checks should not pay.
-            from tasks.judge import judge_setup
-
             setup = judge_setup(judge_block, fresh_judge)
             judged = judge_chunk(
                 target,

@@ -108,7 +108,7 @@ def budget_show(json_output: JsonOption = False, store: StoreOption = None) -> N
     prefect_defaults()
     from prefect.settings import PREFECT_API_URL
 
-    from tasks.judge import read_budgets
+    from blocks.finops_budget import read_budgets
 
     budgets = read_budgets()
     if budgets is None:

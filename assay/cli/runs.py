@@ -24,8 +24,10 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
-from assay.runs.records import EvalResult, Subject, list_runs, load_aggregate, load_result
-from assay.runs.render import rate_text, regression_lines, warnings
+from assay.rate import rate_text
+from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
+from assay.runs.render import regression_lines, warnings
+from assay.subject import Subject
 from assay.suites import registry
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
@@ -48,7 +50,7 @@ def execute_run(
     """Publish (if a file), then run the suite-run flow in this process."""
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
-    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    who = guarded(lambda: Subject.given_or_default(subject, outputs))
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite, outputs)
     prefect_defaults()

@@ -9,8 +9,8 @@ from statistics import fmean
 
 from pydantic import BaseModel
 
+from assay.rate import rate_text
 from assay.runs.records import EvalResult, RunStatus, list_runs, load_result
-from assay.runs.render import rate_text
 from assay.stats import trend, wilson
 from assay.store import EvidenceStore
 
