@@ -166,6 +166,9 @@ def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
             flow_run["tags"]
         )
         assert "INFO" not in done.stderr  # the terminal stays quiet without -v
+        verbose = _assay("-v", *run, env=env, cwd=tmp_path)
+        assert verbose.returncode == 0, verbose.stderr
+        assert "INFO" in verbose.stderr and "chunk 0: 50 case(s)" in verbose.stderr
         # The UI on a non-4200 port is told where its API is.
         settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=30).json()
         assert settings["api_url"] == api

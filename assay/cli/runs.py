@@ -211,7 +211,8 @@ def demo(store: StoreOption = None) -> None:
     suite_file = EXAMPLES / "support-suite.yaml"
     out.print(
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
-        f"{open_evidence(store).uri}, ephemeral Prefect (first start takes ~15 s)\n"
+        f"{open_evidence(store).uri}, Prefect: the `assay server start` server if it is up, "
+        "else an ephemeral API (its first start takes ~15 s)\n"
     )
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
@@ -242,5 +243,5 @@ def demo(store: StoreOption = None) -> None:
     out.print(table)
     out.print(
         "\nNext: [bold]assay runs list[/bold], [bold]assay suite show support-bot[/bold], "
-        "or open the runs in the Prefect UI (see docs/prefect-ui.md)."
+        "or the runs in the Prefect UI (`assay server start` keeps them; docs/prefect-ui.md)."
     )
