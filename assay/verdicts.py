@@ -20,14 +20,14 @@ from assay.release import ReleaseReport, stop_lines
 from assay.runs.records import EvalResult
 
 
-class Verdict(BaseModel):
+class FlowVerdict(BaseModel):
     name: str
     """The final state's name, e.g. `Regressed`."""
     message: str
     """Why, with the figures."""
 
 
-def run_verdict(result: EvalResult) -> Verdict:
+def run_verdict(result: EvalResult) -> FlowVerdict:
     """Suite run: `Regressed` (against its baseline) beats `Passed` / `Not passed`."""
     m = result.metrics
     rate = f"pass rate {rate_text(m.passed, m.scored)}"
@@ -35,42 +35,42 @@ def run_verdict(result: EvalResult) -> Verdict:
     if regression is not None and regression.status is RegressionStatus.REGRESSED:
         assert regression.baseline is not None
         b = regression.baseline
-        return Verdict(
+        return FlowVerdict(
             name="Regressed",
             message=f"{rate}, down from {b.passed}/{b.scored} in baseline "
             f"{regression.baseline_run}",
         )
     threshold = f"threshold {result.pass_threshold:.2f}"
     if result.passed:
-        return Verdict(name="Passed", message=f"{rate}, {threshold}")
-    return Verdict(name="Not passed", message=f"{rate}, below {threshold}")
+        return FlowVerdict(name="Passed", message=f"{rate}, {threshold}")
+    return FlowVerdict(name="Not passed", message=f"{rate}, below {threshold}")
 
 
-def gate_verdict(decision: GateDecision) -> Verdict:
+def gate_verdict(decision: GateDecision) -> FlowVerdict:
     """Gate: `Gate passed`, or `Gate failed` naming the first failing rule."""
     if decision.verdict == "pass":
         warned = f"; {len(decision.warnings)} warning(s)" if decision.warnings else ""
-        return Verdict(name="Gate passed", message=f"every rule passed{warned}")
+        return FlowVerdict(name="Gate passed", message=f"every rule passed{warned}")
     first = decision.reasons[0]
     more = len(decision.reasons) - 1
-    return Verdict(
+    return FlowVerdict(
         name="Gate failed",
         message=f"{first.rule}: {first.message}" + (f" (+{more} more)" if more else ""),
     )
 
 
-def calibration_verdict(report: CalibrationReport) -> Verdict:
-    return Verdict(name="Calibrated" if report.passed else "Not calibrated", message=report.verdict)
+def calibration_verdict(report: CalibrationReport) -> FlowVerdict:
+    return FlowVerdict(name="Calibrated" if report.passed else "Not calibrated", message=report.verdict)
 
 
-def release_verdict(report: ReleaseReport) -> Verdict:
+def release_verdict(report: ReleaseReport) -> FlowVerdict:
     """Release: `Release ok`, or `Release blocked` with the first variant's stopping gate."""
     if report.passed:
-        return Verdict(name="Release ok", message="every variant passed every gate")
-    return Verdict(name="Release blocked", message=stop_lines(report)[0])
+        return FlowVerdict(name="Release ok", message="every variant passed every gate")
+    return FlowVerdict(name="Release blocked", message=stop_lines(report)[0])
 
 
-def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> Verdict:
+def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> FlowVerdict:
     """Nightly: `All passed`, or `Some failed` naming the jobs that did not pass.
 
     Args:
@@ -78,8 +78,8 @@ def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> Verdict:
     """
     bad = [name for name, passed in jobs if passed is not True]
     if not bad:
-        return Verdict(name="All passed", message=f"{len(jobs)} of {len(jobs)} jobs passed")
-    return Verdict(
+        return FlowVerdict(name="All passed", message=f"{len(jobs)} of {len(jobs)} jobs passed")
+    return FlowVerdict(
         name="Some failed",
         message=f"{len(bad)} of {len(jobs)} jobs did not pass: {', '.join(bad)}",
     )

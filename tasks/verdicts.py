@@ -7,13 +7,13 @@ from typing import TypeVar, cast
 
 from prefect.states import Completed
 
-from assay.verdicts import Verdict
+from assay.verdicts import FlowVerdict
 from tasks._log import run_log
 
 T = TypeVar("T")
 
 
-def verdict_state(verdict: Verdict, result: T) -> T:
+def verdict_state(verdict: FlowVerdict, result: T) -> T:
     """Return this from a flow: its run ends Completed with `verdict`'s name and message.
 
     Prefect hands a returned State's data to whoever called the flow (a CLI command, a parent
