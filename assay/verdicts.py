@@ -60,7 +60,9 @@ def gate_verdict(decision: GateDecision) -> FlowVerdict:
 
 
 def calibration_verdict(report: CalibrationReport) -> FlowVerdict:
-    return FlowVerdict(name="Calibrated" if report.passed else "Not calibrated", message=report.verdict)
+    return FlowVerdict(
+        name="Calibrated" if report.passed else "Not calibrated", message=report.verdict
+    )
 
 
 def release_verdict(report: ReleaseReport) -> FlowVerdict:
