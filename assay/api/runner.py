@@ -123,7 +123,8 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
             ) from None
 
     def run_flow(outputs: str) -> EvalResult | GateRun:
-        with tags("assay", "api", *(["gate"] if flow == "gate" else []), f"suite:{version.suite}"):
+        labels = ("assay", "api", *(["gate"] if flow == "gate" else []))
+        with tags(*labels, f"suite:{version.suite}", f"subject:{who}"):
             return (gate if flow == "gate" else suite_run)(
                 suite=version.ref,
                 outputs=outputs,
