@@ -27,7 +27,9 @@ from tasks.findings import announce
 
 
 @task(name="decide-gate", **IO_RETRIES)
-def decide_gate(store: str, result: EvalResult) -> GateDecision:
+def decide_gate(
+    store: str, result: EvalResult, max_judge_flip_rate: float | None = None
+) -> GateDecision:
     """Apply the gate rules to the run and record the decision (write-once per run)."""
     target = evidence_store(store)
     _, suite = registry.resolve(target, f"{result.suite}@{result.suite_version}")
@@ -39,6 +41,7 @@ def decide_gate(store: str, result: EvalResult) -> GateDecision:
         calibrated=calibrated,
         unjudged=unjudged_cases(target, result),
         run_warnings=warnings(result),
+        max_judge_flip_rate=max_judge_flip_rate,
     )
     return record_decision(target, decision)
 

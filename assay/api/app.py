@@ -15,7 +15,17 @@ from starlette.concurrency import run_in_threadpool
 from assay.api import problems
 from assay.api.idempotency import Idempotency
 from assay.api.middleware import ServiceMiddleware
-from assay.api.routes import baselines, findings, gate, health, overrides, runs, scorecards, suites
+from assay.api.routes import (
+    baselines,
+    findings,
+    gate,
+    health,
+    otlp,
+    overrides,
+    runs,
+    scorecards,
+    suites,
+)
 from assay.api.runner import RunPool, start_prefect_api
 from assay.api.settings import ServeSettings
 from assay.store import open_store
@@ -29,6 +39,7 @@ ROUTERS = (
     overrides.router,
     scorecards.router,
     findings.router,
+    otlp.router,
 )
 
 

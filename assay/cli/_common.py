@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar, get_args
 
 import typer
 from pydantic import ValidationError
@@ -19,6 +19,7 @@ from rich.text import Text
 
 from assay import progress
 from assay.errors import AssayError, InputError, NotFoundError
+from assay.outputs import OutputsFormat, OutputsReference
 from assay.store import EvidenceStore, open_store
 from assay.suites import registry
 from assay.suites.suite import load_suite
@@ -43,8 +44,36 @@ JudgeBlockOption = Annotated[
     str | None,
     typer.Option("--judge-block", help="Saved JudgeSettings block (default: the environment)."),
 ]
+CalibrationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="Calibration set: add the PPI++ judge-corrected pass rate (same judge only).",
+    ),
+]
+JudgeRepeatsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--judge-repeats",
+        help="Judge each llm_judge check K times: majority verdict, even split skipped, "
+        "flip rate reported (default: the JudgeSettings block's, else 1).",
+    ),
+]
 FreshJudgeOption = Annotated[
     bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
+]
+OutputsFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--outputs-format",
+        help="auto (by content), jsonl, or otlp (OTLP/JSON trace exports).",
+    ),
+]
+CaseAttributeOption = Annotated[
+    str,
+    typer.Option(
+        "--case-attribute", help="Span (or resource) attribute naming the case in OTLP traces."
+    ),
 ]
 SubjectOption = Annotated[
     str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
@@ -86,6 +115,19 @@ def guarded(action: Callable[[], T]) -> T:
 
 def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> str:
+    """The outputs reference a flow receives: the location, plus the format and case attribute
+    when they are not the defaults."""
+    if outputs_format not in get_args(OutputsFormat):
+        fail("--outputs-format must be auto, jsonl or otlp")
+    reference = guarded(
+        lambda: OutputsReference(
+            location=outputs, format=outputs_format, case_attribute=case_attribute
+        )
+    )
+    return str(reference)
 
 
 def open_evidence(uri: str | None) -> EvidenceStore:

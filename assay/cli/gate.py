@@ -17,6 +17,7 @@ from assay.cli.runs import launch_suite_flow, print_result
 from assay.gate.decision import GateDecision, GateReport, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.runs.records import read_cases
 
 EXIT_GATE_FAILED = 1
@@ -57,7 +58,8 @@ def gate_command(
         str | None, typer.Argument(help="Suite file, or a published NAME[@VERSION].")
     ] = None,
     outputs: Annotated[
-        str | None, typer.Option("--outputs", help="JSONL file, folder or s3:// prefix.")
+        str | None,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
     ] = None,
     subject: common.SubjectOption = None,
     baseline: common.BaselineOption = None,
@@ -71,7 +73,18 @@ def gate_command(
         typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
     ] = None,
     judge_block: common.JudgeBlockOption = None,
+    calibration: common.CalibrationOption = None,
+    judge_repeats: common.JudgeRepeatsOption = None,
+    max_judge_flip_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-judge-flip-rate",
+            help="Fail when more than this share of checks flip across --judge-repeats.",
+        ),
+    ] = None,
     store: common.StoreOption = None,
+    outputs_format: common.OutputsFormatOption = "auto",
+    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: common.JsonOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
@@ -85,13 +98,16 @@ def gate_command(
         ("gate",),
         not as_json,
         suite=suite,
-        outputs=outputs,
+        outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
         subject=subject,
         sample=sample,
         store=store,
         seed=seed,
         baseline=baseline,
         judge_block=judge_block,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
+        max_judge_flip_rate=max_judge_flip_rate,
     )
     run = cast(GateRun, launched)
     if junit is not None:

@@ -42,10 +42,12 @@ NO_JUDGE: Final = "no judge configured"
 NO_CREDENTIALS: Final = "no credentials"
 MALFORMED_REPLY: Final = "malformed reply"
 BUDGET_BLOCKED: Final = "budget_blocked"
+JUDGE_SPLIT: Final = "judge split"
+"""An even split of a check's repeated verdicts: no majority, so no verdict (never a pass)."""
 UNAVAILABLE_PREFIX: Final = "judge unavailable: "
 
 SKIP_REASONS: Final[frozenset[str]] = frozenset(
-    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED}
+    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED, JUDGE_SPLIT}
 )
 """Fixed reasons a verdict may be skipped for, besides `judge unavailable: <ErrorType>`."""
 
@@ -123,6 +125,8 @@ class _Reply(BaseModel):
     prompt_version: str | None = None
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
+    redactions: dict[str, int] = Field(default_factory=dict)
+    """Spans redacted per kind from the prompt before it was sent (counts only, never values)."""
 
     def _check_reason(self) -> None:
         if not is_known_reason(self.reason):
@@ -140,6 +144,7 @@ class _Reply(BaseModel):
         prompt_version: str | None = None,
         input_tokens: int = 0,
         output_tokens: int = 0,
+        redactions: dict[str, int] | None = None,
     ) -> Self:
         """A reply that was not judged, with its reason (and any tokens already spent)."""
         return cls.model_validate(
@@ -151,6 +156,7 @@ class _Reply(BaseModel):
                 "prompt_version": prompt_version,
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,
+                "redactions": redactions or {},
                 **cls._SKIPPED_ANSWER,
             }
         )

@@ -61,6 +61,7 @@ from assay.judge.port import (
     judge_all,
     judge_pairs_all,
 )
+from assay.judge.redaction import NO_REDACTION, RedactionSettings
 from assay.store import EvidenceStore
 
 T = TypeVar("T")
@@ -99,6 +100,10 @@ class JudgeSetup:
     budgets: list[Budget] | None = field(default_factory=list)
     """Applicable budgets; None when they could not be read (spending is then refused)."""
     fresh: bool = False
+    redaction: RedactionSettings = NO_REDACTION
+    """What the judge redacts before each call (already part of `prompt_version`)."""
+    repeats: int = 1
+    """Verdicts asked per suite check (`--judge-repeats`); the check takes the majority."""
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     """Priced by the preflight for every call, and sent as `max_tokens`: the projection bounds
     the spend however long the judge would have answered."""
@@ -264,6 +269,36 @@ def judge_requests(
     """
     spender = Spender(run_id, suite, subject, now or datetime.now(UTC))
     return _judge(store, setup, requests, _VERDICTS, spender, first_chunk=chunk)
+
+
+def repeat_key(key: str, repeat: int) -> str:
+    """The cache key of repeat `repeat` (0-based) of a question: repeat 0 is the question's own
+    key, so a run with repeats reuses what a single-verdict run paid for, and each further
+    repeat has its own entry (a re-run spends nothing)."""
+    return key if repeat == 0 else f"{key.removesuffix('.json')}.r{repeat}.json"
+
+
+def judge_repeated(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[tuple[str, JudgeRequest]],
+    spender: Spender,
+    chunk: int,
+) -> tuple[Judged[Verdict], list[list[Verdict]]]:
+    """Judge each request `setup.repeats` times, as one batch (see `judge_requests`).
+
+    Every repeat is its own request under its own cache key (`repeat_key`), so the preflight
+    prices all K of them before anything is spent, and a re-run finds every repeat cached.
+
+    Returns:
+        The batch (calls, cache hits, cost, decision) and, per request in order, its K verdicts.
+    """
+    k = setup.repeats
+    if k < 1:
+        raise ValueError(f"repeats must be at least 1, not {k}")
+    expanded = [(repeat_key(key, r), request) for key, request in requests for r in range(k)]
+    batch = _judge(store, setup, expanded, _VERDICTS, spender, first_chunk=chunk)
+    return batch, [batch.verdicts[i * k : (i + 1) * k] for i in range(len(requests))]
 
 
 def judge_pair_requests(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from assay.judge.reliability import judge_lines
 from assay.rate import rate_text
 from assay.regression import Comparison, RegressionStatus
 from assay.runs.records import EvalResult
@@ -24,7 +25,7 @@ def warnings(result: EvalResult) -> list[str]:
         notes.append(f"{m.errors} case(s) had a scorer error and were failed")
     if result.sample is not None:
         notes.append(f"sampled run: {m.cases} case(s) chosen with seed {result.seed}")
-    return notes
+    return notes + result.judge_warnings
 
 
 def markdown_summary(result: EvalResult) -> str:
@@ -47,6 +48,9 @@ def markdown_summary(result: EvalResult) -> str:
         f"Run `{result.run_id}` · outputs `{result.outputs}` · "
         f"{result.occurred_at:%Y-%m-%d %H:%M} UTC",
     ]
+    judged = judge_lines(result)
+    if judged:
+        lines += ["", "**Judge**", *[f"- {line}" for line in judged]]
     notes = warnings(result)
     if notes:
         lines += ["", "**Warnings**", *[f"- {note}" for note in notes]]
