@@ -337,6 +337,14 @@ def _index_jsonl(
         )
 
 
+def validate_outputs(uri: str, known: Collection[str]) -> int:
+    """Check every output line with the rules `index_outputs` (ingest) applies, keeping no text
+    and no slices; returns how many valid lines were read. The CLI calls this before any Prefect
+    API starts, so a bad file is answered at once; the flow's ingest still re-reads the file
+    (see docs/cli.md, "Input errors")."""
+    return index_outputs(uri, known, (), chunk_size=1).seen
+
+
 def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
     """Stream the selected outputs of one slice (lines of unselected cases are skipped)."""
     if piece.format == "otlp":

@@ -12,11 +12,13 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.gate.decision import GateRun
+from assay.verdicts import gate_verdict
 from flows.suite_run import run_name as suite_run_name
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
+from tasks.verdicts import verdict_state
 
 
 def _run_name() -> str:
@@ -83,4 +85,4 @@ def gate(
     findings = report_gate_findings(store_uri, decision, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)
-    return GateRun(decision=decision, result=result)
+    return verdict_state(gate_verdict(decision), GateRun(decision=decision, result=result))

@@ -24,14 +24,17 @@ from assay.runs.records import EvalResult, RunPlan, fail_run
 from assay.runs.scoring import RunMetrics
 from assay.subject import Subject
 from assay.suites import registry
+from assay.verdicts import run_verdict
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import compare_task, finish_run_task, start_run_task
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
+from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
 from tasks.scoring import CaseRow, score_chunk
 from tasks.suites import resolve_suite
+from tasks.verdicts import verdict_state
 
 DEFAULT_CHUNK_SIZE = 2000
 
@@ -96,6 +99,7 @@ def suite_run(
     version = resolve_suite(store_uri, suite)
     _, golden = registry.resolve(evidence_store(store_uri), version.ref)
     who = Subject.given_or_default(subject, outputs)
+    label_flow_run(run_name({"suite": version.ref, "subject": str(who)}), version.suite, str(who))
     index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
     missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
     pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices] + [
@@ -167,8 +171,8 @@ def suite_run(
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
-    publish_run_artifacts(result, rows)
+    publish_run_artifacts(store_uri, result, rows)
     findings = report_findings(store_uri, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)
-    return result
+    return verdict_state(run_verdict(result), result)

@@ -19,10 +19,11 @@ from assay.gate.render import markdown_decision
 from assay.judge.port import JudgePin
 from assay.runs.records import EvalResult
 from assay.runs.render import warnings
+from assay.subject import Subject
 from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
-from tasks.artifacts import artifact_key
+from tasks.artifacts import artifact_key, run_link
 from tasks.findings import announce
 
 
@@ -70,8 +71,9 @@ def report_gate_findings(store: str, decision: GateDecision, result: EvalResult)
 
 def publish_gate_artifact(decision: GateDecision) -> None:
     """The gate decision (verdict, every rule, warnings) as a markdown artifact."""
+    subject = Subject.parse(decision.subject)
     create_markdown_artifact(
-        markdown=markdown_decision(decision),
-        key=artifact_key("assay-gate", decision.suite, decision.subject),
+        markdown=markdown_decision(decision, run_link),
+        key=artifact_key("assay-gate", decision.suite, subject.id, subject.variant or ""),
         description=f"Gate verdict for run {decision.run_id}: {decision.verdict}",
     )

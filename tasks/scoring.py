@@ -26,6 +26,7 @@ from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_o
 from assay.scorers import Status
 from assay.suites import registry
 from blocks.judge_settings import judge_setup
+from tasks._log import run_log
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
@@ -141,4 +142,18 @@ def score_chunk(
     summary.judge_repeats = setup.repeats
     if setup.model and setup.prompt_version:
         summary.judge = setup.pin
+    m = summary.metrics
+    run_log().info(
+        "chunk %d: %d case(s), %d passed, %d failed, %d skipped, %d missing, %d error(s); "
+        "%d judge call(s), %d cache hit(s)",
+        chunk,
+        m.cases,
+        m.passed,
+        m.failed,
+        m.skipped,
+        m.missing,
+        m.errors,
+        m.judge_calls,
+        m.judge_cache_hits,
+    )
     return summary

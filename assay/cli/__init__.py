@@ -21,6 +21,7 @@ from assay.cli import (
     runs,
     scorecard,
     serve,
+    server,
     suites,
 )
 from assay.cli._common import app
@@ -42,6 +43,7 @@ __all__ = [
     "runs",
     "scorecard",
     "serve",
+    "server",
     "suites",
 ]
 

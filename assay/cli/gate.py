@@ -55,7 +55,7 @@ def _check(run_id: str, store: str | None, as_json: bool) -> None:
 @common.app.command("gate")
 def gate_command(
     suite: Annotated[
-        str | None, typer.Argument(help="Suite file, or a published NAME[@VERSION].")
+        str | None, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")
     ] = None,
     outputs: Annotated[
         str | None,

@@ -70,8 +70,14 @@ def monitor_command(
 
     with tags("assay", "monitor"):
         report = common.guarded(
-            lambda: monitor(
-                signals=source, window=window, now=end, expect=expect, store=evidence.uri
+            lambda: common.launch(
+                monitor,
+                quiet=as_json,
+                signals=source,
+                window=window,
+                now=end,
+                expect=expect,
+                store=evidence.uri,
             )
         )
     if as_json:

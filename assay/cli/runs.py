@@ -75,14 +75,14 @@ def launch_suite_flow(
     suite-run flow or the gate, which take the same parameters) in this process."""
     if sample is not None and sample < 1:
         common.fail("--sample must be at least 1")
-    evidence = common.open_evidence(store)
-    ref = common.resolve_suite_arg(evidence, suite)
     who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
     check_judge_options(
         parameters.get("calibration"),
         parameters.get("judge_repeats"),
         parameters.get("max_judge_flip_rate"),
     )
+    evidence = common.open_evidence(store)
+    ref = common.resolve_suite_arg(evidence, suite, outputs)
     common.prefect_defaults()
     from prefect import tags as run_tags
 
@@ -91,7 +91,9 @@ def launch_suite_flow(
     labels = ("assay", *tags, f"suite:{name}", f"subject:{who}")
     with run_tags(*labels), common.progress_bar(show_progress):
         result = common.guarded(
-            lambda: run(
+            lambda: common.launch(
+                run,
+                quiet=not show_progress,
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),
@@ -134,7 +136,7 @@ def print_result(result: EvalResult) -> None:
 
 @common.app.command("run")
 def run(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs: Annotated[
         str,
         typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
@@ -235,7 +237,8 @@ def demo(store: common.StoreOption = None) -> None:
     suite_file = common.EXAMPLES / "support-suite.yaml"
     common.out.print(
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
-        f"{common.open_evidence(store).uri}, ephemeral Prefect (first start takes ~15 s)\n"
+        f"{common.open_evidence(store).uri}, Prefect: the `assay server start` server if it is "
+        "up, else an ephemeral API (its first start takes ~15 s)\n"
     )
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
@@ -266,5 +269,5 @@ def demo(store: common.StoreOption = None) -> None:
     common.out.print(table)
     common.out.print(
         "\nNext: [bold]assay runs list[/bold], [bold]assay suite show support-bot[/bold], "
-        "or open the runs in the Prefect UI (see docs/prefect-ui.md)."
+        "or the runs in the Prefect UI (`assay server start` keeps them; docs/prefect-ui.md)."
     )

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from assay.gate.decision import GateDecision
 
 
-def markdown_decision(decision: GateDecision) -> str:
-    """The gate decision as markdown: verdict, every rule, warnings (no output text)."""
+def markdown_decision(decision: GateDecision, run_link: Callable[[str], str] = str) -> str:
+    """The gate decision as markdown: verdict, every rule, warnings (no output text);
+    `run_link` renders the run id (the artifact links it to the run's Prefect UI page)."""
     icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
     lines = [
         f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
         "",
-        f"**{icon}** — run `{decision.run_id}`",
+        f"**{icon}** — run {run_link(decision.run_id)}",
         "",
         "| rule | result | detail |",
         "|---|---|---|",

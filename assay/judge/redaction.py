@@ -26,10 +26,10 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -187,11 +187,10 @@ def _secret_rules() -> _SecretRules:
     from detect_secrets.plugins.ip_public import IPPublicDetector
 
     detectors: list[re.Pattern[str]] = []
-    plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
-    for plugin in plugins.values():
+    for plugin in get_mapping_from_secret_type_to_class().values():
         if issubclass(plugin, RegexBasedDetector) and plugin is not IPPublicDetector:
-            # `denylist` is a class attribute of each detector (an abstract property on the base).
-            detectors.extend(cast("Iterable[re.Pattern[str]]", plugin.denylist))
+            denylist: Any = getattr(plugin, "denylist")  # noqa: B009 - untyped class attribute
+            detectors.extend(denylist)
     rules = {
         **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
         **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,
