@@ -39,17 +39,23 @@ def warnings(result: EvalResult) -> list[str]:
     return notes
 
 
+def why_not(result: EvalResult) -> str:
+    """` — coverage 1/5 below 0.95` for a run that did not pass, else `""`."""
+    return f" — {result.verdict_reason}" if result.verdict_reason and not result.passed else ""
+
+
 def markdown_summary(result: EvalResult) -> str:
     """The run summary shown as a Prefect markdown artifact."""
     m = result.metrics
-    verdict = "✅ passed" if result.passed else "❌ did not pass"
+    verdict = "✅ passed" if result.passed else f"❌ did not pass{why_not(result)}"
     subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
     lines = [
         f"# {result.suite}@{result.suite_version} · {subject}",
         "",
         f"**{verdict}** — pass rate {rate_text(m.passed, m.scored)}, "
-        f"threshold {result.pass_threshold:.2f}; mean score {score}",
+        f"threshold {result.pass_threshold:.2f}; coverage {m.scored}/{m.cases} "
+        f"(min {result.min_coverage:g}); mean score {score}",
         "",
         "| cases | scored | passed | failed | skipped | missing | errors |",
         "|---:|---:|---:|---:|---:|---:|---:|",

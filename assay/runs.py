@@ -25,8 +25,9 @@ from pydantic import BaseModel, Field
 from assay.budget import Decision
 from assay.errors import InputError, NotFoundError
 from assay.regression import Comparison
-from assay.scoring import CaseEvidence, RunMetrics
+from assay.scoring import CaseEvidence, RunMetrics, run_verdict
 from assay.store import EvidenceStore
+from assay.suites import DEFAULT_MIN_COVERAGE
 
 _SUBJECT = re.compile(r"^(?P<kind>[a-z][a-z0-9_-]*):(?P<id>[^@\s]+)(?:@(?P<variant>[^\s]+))?$")
 
@@ -91,6 +92,8 @@ class RunPlan(_HasSubject, BaseModel):
     subject_id: str
     variant: str | None
     pass_threshold: float
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    """Records written before the suite field existed read as the default."""
     outputs: str
     """Reference (path or URI) to the outputs: never their content."""
     sample: int | None = None
@@ -134,6 +137,9 @@ class EvalResult(_HasSubject, BaseModel):
     occurred_at: datetime
     metrics: RunMetrics
     pass_threshold: float
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    verdict_reason: str | None = None
+    """Why the run did not pass (`coverage 1/5 below 0.95`, `pass rate 36/50 below 0.8`)."""
     outputs: str
     sample: int | None = None
     seed: int | None = None
@@ -250,7 +256,7 @@ def finish_run(
     rewritten, and the scores it reports are the same because chunks are deterministic.
     """
     metrics = metrics.model_copy(update={"write_guard": store.write_guard})
-    pass_rate = metrics.pass_rate
+    passed, reason = run_verdict(metrics, aggregate.pass_threshold, aggregate.min_coverage)
     result = EvalResult(
         **aggregate.model_dump(
             include={
@@ -261,6 +267,7 @@ def finish_run(
                 "subject_id",
                 "variant",
                 "pass_threshold",
+                "min_coverage",
                 "outputs",
                 "sample",
                 "seed",
@@ -268,8 +275,9 @@ def finish_run(
             }
         ),
         score=metrics.score,
-        passed=pass_rate is not None and pass_rate >= aggregate.pass_threshold,
-        pass_rate=pass_rate,
+        passed=passed,
+        verdict_reason=reason,
+        pass_rate=metrics.pass_rate,
         occurred_at=now(),
         metrics=metrics,
         regression=regression,

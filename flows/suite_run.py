@@ -97,6 +97,7 @@ def suite_run(
         subject_id=who.id,
         variant=who.variant,
         pass_threshold=golden.pass_threshold,
+        min_coverage=golden.min_coverage,
         outputs=outputs,
         sample=sample,
         seed=seed if sample is not None else None,

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from assay import registry
 from assay.cli._common import (
@@ -24,7 +25,7 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
-from assay.report import rate_text, regression_lines, warnings
+from assay.report import rate_text, regression_lines, warnings, why_not
 from assay.runs import EvalResult, Subject, list_runs, load_aggregate, load_result
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
@@ -79,13 +80,22 @@ def _result_json(result: EvalResult) -> dict[str, Any]:
 
 def print_result(result: EvalResult) -> None:
     m = result.metrics
-    verdict = "[green]PASSED[/green]" if result.passed else "[red]DID NOT PASS[/red]"
+    verdict = Text("PASSED", "green") if result.passed else Text("DID NOT PASS", "red")
     subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
-    out.print(f"[bold]{result.suite}@{result.suite_version}[/bold] · {subject}  {verdict}")
+    out.print(
+        Text.assemble(
+            (f"{result.suite}@{result.suite_version}", "bold"),
+            f" · {subject}  ",
+            verdict,
+            why_not(result),
+        ),
+        highlight=False,
+    )
     out.print(
         f"  pass rate {rate_text(m.passed, m.scored)} · threshold "
-        f"{result.pass_threshold:.2f} · mean score {score}",
+        f"{result.pass_threshold:.2f} · coverage {m.scored}/{m.cases} (min "
+        f"{result.min_coverage:g}) · mean score {score}",
         highlight=False,
     )
     out.print(
