@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assay.canonical import canonical_json, content_hash, text_hash
 from assay.documents import field_path, line_of, parse_document, read_text
-from assay.errors import InputError
+from assay.errors import InputError, shown
 from assay.gcpause import gc_paused
 from assay.scorers import ScorerSpec
 
@@ -156,7 +156,7 @@ def parse_suite(text: str, source: str) -> Suite:
         message = first["msg"].removeprefix("Value error, ")
         case_id = _case_id_at(raw, loc)
         if case_id is not None:
-            message = f"case {case_id!r}: {message}"
+            message = f"case {shown(case_id)}: {message}"
         more = exc.error_count() - 1
         if more:
             message += f" (and {more} more problem{'s' if more > 1 else ''})"
@@ -167,7 +167,7 @@ def parse_suite(text: str, source: str) -> Suite:
         if case.id in seen:
             raise InputError(
                 source,
-                f"duplicate case id {case.id!r} (first at cases[{seen[case.id]}])",
+                f"duplicate case id {shown(case.id)} (first at cases[{seen[case.id]}])",
                 line=line_of(text, ("cases", index, "id"), source.endswith(".json")),
                 field=f"cases[{index}].id",
             )
@@ -175,7 +175,7 @@ def parse_suite(text: str, source: str) -> Suite:
         if not suite.scorers_for(case):
             raise InputError(
                 source,
-                f"case {case.id!r} lists no scorers and the suite has no defaults",
+                f"case {shown(case.id)} lists no scorers and the suite has no defaults",
                 line=line_of(text, ("cases", index), source.endswith(".json")),
                 field=f"cases[{index}].scorers",
             )
