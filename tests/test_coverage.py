@@ -17,11 +17,11 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from typer.testing import CliRunner
 
-from assay import registry
 from assay.cli import app
-from assay.scoring import RunMetrics, run_verdict
+from assay.runs.scoring import RunMetrics, run_verdict
 from assay.store import FileStore
-from assay.suites import load_suite, parse_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite, parse_suite
 from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, Reply, malformed, server_error
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.errors import InputError
-from assay.suites import load_suite, parse_suite
+from assay.suites.suite import load_suite, parse_suite
 
 CASE = "cases:\n  - id: c1\n    input: q\n    scorers:\n"
 

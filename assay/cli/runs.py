@@ -8,7 +8,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from assay import registry
 from assay.cli._common import (
     EXAMPLES,
     FreshJudgeOption,
@@ -25,8 +24,9 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
-from assay.report import rate_text, regression_lines, warnings, why_not
-from assay.runs import EvalResult, Subject, list_runs, load_aggregate, load_result
+from assay.runs.records import EvalResult, Subject, list_runs, load_aggregate, load_result
+from assay.runs.render import rate_text, regression_lines, warnings, why_not
+from assay.suites import registry
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
