@@ -18,12 +18,18 @@ from prefect.runtime import flow_run
 
 from assay.finops.budget import Decision, strictest
 from assay.outputs import OutputSlice
-from assay.runs.records import EvalResult, RunPlan, Subject, fail_run
+from assay.runs.lifecycle import this_process
+from assay.runs.records import EvalResult, RunPlan, RunStatus, Subject, fail_run, load_result
 from assay.runs.scoring import RunMetrics
 from assay.suites import registry
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
-from tasks.evidence import compare_task, finish_run_task, start_run_task
+from tasks.evidence import (
+    close_interrupted_attempt,
+    compare_task,
+    finish_run_task,
+    start_run_task,
+)
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.scoring import CaseRow, score_chunk
@@ -58,6 +64,7 @@ def suite_run(
     notification_block: str | None = None,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    resume: bool = False,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -79,6 +86,9 @@ def suite_run(
         fresh_judge: Ignore cached verdicts and judge again.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
+        resume: `run_id` must name a recorded run (`assay run --resume`); an unknown id is an
+            error instead of a new run. A resume that does not match the recorded run is
+            refused before anything is written (see `assay.runs.lifecycle`).
     """
     store_uri = store_reference(store, storage_block)
     version = resolve_suite(store_uri, suite)
@@ -104,7 +114,13 @@ def suite_run(
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
     )
-    aggregate = start_run_task(store_uri, plan)
+    this_run = str(flow_run.id)
+    aggregate = start_run_task(store_uri, plan, this_process(this_run), resuming=resume)
+    if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
+        return load_result(evidence_store(store_uri), plan.run_id)
+    killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
+    if killed is not None and killed != this_run:
+        close_interrupted_attempt(killed, plan.run_id)
     try:
         progress = ProgressReporter(store_uri, aggregate)
         metrics = RunMetrics()

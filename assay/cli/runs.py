@@ -24,6 +24,7 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
+from assay.runs.lifecycle import settle
 from assay.runs.records import EvalResult, Subject, list_runs, load_aggregate, load_result
 from assay.runs.render import rate_text, regression_lines, warnings, why_not
 from assay.suites import registry
@@ -67,6 +68,7 @@ def execute_run(
                 seed=seed,
                 store=evidence.uri,
                 run_id=resume,
+                resume=resume is not None,
                 baseline=baseline,
                 judge_block=judge_block,
                 fresh_judge=fresh_judge,
@@ -160,7 +162,7 @@ def run(
 def runs_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
     """List recorded runs, newest first."""
     evidence = open_evidence(store)
-    runs = list_runs(evidence)
+    runs = [settle(evidence, run) for run in list_runs(evidence)]
     if as_json:
         print_json([run.model_dump(mode="json") for run in runs])
         return
@@ -188,7 +190,7 @@ def runs_show(
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
     evidence = open_evidence(store)
-    aggregate = guarded(lambda: load_aggregate(evidence, run_id))
+    aggregate = guarded(lambda: settle(evidence, load_aggregate(evidence, run_id)))
     if aggregate.status != "completed":
         if as_json:
             print_json(aggregate.model_dump(mode="json"))

@@ -66,6 +66,17 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    """Its process was killed or lost; `--resume` continues it (see `assay.runs.lifecycle`)."""
+
+
+class RunOwner(BaseModel):
+    """The process executing one attempt at a run, so a later check can tell it is gone."""
+
+    host: str
+    pid: int
+    flow_run: str | None = None
+    """The Prefect flow run of this attempt (a resume runs in a new flow run)."""
 
 
 class _SubjectFields(Protocol):
@@ -114,6 +125,10 @@ class RunAggregate(RunPlan):
     regression: Comparison | None = None
     judge: JudgePin | None = None
     error: str | None = None
+    owner: RunOwner | None = None
+    """The process of the current (or last) attempt; None on records from before it existed."""
+    resumed_from: RunOwner | None = None
+    """The attempt this one took over from, when it was resumed."""
 
 
 class EvalResult(_HasSubject, BaseModel):
@@ -180,18 +195,23 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
-    """Record a run as started.
+def start_run(store: EvidenceStore, plan: RunPlan, owner: RunOwner | None = None) -> RunAggregate:
+    """Record a run as started (by `owner`).
 
     Re-starting an existing (interrupted) run keeps its evidence and its start time; progress
     counts restart from zero because every chunk is visited again (identical writes are no-ops).
+    Whether a run may be re-started is `assay.runs.lifecycle.begin_run`'s to decide.
     """
     started = now()
     try:
         aggregate = load_aggregate(store, plan.run_id)
     except NotFoundError:
         aggregate = RunAggregate(
-            **plan.model_dump(), status=RunStatus.RUNNING, started_at=started, updated_at=started
+            **plan.model_dump(),
+            status=RunStatus.RUNNING,
+            started_at=started,
+            updated_at=started,
+            owner=owner,
         )
     else:
         aggregate = aggregate.model_copy(
@@ -201,6 +221,8 @@ def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
                 "error": None,
                 "chunks_done": 0,
                 "metrics": RunMetrics(),
+                "owner": owner,
+                "resumed_from": aggregate.owner,
             }
         )
     store.put(_aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
@@ -288,10 +310,13 @@ def finish_run(
 
 
 def fail_run(store: EvidenceStore, run_id: str, error: str) -> None:
-    """Mark a started run as failed with a (text-free) error message."""
+    """Mark a started run as failed with a (text-free) error message; a completed run stays
+    completed (its EvalResult stands, whatever a later attempt at it met)."""
     try:
         aggregate = load_aggregate(store, run_id)
     except NotFoundError:
+        return
+    if aggregate.status is RunStatus.COMPLETED:
         return
     aggregate.status = RunStatus.FAILED
     aggregate.error = error
