@@ -16,7 +16,7 @@ from assay.cli._common import (
     print_json,
 )
 from assay.runs import baselines
-from assay.runs.records import Subject
+from assay.subject import Subject
 
 baseline_app = typer.Typer(help="Pin, show and unpin baselines.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")

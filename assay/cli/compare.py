@@ -19,7 +19,7 @@ from assay.cli._common import (
     print_json,
     resolve_suite_arg,
 )
-from assay.runs.render import rate_text
+from assay.rate import rate_text
 from assay.suites import registry
 
 

@@ -29,7 +29,7 @@ from assay.monitor.report import (
 )
 from assay.monitor.signals import read_signals
 from assay.monitor.windows import parse_now, windows
-from assay.runs.render import rate_text
+from assay.rate import rate_text
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 

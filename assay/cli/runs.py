@@ -24,9 +24,11 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
+from assay.rate import rate_text
 from assay.runs.lifecycle import settle
-from assay.runs.records import EvalResult, Subject, list_runs, load_aggregate, load_result
-from assay.runs.render import rate_text, regression_lines, warnings, why_not
+from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
+from assay.runs.render import regression_lines, warnings, why_not
+from assay.subject import Subject
 from assay.suites import registry
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
@@ -49,7 +51,7 @@ def execute_run(
     """Publish (if a file), then run the suite-run flow in this process."""
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite)
-    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    who = guarded(lambda: Subject.given_or_default(subject, outputs))
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
     prefect_defaults()

@@ -16,7 +16,7 @@ from assay.cli._common import (
     out,
     print_json,
 )
-from assay.runs.render import rate_text
+from assay.rate import rate_text
 from assay.runs.scorecard import scorecard, to_csv
 
 

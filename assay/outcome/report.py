@@ -41,6 +41,7 @@ from assay.outcome.dimensions import (
 )
 from assay.outcome.records import OutcomeRecord, check_records, read_records
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 
 if TYPE_CHECKING:
     from assay.outcome.dimensions import Vector
@@ -224,9 +225,7 @@ def score_outcomes(
         report.judge_calls,
         report.judge_cache_hits,
     )
-    if store.put_once_if_absent(key, report.model_dump_json().encode()):
-        return report
-    return load_report(store, report_id)
+    return write_once(store, key, report)
 
 
 def _score_batch(
