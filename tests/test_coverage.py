@@ -46,23 +46,15 @@ def _judge_only_suite(tmp_path: Path, **fields: object) -> tuple[Path, Path]:
     return suite, outputs
 
 
-@pytest.fixture
-def broken_judge(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
-    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
-    return judge_server
-
-
 @pytest.mark.parametrize(
     "reply",
     [malformed("garbage, not a verdict"), server_error(500), Reply(status=401, message="bad key")],
     ids=["garbage", "500", "401"],
 )
 def test_a_broken_judge_cannot_pass_a_run_on_the_one_deterministic_case(
-    broken_judge: JudgeServer, store_dir: Path, tmp_path: Path, reply: Reply
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path, reply: Reply
 ) -> None:
-    broken_judge.script(default=reply)
+    judge_env.script(default=reply)
     suite, outputs = _judge_only_suite(tmp_path)
 
     result = suite_run(suite=str(suite), outputs=str(outputs), subject="agent:bot@v1")
@@ -83,9 +75,9 @@ def test_a_broken_judge_cannot_pass_a_run_on_the_one_deterministic_case(
 
 
 def test_the_cli_says_why_a_run_with_too_little_coverage_did_not_pass(
-    broken_judge: JudgeServer, store_dir: Path, tmp_path: Path
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
 ) -> None:
-    broken_judge.script(default=malformed("garbage, not a verdict"))
+    judge_env.script(default=malformed("garbage, not a verdict"))
     suite, outputs = _judge_only_suite(tmp_path)
 
     shown = CliRunner().invoke(app, ["run", str(suite), "--outputs", str(outputs)])
@@ -98,9 +90,9 @@ def test_the_cli_says_why_a_run_with_too_little_coverage_did_not_pass(
 
 
 def test_a_suite_may_lower_its_coverage_floor(
-    broken_judge: JudgeServer, store_dir: Path, tmp_path: Path
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
 ) -> None:
-    broken_judge.script(default=Reply(status=401, message="bad key"))
+    judge_env.script(default=Reply(status=401, message="bad key"))
     suite, outputs = _judge_only_suite(tmp_path, min_coverage=0.2)
 
     result = suite_run(suite=str(suite), outputs=str(outputs), subject="agent:bot@v1")

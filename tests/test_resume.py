@@ -123,12 +123,9 @@ def test_heartbeat_rule_for_a_run_owned_on_another_host(
 
 
 @pytest.fixture
-def hanging_judge(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
-    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
-    judge_server.script(default=slow(300))
-    return judge_server
+def hanging_judge(judge_env: JudgeServer) -> JudgeServer:
+    judge_env.script(default=slow(300))
+    return judge_env
 
 
 def _wait_for_running_run(store: FileStore, process: subprocess.Popen[bytes]) -> str:
