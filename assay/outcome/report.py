@@ -169,8 +169,8 @@ def score_outcomes(
         store: The evidence store (verdict cache, ledger, HMAC secret, the report).
         records: Path or URI of the records (a JSONL file or a folder of them).
         contract: The contract in effect (`load_contract`).
-        setup: How to judge (`tasks.judge.judge_setup`); with no judge the judged dimensions
-            are unavailable with its reason.
+        setup: How to judge (`blocks.judge_settings.judge_setup`); with no judge the judged
+            dimensions are unavailable with its reason.
         embedder: The embedder for consistency; None makes consistency unavailable.
         report_id: Names the report, its ledger records and its findings.
         contract_path: The contract file, recorded in the report.
