@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import yaml
 
-from assay.errors import InputError
+from assay.errors import InputError, shown
 
 MAX_ALIAS_NODES: Final = 1_000_000
 """Nodes YAML aliases may add to a document, whatever its size."""
@@ -48,7 +48,7 @@ class _UniqueKeyLoader(_BASE_LOADER):  # type: ignore[misc]
                 raise yaml.constructor.ConstructorError(
                     None,
                     None,
-                    f"duplicate key {key_node.value[:80]!r} "
+                    f"duplicate key {shown(key_node.value)} "
                     f"(first at line {seen.start_mark.line + 1})",
                     key_node.start_mark,
                 )
