@@ -142,7 +142,7 @@ def run(
 def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
     """List recorded runs, newest first."""
     evidence = common.open_evidence(store)
-    runs = [settle(evidence, run) for run in list_runs(evidence)]
+    runs = common.guarded(lambda: [settle(evidence, run) for run in list_runs(evidence)])
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
