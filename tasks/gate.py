@@ -11,11 +11,11 @@ from assay.gate.decision import (
     UNCALIBRATED,
     GateDecision,
     decide,
-    markdown_decision,
     record_decision,
     unjudged_cases,
     uses_judge,
 )
+from assay.gate.render import markdown_decision
 from assay.judge.port import JudgePin
 from assay.runs.records import EvalResult
 from assay.runs.render import warnings

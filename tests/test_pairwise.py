@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from datetime import UTC, datetime
 from functools import partial
@@ -390,7 +391,9 @@ def test_position_biased_judge_is_inconsistent_on_every_pair_and_cached_per_orde
     store = FileStore(store_dir)
     assert len(list(store.list("judge-cache/pairwise/"))) == 2 * PAIRS
     assert load_report(store, first.comparison_id) == first
-    (ledger,) = [key for key in store.list("costs/") if first.comparison_id in key]
+    # One summary per judged batch, standing for the records written as each call returned.
+    batch = re.compile(r"-s[0-9a-f]{32}\.json$")
+    (ledger,) = [k for k in store.list("costs/") if first.comparison_id in k and batch.search(k)]
     assert json.loads(store.get(ledger))["calls"] == 2 * PAIRS
 
     second = compare(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")

@@ -256,23 +256,3 @@ def uses_judge(suite: Suite) -> bool:
         for case in suite.cases
         for spec in suite.scorers_for(case)
     )
-
-
-def markdown_decision(decision: GateDecision) -> str:
-    """The gate decision as markdown: verdict, every rule, warnings (no output text)."""
-    icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
-    lines = [
-        f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
-        "",
-        f"**{icon}** — run `{decision.run_id}`",
-        "",
-        "| rule | result | detail |",
-        "|---|---|---|",
-        *[
-            f"| {r.rule} | {'pass' if r.passed else '**fail**'} | {r.detail} |"
-            for r in decision.rules
-        ],
-    ]
-    if decision.warnings:
-        lines += ["", "**Warnings**", *[f"- {note}" for note in decision.warnings]]
-    return "\n".join(lines)

@@ -1,0 +1,25 @@
+"""The gate decision as a markdown artifact (no output text)."""
+
+from __future__ import annotations
+
+from assay.gate.decision import GateDecision
+
+
+def markdown_decision(decision: GateDecision) -> str:
+    """The gate decision as markdown: verdict, every rule, warnings (no output text)."""
+    icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
+    lines = [
+        f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
+        "",
+        f"**{icon}** — run `{decision.run_id}`",
+        "",
+        "| rule | result | detail |",
+        "|---|---|---|",
+        *[
+            f"| {r.rule} | {'pass' if r.passed else '**fail**'} | {r.detail} |"
+            for r in decision.rules
+        ],
+    ]
+    if decision.warnings:
+        lines += ["", "**Warnings**", *[f"- {note}" for note in decision.warnings]]
+    return "\n".join(lines)
