@@ -26,11 +26,10 @@ from flows.release import release
 from flows.suite_run import suite_run
 from tests.conftest import EXAMPLES
 from tests.judge_server import JudgeServer, verdict
-from tests.test_calibration import _judges_by_marker, _write_set, judge_env
+from tests.test_calibration import _judges_by_marker, _write_set
 from tests.test_minimal_data import _flush_prefect_logs
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
-__all__ = ["judge_env"]  # the fixture, shared with test_calibration
 
 SUITE = str(EXAMPLES / "support-suite.yaml")
 V1 = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
