@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Quiets mkdocs-material's end-of-life banner, printed on every build.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-slow system-deps demo test test-model lint docs bench bench-judge ui
+.PHONY: setup setup-slow system-deps demo test test-model lint docs screenshots bench bench-judge ui
 
 $(BIN)/assay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ setup-slow: setup  ## what the slow real-model judge test needs (once; a no-op a
 		2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet $(SLOW_DEPS)
 
 # Debian packages that some tests and scripts need: a PostgreSQL server (Prefect on Postgres)
-# and Chromium (UI screenshots, docs/screenshots.py). Installs only what is missing; without
+# and Chromium (UI screenshots, scripts/ui_screenshots.py). Installs only what is missing; without
 # root or apt-get it says so in one line and leaves the tests that need them to skip.
 SYSTEM_PACKAGES ?= postgresql chromium
 system-deps:  ## apt-get install the system packages tests need, when missing (root only)
@@ -54,6 +54,9 @@ lint: setup  ## ruff, mypy and the docs site (mkdocs build --strict)
 
 docs: setup  ## build the docs site into site/ (mkdocs serve for a live preview)
 	$(BIN)/mkdocs build --strict
+
+screenshots: setup system-deps  ## docs/img/*.png: a real demo and gate in the Prefect UI, via headless Chromium
+	$(BIN)/python scripts/ui_screenshots.py
 
 test: lint  ## ruff, mypy, docs and every test but the real-model one (real Prefect API, real files)
 	$(BIN)/pytest -m "not slow"
