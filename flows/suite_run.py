@@ -16,11 +16,11 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from assay import registry
-from assay.budget import Decision, strictest
+from assay.finops.budget import Decision, strictest
 from assay.outputs import OutputSlice
-from assay.runs import EvalResult, RunPlan, Subject, fail_run
-from assay.scoring import RunMetrics
+from assay.runs.records import EvalResult, RunPlan, Subject, fail_run
+from assay.runs.scoring import RunMetrics
+from assay.suites import registry
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import compare_task, finish_run_task, start_run_task

@@ -30,7 +30,7 @@ from assay.release import (
     row,
 )
 from assay.release.render import COLUMNS, counts
-from assay.report import rate_text
+from assay.runs.render import rate_text
 from assay.stats import wilson
 from assay.store import FileStore, open_store
 from tests.conftest import EXAMPLES

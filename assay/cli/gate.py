@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from assay import registry
 from assay.cli._common import (
     JsonOption,
     JudgeBlockOption,
@@ -28,10 +27,11 @@ from assay.cli._common import (
     resolve_suite_arg,
 )
 from assay.cli.runs import print_result
-from assay.gate import GateDecision, GateRun
-from assay.junit import junit_xml
-from assay.overrides import GateCheck, check_gate
-from assay.runs import Subject, read_cases
+from assay.gate.decision import GateDecision, GateRun
+from assay.gate.junit import junit_xml
+from assay.gate.overrides import GateCheck, check_gate
+from assay.runs.records import Subject, read_cases
+from assay.suites import registry
 
 EXIT_GATE_FAILED = 1
 

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from assay import registry
 from assay.cli._common import (
     EXAMPLES,
     FreshJudgeOption,
@@ -24,8 +23,9 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
-from assay.report import rate_text, regression_lines, warnings
-from assay.runs import EvalResult, Subject, list_runs, load_aggregate, load_result
+from assay.runs.records import EvalResult, Subject, list_runs, load_aggregate, load_result
+from assay.runs.render import rate_text, regression_lines, warnings
+from assay.suites import registry
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")

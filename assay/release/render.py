@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from assay.release.report import ReleaseReport, VariantReport
-from assay.report import rate_text
+from assay.runs.render import rate_text
 
 COLUMNS: tuple[str, ...] = (
     "variant",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from assay.regression import Comparison, RegressionStatus
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
 from assay.stats import wilson
 
 

@@ -22,10 +22,11 @@ from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
-from assay.budget import Decision
 from assay.errors import InputError, NotFoundError
+from assay.finops.budget import Decision
+from assay.judge.port import JudgePin
 from assay.regression import Comparison
-from assay.scoring import CaseEvidence, RunMetrics
+from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
 
 _SUBJECT = re.compile(r"^(?P<kind>[a-z][a-z0-9_-]*):(?P<id>[^@\s]+)(?:@(?P<variant>[^\s]+))?$")
@@ -99,13 +100,6 @@ class RunPlan(_HasSubject, BaseModel):
     chunks: int
 
 
-class JudgeInfo(BaseModel):
-    """The judge a run used: changing either field makes runs incomparable without notice."""
-
-    model: str
-    prompt_version: str
-
-
 class RunAggregate(RunPlan):
     """The mutable view of a run while and after it executes."""
 
@@ -115,7 +109,7 @@ class RunAggregate(RunPlan):
     chunks_done: int = 0
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     regression: Comparison | None = None
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     error: str | None = None
 
 
@@ -139,7 +133,7 @@ class EvalResult(_HasSubject, BaseModel):
     seed: int | None = None
     regression: Comparison | None = None
     budget: Decision | None = None
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
     """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
