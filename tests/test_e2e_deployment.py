@@ -77,8 +77,7 @@ def prefect_server(tmp_path: Path) -> Iterator[dict[str, str]]:
         _wait_healthy(api)
         yield env
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        _stop(server)
         log.close()
 
 
@@ -117,6 +116,17 @@ def _scored_in_process(outputs: Path) -> dict[str, Any]:
     (piece,) = index_outputs(str(outputs), ids, ids, chunk_size=1000).slices
     cases = score_outputs(compiled, read_slice(piece, ids), OutputHasher(b"any"))
     return tally(cases).model_dump()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s: on a loaded machine a Prefect server or worker can take
+    longer than that to shut down, which is no failure of what the test checks."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
@@ -195,8 +205,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
             "240",
         )
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        _stop(worker)
         worker_log.close()
 
     runs = _api(api, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": ["on-demand"]}}})
