@@ -20,7 +20,7 @@ from assay.errors import InputError
 from assay.jsonl import numbered_lines, parse_record
 
 if TYPE_CHECKING:
-    from assay.store.s3 import S3Store
+    from assay.s3 import ObjectReader
 
 
 class Usage(BaseModel):
@@ -78,7 +78,7 @@ class OutputSource:
         """Bytes [start, end) of the object."""
         if self.name.startswith("s3://"):
             bucket, key = _split_s3(self.name)
-            return _bucket(bucket).get_range(key, start, end)
+            return _reader().read(bucket, key, start, end)
         with open(self.name, "rb") as handle:
             handle.seek(start)
             return handle.read(end - start)
@@ -99,16 +99,15 @@ def _split_s3(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _bucket(bucket: str) -> S3Store:
-    return _bucket_at(bucket, os.environ.get("AWS_ENDPOINT_URL"))
+def _reader() -> ObjectReader:
+    return _reader_at(os.environ.get("AWS_ENDPOINT_URL"))
 
 
-@lru_cache(maxsize=16)
-def _bucket_at(bucket: str, endpoint: str | None) -> S3Store:
-    from assay.s3 import make_client
-    from assay.store.s3 import S3Store
+@lru_cache(maxsize=4)
+def _reader_at(endpoint: str | None) -> ObjectReader:
+    from assay.s3 import ObjectReader, make_client
 
-    return S3Store(bucket, client=make_client(endpoint_url=endpoint))
+    return ObjectReader(make_client(endpoint_url=endpoint))
 
 
 def output_sources(uri: str) -> list[OutputSource]:
@@ -118,7 +117,7 @@ def output_sources(uri: str) -> list[OutputSource]:
         from assay.s3 import parse_s3_uri
 
         bucket, prefix = parse_s3_uri(uri)
-        keys = [k for k in _bucket(bucket).list(prefix) if k.endswith(".jsonl")]
+        keys = [k for k in _reader().keys(bucket, prefix) if k.endswith(".jsonl")]
         if not keys:
             raise InputError(uri, "no .jsonl objects under this S3 prefix")
         return [OutputSource(f"s3://{bucket}/{key}") for key in keys]

@@ -24,11 +24,11 @@ from assay.outcome import (
     score_outcomes,
 )
 from blocks import JudgeSettings
+from blocks.judge_settings import judge_setup
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 from tasks.findings import announce
-from tasks.judge import judge_setup
 
 
 def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]:

@@ -24,9 +24,9 @@ from assay.runs.records import EvidenceChunk, write_chunk
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
 from assay.suites import registry
+from blocks.judge_settings import judge_setup
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
-from tasks.judge import judge_setup
 
 TABLE_ROWS_PER_CHUNK = 200
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -50,13 +49,6 @@ MARK_A = "MARK-A-3f1c"
 MARK_B = "MARK-B-77d0"
 CANARY = "CANARY-pairwise-b51e-never-stored"
 MODEL = "judge-pairwise-1"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_mode_memory() -> Iterator[None]:
-    OpenAIJudge.forget_endpoint_modes()
-    yield
-    OpenAIJudge.forget_endpoint_modes()
 
 
 def _outputs(tmp_path: Path, name: str, suffix: str, drop: frozenset[str] = frozenset()) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from assay.calibration.report import CalibrationReport, Rate
+from assay.calibration.report import CalibrationReport
+from assay.rate import Rate
 
 
 def _rate_line(name: str, successes: int, n: int, rate: Rate) -> str:

@@ -30,7 +30,8 @@ from pydantic import BaseModel, Field
 from assay.calibration.labels import CalibrationItem
 from assay.canonical import content_hash
 from assay.judge.port import JudgePin, Verdict
-from assay.stats import Kappa, cohens_kappa, pearson, wilson
+from assay.rate import Rate
+from assay.stats import Kappa, cohens_kappa, pearson
 from assay.store import EvidenceStore
 
 MIN_JUDGED: Final = 30
@@ -43,14 +44,6 @@ MAX_SKIPPED_SHARE: Final = 0.10
 DEFAULT_AGREEMENT: Final = 0.85
 
 DEFAULT_KAPPA: Final = 0.6
-
-
-class Rate(BaseModel):
-    """A proportion with its Wilson 95% interval (None when the denominator is 0)."""
-
-    rate: float | None
-    lo: float | None
-    hi: float | None
 
 
 class Sensitivity(Rate):
@@ -124,13 +117,6 @@ class CalibrationReport(BaseModel):
     at: datetime
 
 
-def _rate(successes: int, n: int) -> tuple[float | None, float | None, float | None]:
-    interval = wilson(successes, n)
-    if interval is None:
-        return None, None, None
-    return successes / n, interval.lo, interval.hi
-
-
 def set_hash(items: Sequence[CalibrationItem]) -> str:
     """Content hash of the labelled set (ids, labels and text), to tell sets apart in reports."""
     return content_hash([item.model_dump(mode="json") for item in items])
@@ -200,12 +186,12 @@ def measure(
     fp = sum(1 for human, machine, _ in judged if not human and machine)
     tn = sum(1 for human, machine, _ in judged if not human and not machine)
     n = len(judged)
-    agreement = _rate(tp + tn, n)
+    agreement = Rate.of(tp + tn, n)
     kappa = cohens_kappa([[tp, fn], [fp, tn]])
     bias = pearson(
         [float(length) for _, _, length in judged], [float(machine) for _, machine, _ in judged]
     )
-    shortfalls = _shortfalls(n, len(items), agreement[0], kappa, targets)
+    shortfalls = _shortfalls(n, len(items), agreement.rate, kappa, targets)
     passed = not shortfalls
     return CalibrationReport(
         report_id=report_id,
@@ -215,23 +201,18 @@ def measure(
         items=len(items),
         skipped=len(items) - n,
         skipped_reasons=skipped_reasons,
-        agreement=Rate(rate=agreement[0], lo=agreement[1], hi=agreement[2]),
+        agreement=agreement,
         kappa=KappaResult(value=kappa.value, lo=kappa.lo, hi=kappa.hi, defined=kappa.defined),
-        sensitivity=Sensitivity(**_named_rate(tp, tp + fn), tp=tp, positives=tp + fn),
-        specificity=Specificity(**_named_rate(tn, tn + fp), tn=tn, negatives=tn + fp),
+        sensitivity=Sensitivity.of(tp, tp + fn, tp=tp, positives=tp + fn),
+        specificity=Specificity.of(tn, tn + fp, tn=tn, negatives=tn + fp),
         verbosity_bias=VerbosityBias(r=bias.r, p=bias.p, n=bias.n),
         targets=targets,
-        ratcheted_targets=_ratchet(targets, passed, agreement[1], kappa),
+        ratcheted_targets=_ratchet(targets, passed, agreement.lo, kappa),
         passed=passed,
-        verdict=_verdict_text(shortfalls, kappa, agreement[0]),
+        verdict=_verdict_text(shortfalls, kappa, agreement.rate),
         judge=judge,
         at=now or datetime.now(UTC),
     )
-
-
-def _named_rate(successes: int, n: int) -> dict[str, float | None]:
-    rate, lo, hi = _rate(successes, n)
-    return {"rate": rate, "lo": lo, "hi": hi}
 
 
 def judge_key(judge: JudgePin) -> str:

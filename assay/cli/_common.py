@@ -46,6 +46,17 @@ JudgeBlockOption = Annotated[
 FreshJudgeOption = Annotated[
     bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
 ]
+SubjectOption = Annotated[
+    str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
+]
+SampleOption = Annotated[
+    int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample.")]
+BaselineOption = Annotated[
+    str | None,
+    typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
+]
 
 T = TypeVar("T")
 

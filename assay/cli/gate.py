@@ -12,25 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from assay.cli._common import (
-    JsonOption,
-    JudgeBlockOption,
-    StoreOption,
-    app,
-    fail,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-    progress_bar,
-    resolve_suite_arg,
-)
+from assay.cli import _common as common
 from assay.cli.runs import print_result
 from assay.gate.decision import GateDecision, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
-from assay.runs.records import Subject, read_cases
+from assay.runs.records import read_cases
+from assay.subject import Subject
 from assay.suites import registry
 
 EXIT_GATE_FAILED = 1
@@ -39,14 +27,14 @@ EXIT_GATE_FAILED = 1
 def _print_decision(decision: GateDecision) -> None:
     for rule in decision.rules:
         mark = "[green]pass[/green]" if rule.passed else "[red]FAIL[/red]"
-        out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
+        common.out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
     for note in decision.warnings:
-        out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
+        common.out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
     verdict = (
         "[green]GATE PASSED[/green]" if decision.verdict == "pass" else "[red]GATE FAILED[/red]"
     )
     reasons = ", ".join(reason.rule for reason in decision.reasons)
-    out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
+    common.out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
 
 
 def _gate_json(run: GateRun) -> dict[str, Any]:
@@ -64,22 +52,22 @@ def _gate_json(run: GateRun) -> dict[str, Any]:
 
 
 def _check(run_id: str, store: str | None, as_json: bool) -> None:
-    check: GateCheck = guarded(lambda: check_gate(open_evidence(store), run_id))
+    check: GateCheck = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
     if as_json:
-        print_json(check.model_dump(mode="json"))
+        common.print_json(check.model_dump(mode="json"))
     else:
-        out.print(
+        common.out.print(
             f"run {run_id}: recorded [bold]{check.recorded}[/bold] · effective "
             f"[bold]{check.effective}[/bold]"
             + (f" (overridden by {check.override.principal})" if check.override else ""),
             highlight=False,
         )
         for reason in check.reasons:
-            out.print(f"  recorded reason {reason.rule}: {reason.message}", highlight=False)
+            common.out.print(f"  recorded reason {reason.rule}: {reason.message}", highlight=False)
     raise typer.Exit(0 if check.effective == "pass" else EXIT_GATE_FAILED)
 
 
-@app.command("gate")
+@common.app.command("gate")
 def gate_command(
     suite: Annotated[
         str | None, typer.Argument(help="Suite file, or a published NAME[@VERSION].")
@@ -87,17 +75,10 @@ def gate_command(
     outputs: Annotated[
         str | None, typer.Option("--outputs", help="JSONL file, folder or s3:// prefix.")
     ] = None,
-    subject: Annotated[
-        str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
-    ] = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
-    ] = None,
-    sample: Annotated[
-        int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
+    subject: common.SubjectOption = None,
+    baseline: common.BaselineOption = None,
+    sample: common.SampleOption = None,
+    seed: common.SeedOption = 0,
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here (cases + gate rules).")
     ] = None,
@@ -105,29 +86,29 @@ def gate_command(
         str | None,
         typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
     ] = None,
-    judge_block: JudgeBlockOption = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    judge_block: common.JudgeBlockOption = None,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
     if check is not None:
         _check(check, store, as_json)
     if suite is None or outputs is None:
-        fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
+        common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
     if sample is not None and sample < 1:
-        fail("--sample must be at least 1")
-    evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
-    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
-    prefect_defaults()
+        common.fail("--sample must be at least 1")
+    evidence = common.open_evidence(store)
+    ref = common.resolve_suite_arg(evidence, suite)
+    who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
+    common.prefect_defaults()
     from prefect import tags
 
     from flows.gate import gate
 
     name = registry.parse_ref(ref)[0]
-    with tags("assay", "gate", f"suite:{name}", f"subject:{who}"), progress_bar(not as_json):
-        run: GateRun = guarded(
+    with tags("assay", "gate", f"suite:{name}", f"subject:{who}"), common.progress_bar(not as_json):
+        run: GateRun = common.guarded(
             lambda: gate(
                 suite=ref,
                 outputs=outputs,
@@ -143,7 +124,7 @@ def gate_command(
         cases = list(read_cases(evidence, run.decision.run_id))
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
     if as_json:
-        print_json(_gate_json(run))
+        common.print_json(_gate_json(run))
     else:
         print_result(run.result)
         _print_decision(run.decision)

@@ -8,19 +8,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from assay.cli._common import (
-    StoreOption,
-    app,
-    fail,
-    open_evidence,
-    out,
-    print_json,
-)
-from assay.runs.render import rate_text
+from assay.cli import _common as common
+from assay.rate import rate_text
 from assay.runs.scorecard import scorecard, to_csv
 
 
-@app.command("scorecard")
+@common.app.command("scorecard")
 def scorecard_command(
     subject: Annotated[
         str | None, typer.Option("--subject", help="KIND:ID (all variants) or KIND:ID@VARIANT.")
@@ -28,14 +21,14 @@ def scorecard_command(
     suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
     last: Annotated[int, typer.Option("--last", help="Runs in the trend.", min=3)] = 10,
-    store: StoreOption = None,
+    store: common.StoreOption = None,
 ) -> None:
     """Per subject and suite: runs, latest and pooled pass rate with Wilson intervals, trend."""
     if output_format not in ("table", "csv", "json"):
-        fail("--format must be table, csv or json")
-    rows = scorecard(open_evidence(store), subject, suite, last)
+        common.fail("--format must be table, csv or json")
+    rows = scorecard(common.open_evidence(store), subject, suite, last)
     if output_format == "json":
-        print_json([row.model_dump(mode="json") for row in rows])
+        common.print_json([row.model_dump(mode="json") for row in rows])
         return
     if output_format == "csv":
         sys.stdout.write(to_csv(rows))
@@ -56,4 +49,4 @@ def scorecard_command(
             "n/a" if row.mean_score is None else f"{row.mean_score:.3f}",
             slope,
         )
-    out.print(table if rows else "No completed runs yet.")
+    common.out.print(table if rows else "No completed runs yet.")

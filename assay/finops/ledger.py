@@ -23,13 +23,14 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from assay.finops.pricing import NonNegativeFloat
 from assay.store import EvidenceStore
+from assay.subject import KIND_ID
 
 Period = Literal["day", "week", "month"]
 
 SCOPE = re.compile(
     r"^(?:\*"
     r"|suite:(?P<suite>\S+)"
-    r"|subject:(?P<subject>[a-z][a-z0-9_-]*:[^@\s]+)(?:@(?P<variant>\S+))?)$"
+    rf"|subject:(?P<subject>{KIND_ID})(?:@(?P<variant>\S+))?)$"
 )
 
 _RUN_ID = re.compile(r"^[^/\s]+$")

@@ -33,6 +33,7 @@ from assay.runs.records import EvalResult, read_cases
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 from assay.suites.suite import Suite
 
 GateVerdict = Literal["pass", "fail"]
@@ -229,8 +230,7 @@ def decide(
 
 def record_decision(store: EvidenceStore, decision: GateDecision) -> GateDecision:
     """Record a decision write-once; a run already decided keeps its first decision."""
-    store.put_once_if_absent(_key(decision.run_id), decision.model_dump_json().encode())
-    return load_decision(store, decision.run_id)
+    return write_once(store, _key(decision.run_id), decision)
 
 
 def load_decision(store: EvidenceStore, run_id: str) -> GateDecision:

@@ -29,12 +29,13 @@ The prompt asks for the same JSON in every mode and every reply is parsed strict
   Each call probes at most once, so an outage costs a few extra requests, never a loop.
 - Other statuses never change the mode.
 
-The mode that produced a reply is remembered per (base URL, model) in a class-level dict behind
-a lock, and later calls (any instance, any thread, any event loop) start from it. The memory
+The mode that produced a reply is remembered in the adapter's `ModeMemory` (one per instance,
+or one shared by the judges of one configuration), and later calls (any thread, any event loop)
+start from it. The memory
 only moves down the ladder, and only after a reply in the lower mode: a rejection followed by
 an outage teaches nothing, and a single transient 500 never downgrades an endpoint. Residual
 risk: a server that fails twice in a row with 500 and then answers the probe is read as not
-supporting the mode, for the life of the process (`forget_endpoint_modes` resets it). Every
+supporting the mode, for the life of that memory (a new `ModeMemory` starts afresh). Every
 verdict records its mode, so such a downgrade is visible in the evidence.
 
 **Retries** (tenacity): 429 (honouring `Retry-After` / `Retry-After-Ms`, else full-jitter
@@ -67,7 +68,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from openai import APIConnectionError, APIStatusError, AsyncOpenAI
@@ -181,10 +182,6 @@ def _next_mode(mode: Mode) -> Mode | None:
     return MODES[index + 1] if index + 1 < len(MODES) else None
 
 
-def _response_format(mode: Mode) -> dict[str, Any] | None:
-    return _structured_format(mode, "verdict", VERDICT_SCHEMA)
-
-
 def _structured_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     """The `response_format` asking for `schema` in `mode` (None: ask in the prompt only)."""
     if mode == "json_schema":
@@ -195,6 +192,33 @@ def _structured_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[st
     if mode == "json_object":
         return {"type": "json_object", "schema": schema}
     return None
+
+
+class ModeMemory:
+    """The structured-output mode an endpoint answered in; it only ever moves down the ladder.
+
+    One per adapter unless shared on purpose: judges built from one configuration share one
+    (`blocks.judge_settings`), so later calls start from what an earlier call learned.
+    """
+
+    def __init__(self) -> None:
+        self._mode: Mode | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> Mode | None:
+        """The remembered mode; None while the endpoint answered in the first mode."""
+        with self._lock:
+            return self._mode
+
+    def step_down(self, mode: Mode) -> bool:
+        """Remember `mode` if it is lower than what is known; True when the memory moved."""
+        with self._lock:
+            known = self._mode or MODES[0]
+            if MODES.index(mode) <= MODES.index(known):
+                return False
+            self._mode = mode
+            return True
 
 
 ReplyT = TypeVar("ReplyT")
@@ -284,9 +308,6 @@ class OpenAIJudge:
             without `$first` and `$second`.
     """
 
-    _endpoint_modes: ClassVar[dict[tuple[str, str], Mode]] = {}
-    _endpoint_modes_lock: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(
         self,
         model: str,
@@ -301,6 +322,7 @@ class OpenAIJudge:
         max_backoff_seconds: float = 8.0,
         temperature: float | None = 0.0,
         pairwise_prompt: str | Prompt = "pairwise",
+        modes: ModeMemory | None = None,
     ) -> None:
         if not model.strip():
             raise ValueError("OpenAIJudge needs a model name")
@@ -327,7 +349,7 @@ class OpenAIJudge:
         self.deadline_seconds = deadline_seconds
         self.temperature = temperature
         self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
-        self._endpoint = (self.base_url, model)
+        self._modes = modes if modes is not None else ModeMemory()
         self._where = _redact_url(self.base_url)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
@@ -354,15 +376,8 @@ class OpenAIJudge:
 
     @property
     def endpoint_mode(self) -> Mode | None:
-        """The mode remembered for this (base URL, model), or None before any fallback."""
-        with self._endpoint_modes_lock:
-            return self._endpoint_modes.get(self._endpoint)
-
-    @classmethod
-    def forget_endpoint_modes(cls) -> None:
-        """Forget every remembered mode (tests; or after an endpoint was upgraded)."""
-        with cls._endpoint_modes_lock:
-            cls._endpoint_modes.clear()
+        """The mode this judge's memory holds for its endpoint, or None before any fallback."""
+        return self._modes.mode
 
     @classmethod
     def from_env(
@@ -594,11 +609,8 @@ class OpenAIJudge:
 
     def _remember(self, mode: Mode) -> None:
         """Record that the endpoint answers in `mode`; the memory only ever moves down."""
-        with self._endpoint_modes_lock:
-            known = self._endpoint_modes.get(self._endpoint, MODES[0])
-            if MODES.index(mode) <= MODES.index(known):
-                return
-            self._endpoint_modes[self._endpoint] = mode
+        if not self._modes.step_down(mode):
+            return
         logger.info("judge %s at %s: using %s from now on", self._model, self._where, mode)
 
     def _should_retry(self, exc: BaseException, call: _Call) -> bool:

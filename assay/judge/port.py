@@ -21,7 +21,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -107,7 +107,54 @@ class JudgePin(BaseModel):
     prompt_version: str | None
 
 
-class Verdict(BaseModel):
+class _Reply(BaseModel):
+    """What every judge reply records besides its answer: why, how, by whom, at what cost."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: str
+    reason: str
+    mode: Mode | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    def _check_reason(self) -> None:
+        if not is_known_reason(self.reason):
+            raise ValueError("verdict reason is not in the judge vocabulary")
+        if self.status == "skipped" and self.reason == JUDGED:
+            raise ValueError("a skipped verdict needs the reason it was skipped")
+
+    @classmethod
+    def skipped(
+        cls,
+        reason: str,
+        *,
+        mode: Mode | None = None,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> Self:
+        """A reply that was not judged, with its reason (and any tokens already spent)."""
+        return cls.model_validate(
+            {
+                "status": "skipped",
+                "reason": reason,
+                "mode": mode,
+                "model": model,
+                "prompt_version": prompt_version,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                **cls._SKIPPED_ANSWER,
+            }
+        )
+
+    _SKIPPED_ANSWER: ClassVar[dict[str, Any]] = {}
+
+
+class Verdict(_Reply):
     """What a judge said about one output — without anything it wrote.
 
     Attributes:
@@ -123,52 +170,19 @@ class Verdict(BaseModel):
         output_tokens: Completion tokens billed, likewise.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     status: VerdictStatus
     score: float = Field(ge=0.0, le=1.0)
-    reason: str
-    mode: Mode | None = None
-    model: str | None = None
-    prompt_version: str | None = None
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
+    _SKIPPED_ANSWER: ClassVar[dict[str, Any]] = {"score": 0.0}
 
     @model_validator(mode="after")
     def _fail_closed(self) -> Verdict:
-        if not is_known_reason(self.reason):
-            raise ValueError("verdict reason is not in the judge vocabulary")
+        self._check_reason()
         if self.status == "skipped":
-            if self.reason == JUDGED:
-                raise ValueError("a skipped verdict needs the reason it was skipped")
             if self.score != 0.0:
                 raise ValueError("a skipped verdict has score 0")
         elif self.reason != JUDGED:
             raise ValueError(f"a {self.status} verdict must have been judged")
         return self
-
-    @classmethod
-    def skipped(
-        cls,
-        reason: str,
-        *,
-        mode: Mode | None = None,
-        model: str | None = None,
-        prompt_version: str | None = None,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-    ) -> Verdict:
-        """A verdict that was not judged, with its reason (and any tokens already spent)."""
-        return cls(
-            status="skipped",
-            score=0.0,
-            reason=reason,
-            mode=mode,
-            model=model,
-            prompt_version=prompt_version,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
 
 
 class Judge(Protocol):
@@ -305,7 +319,7 @@ class PairRequest(BaseModel):
     second: str = Field(repr=False, exclude=True)
 
 
-class PairVerdict(BaseModel):
+class PairVerdict(_Reply):
     """Which of two presented outputs a judge preferred — without anything it wrote.
 
     The winner names a *position* (`first`/`second`), not a subject: mapping it back to A or B,
@@ -322,51 +336,18 @@ class PairVerdict(BaseModel):
         output_tokens: Completion tokens billed, likewise.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     status: PairStatus
     winner: Winner | None = None
-    reason: str
-    mode: Mode | None = None
-    model: str | None = None
-    prompt_version: str | None = None
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _fail_closed(self) -> PairVerdict:
-        if not is_known_reason(self.reason):
-            raise ValueError("verdict reason is not in the judge vocabulary")
+        self._check_reason()
         if self.status == "skipped":
-            if self.reason == JUDGED:
-                raise ValueError("a skipped verdict needs the reason it was skipped")
             if self.winner is not None:
                 raise ValueError("a skipped verdict has no winner")
         elif self.reason != JUDGED or self.winner is None:
             raise ValueError("a judged pairwise verdict has reason `judged` and a winner")
         return self
-
-    @classmethod
-    def skipped(
-        cls,
-        reason: str,
-        *,
-        mode: Mode | None = None,
-        model: str | None = None,
-        prompt_version: str | None = None,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-    ) -> PairVerdict:
-        """A pair that was not judged, with its reason (and any tokens already spent)."""
-        return cls(
-            status="skipped",
-            reason=reason,
-            mode=mode,
-            model=model,
-            prompt_version=prompt_version,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
 
 
 @runtime_checkable

@@ -18,50 +18,38 @@ from pydantic import (
 )
 
 from assay.monitor.signals import ENDED, SessionSignal, Severity
-from assay.stats import newcombe_diff, wilson
+from assay.rate import Rate
+from assay.stats import newcombe_diff
 
 HIGH: Final[tuple[Severity, ...]] = ("high", "critical")
 
 
-class Rate(BaseModel):
-    """A rate with its 95% Wilson interval; `rate`, `lo` and `hi` are None when `n` is 0."""
+class CountedRate(Rate):
+    """A rate over `n` sessions."""
 
-    rate: float | None
     n: int
     """The denominator."""
-    lo: float | None
-    hi: float | None
 
 
-class Completion(Rate):
+class Completion(CountedRate):
     """Completed sessions over sessions that ended (completed, failed or abandoned)."""
 
     completed: int
 
 
-class Failure(Rate):
+class Failure(CountedRate):
     """Failed sessions over sessions that ended."""
 
     failed: int
 
 
-class HighSeverity(Rate):
+class HighSeverity(CountedRate):
     """Ended sessions whose most severe finding was high or critical, over ended sessions with a
     known `max_severity`. A live session's severity is provisional (it can still rise), so it is
     in no denominator; live sessions already at high or critical are counted apart."""
 
     flagged: int
     not_ended_flagged: int
-
-
-def _rate_fields(k: int, n: int) -> dict[str, float | int | None]:
-    interval = wilson(k, n)
-    return {
-        "rate": k / n if n else None,
-        "n": n,
-        "lo": interval.lo if interval else None,
-        "hi": interval.hi if interval else None,
-    }
 
 
 class CostPerCompleted(BaseModel):
@@ -147,12 +135,14 @@ def window_stats(sessions: Sequence[SessionSignal]) -> WindowStats:
             fields=dict(sorted(Counter(f for fields in missing for f in fields).items())),
         ),
         states={state: states[state] for state in (*ENDED, "running", "waiting")},
-        completion=Completion(completed=completed, **_rate_fields(completed, ended)),
-        failure=Failure(failed=states["failed"], **_rate_fields(states["failed"], ended)),
-        high_severity=HighSeverity(
+        completion=Completion.of(completed, ended, n=ended, completed=completed),
+        failure=Failure.of(states["failed"], ended, n=ended, failed=states["failed"]),
+        high_severity=HighSeverity.of(
+            flagged,
+            len(severities),
+            n=len(severities),
             flagged=flagged,
             not_ended_flagged=sum(1 for s in unfinished if s.max_severity in HIGH),
-            **_rate_fields(flagged, len(severities)),
         ),
         cost_per_completed=CostPerCompleted(
             value=total / completed if completed and costs else None,

@@ -10,7 +10,7 @@ from assay.monitor.figures import (
     states_text,
 )
 from assay.monitor.report import ABSENCE_NOTE, NO_DATA_KIND, MonitorReport, silent
-from assay.runs.render import rate_text
+from assay.rate import rate_text
 
 
 def relative_text(value: float | None) -> str:

@@ -25,6 +25,7 @@ from assay.monitor.signals import SessionSignal, SignalCounts, checked_subject
 from assay.monitor.thresholds import Crossing, MonitorThresholds, crossings
 from assay.monitor.windows import Window, windows
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 
 REPORT_PREFIX: Final = "monitor/"
 
@@ -249,9 +250,7 @@ def report_key(report_id: str) -> str:
 
 def save_report(store: EvidenceStore, report: MonitorReport) -> MonitorReport:
     """Write the report once; when one is already there (a retry), return that first one."""
-    if store.put_once_if_absent(report_key(report.report_id), report.model_dump_json().encode()):
-        return report
-    return load_report(store, report.report_id)
+    return write_once(store, report_key(report.report_id), report)
 
 
 def load_report(store: EvidenceStore, report_id: str) -> MonitorReport:

@@ -9,7 +9,7 @@ from pydantic import (
 )
 
 from assay.monitor.figures import Change, WindowStats, diff_text
-from assay.runs.render import rate_text
+from assay.rate import rate_text
 
 
 class MonitorThresholds(BaseModel):

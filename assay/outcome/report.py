@@ -41,6 +41,7 @@ from assay.outcome.dimensions import (
 )
 from assay.outcome.records import OutcomeRecord, check_records, read_records
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 
 if TYPE_CHECKING:
     from assay.outcome.dimensions import Vector
@@ -168,8 +169,8 @@ def score_outcomes(
         store: The evidence store (verdict cache, ledger, HMAC secret, the report).
         records: Path or URI of the records (a JSONL file or a folder of them).
         contract: The contract in effect (`load_contract`).
-        setup: How to judge (`tasks.judge.judge_setup`); with no judge the judged dimensions
-            are unavailable with its reason.
+        setup: How to judge (`blocks.judge_settings.judge_setup`); with no judge the judged
+            dimensions are unavailable with its reason.
         embedder: The embedder for consistency; None makes consistency unavailable.
         report_id: Names the report, its ledger records and its findings.
         contract_path: The contract file, recorded in the report.
@@ -224,9 +225,7 @@ def score_outcomes(
         report.judge_calls,
         report.judge_cache_hits,
     )
-    if store.put_once_if_absent(key, report.model_dump_json().encode()):
-        return report
-    return load_report(store, report_id)
+    return write_once(store, key, report)
 
 
 def _score_batch(

@@ -59,12 +59,11 @@ from assay.pairwise.report import (
     PairwiseReport,
     PositionConsistency,
     WinRate,
-    load_report,
     report_key,
 )
 from assay.scorers.judge import LlmJudgeConfig
-from assay.stats import wilson
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 from assay.suites.registry import SuiteVersion
 from assay.suites.suite import Case, Suite
 
@@ -136,30 +135,8 @@ def pair_outcome(ab: PairVerdict, ba: PairVerdict) -> PairOutcome:
     return first if first == second else "inconsistent"
 
 
-def _win_rate(wins: int, judged: int) -> WinRate:
-    interval = wilson(wins, judged)
-    return WinRate(
-        rate=wins / judged if judged else None,
-        lo=interval.lo if interval else None,
-        hi=interval.hi if interval else None,
-        wins=wins,
-        n=judged,
-    )
-
-
-def _consistency(consistent: int, judged: int) -> PositionConsistency:
-    interval = wilson(consistent, judged)
-    return PositionConsistency(
-        rate=consistent / judged if judged else None,
-        lo=interval.lo if interval else None,
-        hi=interval.hi if interval else None,
-        consistent=consistent,
-        judged=judged,
-    )
-
-
 def pairwise_setup(setup: JudgeSetup, prompt: str = PAIRWISE_PROMPT) -> JudgeSetup:
-    """A run's judge setup (`tasks.judge.judge_setup`) turned to pairwise judging.
+    """A run's judge setup (`blocks.judge_settings.judge_setup`) turned to pairwise judging.
 
     Everything is kept (judge, concurrency, prices, budgets, fresh) except the prompt version,
     which becomes the pairwise template's: it is what the cache is keyed on and what the
@@ -310,9 +287,11 @@ def compare_outputs(
         wins_b=tally["b"],
         ties=tally["tie"],
         inconsistent=tally["inconsistent"],
-        win_rate_a=_win_rate(tally["a"], judged),
-        win_rate_b=_win_rate(tally["b"], judged),
-        position_consistency=_consistency(consistent, judged),
+        win_rate_a=WinRate.of(tally["a"], judged, wins=tally["a"], n=judged),
+        win_rate_b=WinRate.of(tally["b"], judged, wins=tally["b"], n=judged),
+        position_consistency=PositionConsistency.of(
+            consistent, judged, consistent=consistent, judged=judged
+        ),
         judge=setup.pin,
         calls=batch.calls,
         cache_hits=batch.cache_hits,
@@ -329,6 +308,4 @@ def compare_outputs(
         report.calls,
         report.cache_hits,
     )
-    if store.put_once_if_absent(report_key(comparison_id), report.model_dump_json().encode()):
-        return report
-    return load_report(store, comparison_id)
+    return write_once(store, report_key(comparison_id), report)

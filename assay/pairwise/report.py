@@ -11,28 +11,23 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from assay.finops.budget import Decision
 from assay.judge.port import JudgePin
+from assay.rate import Rate
 from assay.store import EvidenceStore
 
 REPORT_PREFIX: Final = "comparisons/"
 
 
-class WinRate(BaseModel):
+class WinRate(Rate):
     """Wins of one side over the judged pairs, with its 95% Wilson interval (None when n = 0)."""
 
-    rate: float | None
-    lo: float | None
-    hi: float | None
     wins: int
     n: int
     """Judged pairs: the denominator."""
 
 
-class PositionConsistency(BaseModel):
+class PositionConsistency(Rate):
     """Pairs whose two orders agreed, over the judged pairs, with its 95% Wilson interval."""
 
-    rate: float | None
-    lo: float | None
-    hi: float | None
     consistent: int
     judged: int
 

@@ -64,6 +64,10 @@ class _SuiteCache:
                 self._items.move_to_end((store.uri, digest))
             return suite
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def put(self, store: EvidenceStore, suite: Suite) -> None:
         with self._lock:
             self._items[(store.uri, suite.content_hash)] = suite
@@ -72,6 +76,11 @@ class _SuiteCache:
 
 
 _cache = _SuiteCache()
+
+
+def clear_cache() -> None:
+    """Forget every cached suite: `resolve` then rebuilds suites from the store."""
+    _cache.clear()
 
 
 def versions(store: EvidenceStore, name: str) -> list[SuiteVersion]:
