@@ -20,7 +20,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,10 @@ from typing import Any
 from websockets.sync.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))  # run as a script: the repo's test helpers are not installed
+
+from tests.servers import BIN, free_port, stop_process  # noqa: E402 - after the path is set
+
 SERVER_START_SECONDS = 120.0
 WINDOW = (1440, 900)
 RUNS_WINDOW = (1440, 1200)
@@ -47,12 +49,6 @@ SETTLE_SECONDS = 2.0
 
 class ScreenshotError(Exception):
     """A step failed; the message is the one line the script prints."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def api(base: str, path: str, body: dict[str, object] | None = None) -> object:
@@ -89,12 +85,7 @@ def prefect_server(env: dict[str, str], port: int, log: Path) -> Iterator[str]:
                 time.sleep(0.5)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, grace_seconds=20)
 
 
 def run_examples(env: dict[str, str], workdir: Path) -> None:
@@ -222,12 +213,7 @@ class Browser:
     def close(self) -> None:
         if getattr(self, "socket", None) is not None:
             self.socket.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, grace_seconds=10)
 
 
 def main(argv: list[str] | None = None) -> int:

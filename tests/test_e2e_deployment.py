@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server, free_port
+from tests.servers import (
+    ACCESS_KEY_ID,
+    REGION,
+    SECRET_ACCESS_KEY,
+    S3Server,
+    free_port,
+    stop_process,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -77,7 +84,7 @@ def prefect_server(tmp_path: Path) -> Iterator[dict[str, str]]:
         _wait_healthy(api)
         yield env
     finally:
-        _stop(server)
+        stop_process(server, SHUTDOWN_GRACE_SECONDS)
         log.close()
 
 
@@ -118,15 +125,9 @@ def _scored_in_process(outputs: Path) -> dict[str, Any]:
     return tally(cases).model_dump()
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after 30 s: on a loaded machine a Prefect server or worker can take
-    longer than that to shut down, which is no failure of what the test checks."""
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+SHUTDOWN_GRACE_SECONDS = 30
+"""On a loaded machine a Prefect server or worker can take longer than this to stop on SIGTERM,
+which is no failure of what the test checks: it is then killed."""
 
 
 def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
@@ -205,7 +206,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
             "240",
         )
     finally:
-        _stop(worker)
+        stop_process(worker, SHUTDOWN_GRACE_SECONDS)
         worker_log.close()
 
     runs = _api(api, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": ["on-demand"]}}})
