@@ -22,7 +22,7 @@ from assay.judge.service import FREE, JudgeSetup
 from blocks.finops_budget import read_budgets
 
 if TYPE_CHECKING:
-    from assay.judge.openai_adapter import ModeMemory
+    from assay.judge.modes import ModeMemory
 
 INPUT_PRICE_ENV = "ASSAY_JUDGE_INPUT_PRICE"
 OUTPUT_PRICE_ENV = "ASSAY_JUDGE_OUTPUT_PRICE"
@@ -38,7 +38,7 @@ def _mode_memory(base_url: str | None, model: str) -> ModeMemory:
     The adapter keeps what it learned per instance; judges built from the same configuration
     share one memory, so a chunk does not re-probe an endpoint the previous chunk already probed.
     """
-    from assay.judge.openai_adapter import ModeMemory
+    from assay.judge.modes import ModeMemory
 
     with _MEMORIES_LOCK:
         return _MEMORIES.setdefault((base_url, model), ModeMemory())

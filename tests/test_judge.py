@@ -35,7 +35,8 @@ from assay.judge import (
     judge_skip_reason,
     load_prompt,
 )
-from assay.judge.openai_adapter import ModeMemory, retry_after_seconds
+from assay.judge.endpoint import retry_after_seconds
+from assay.judge.modes import ModeMemory
 from assay.judge.prompts import VERDICT_SCHEMA, parse_prompt, parse_verdict_reply, untrusted_block
 from tests.judge_server import (
     JudgeServer,

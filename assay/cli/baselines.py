@@ -10,6 +10,10 @@ from assay.cli import _common as common
 from assay.runs import baselines
 from assay.subject import Subject
 
+SuiteArgument = Annotated[str, typer.Argument(help="Suite name.")]
+SubjectArgument = Annotated[str, typer.Argument(help="KIND:ID.")]
+VariantOption = Annotated[str | None, typer.Option("--variant", help="Subject variant.")]
+
 baseline_app = typer.Typer(help="Pin, show and unpin baselines.", no_args_is_help=True)
 common.app.add_typer(baseline_app, name="baseline")
 
@@ -26,9 +30,9 @@ def baseline_pin(
 
 @baseline_app.command("show")
 def baseline_show(
-    suite: Annotated[str, typer.Argument(help="Suite name.")],
-    subject: Annotated[str, typer.Argument(help="KIND:ID.")],
-    variant: Annotated[str | None, typer.Option("--variant", help="Subject variant.")] = None,
+    suite: SuiteArgument,
+    subject: SubjectArgument,
+    variant: VariantOption = None,
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
@@ -45,9 +49,9 @@ def baseline_show(
 
 @baseline_app.command("unpin")
 def baseline_unpin(
-    suite: Annotated[str, typer.Argument(help="Suite name.")],
-    subject: Annotated[str, typer.Argument(help="KIND:ID.")],
-    variant: Annotated[str | None, typer.Option("--variant", help="Subject variant.")] = None,
+    suite: SuiteArgument,
+    subject: SubjectArgument,
+    variant: VariantOption = None,
     store: common.StoreOption = None,
 ) -> None:
     """Remove the pin (recorded as an unpin; automatic selection applies again)."""

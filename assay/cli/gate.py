@@ -8,18 +8,16 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
 from assay.cli import _common as common
-from assay.cli.runs import print_result
+from assay.cli.runs import launch_suite_flow, print_result
 from assay.gate.decision import GateDecision, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
 from assay.runs.records import read_cases
-from assay.subject import Subject
-from assay.suites import registry
 
 EXIT_GATE_FAILED = 1
 
@@ -96,30 +94,20 @@ def gate_command(
         _check(check, store, as_json)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
-    if sample is not None and sample < 1:
-        common.fail("--sample must be at least 1")
-    evidence = common.open_evidence(store)
-    ref = common.resolve_suite_arg(evidence, suite)
-    who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
-    common.prefect_defaults()
-    from prefect import tags
-
-    from flows.gate import gate
-
-    name = registry.parse_ref(ref)[0]
-    with tags("assay", "gate", f"suite:{name}", f"subject:{who}"), common.progress_bar(not as_json):
-        run: GateRun = common.guarded(
-            lambda: gate(
-                suite=ref,
-                outputs=outputs,
-                subject=str(who),
-                sample=sample,
-                seed=seed,
-                store=evidence.uri,
-                baseline=baseline,
-                judge_block=judge_block,
-            )
-        )
+    evidence, launched = launch_suite_flow(
+        "gate",
+        ("gate",),
+        not as_json,
+        suite=suite,
+        outputs=outputs,
+        subject=subject,
+        sample=sample,
+        store=store,
+        seed=seed,
+        baseline=baseline,
+        judge_block=judge_block,
+    )
+    run = cast(GateRun, launched)
     if junit is not None:
         cases = list(read_cases(evidence, run.decision.run_id))
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from importlib import import_module
+from typing import Annotated, Any, cast
 
 import typer
 from rich.table import Table
@@ -11,6 +12,7 @@ from assay.cli import _common as common
 from assay.rate import rate_text
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings
+from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
 
@@ -32,32 +34,61 @@ def execute_run(
     fresh_judge: bool = False,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
+    _, result = launch_suite_flow(
+        "suite_run",
+        (),
+        show_progress,
+        suite=suite,
+        outputs=outputs,
+        subject=subject,
+        sample=sample,
+        seed=seed,
+        store=store,
+        run_id=resume,
+        baseline=baseline,
+        judge_block=judge_block,
+        fresh_judge=fresh_judge,
+    )
+    return cast(EvalResult, result)
+
+
+def launch_suite_flow(
+    flow: str,
+    tags: tuple[str, ...],
+    show_progress: bool,
+    *,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    store: str | None,
+    **parameters: Any,
+) -> tuple[EvidenceStore, Any]:
+    """Publish the suite (if a file), parse the subject once, then run `flows.<flow>` (the
+    suite-run flow or the gate, which take the same parameters) in this process."""
+    if sample is not None and sample < 1:
+        common.fail("--sample must be at least 1")
     evidence = common.open_evidence(store)
     ref = common.resolve_suite_arg(evidence, suite)
     who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
-    if sample is not None and sample < 1:
-        common.fail("--sample must be at least 1")
     common.prefect_defaults()
-    from prefect import tags
+    from prefect import tags as run_tags
 
-    from flows.suite_run import suite_run
-
+    run = getattr(import_module(f"flows.{flow}"), flow)
     name = registry.parse_ref(ref)[0]
-    with tags("assay", f"suite:{name}", f"subject:{who}"), common.progress_bar(show_progress):
-        return common.guarded(
-            lambda: suite_run(
+    labels = ("assay", *tags, f"suite:{name}", f"subject:{who}")
+    with run_tags(*labels), common.progress_bar(show_progress):
+        result = common.guarded(
+            lambda: run(
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),
                 sample=sample,
-                seed=seed,
                 store=evidence.uri,
-                run_id=resume,
-                baseline=baseline,
-                judge_block=judge_block,
-                fresh_judge=fresh_judge,
+                **parameters,
             )
         )
+    return evidence, result
 
 
 def _result_json(result: EvalResult) -> dict[str, Any]:

@@ -24,20 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+import tenacity
 from openai import APIStatusError, OpenAI
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
 
-from assay.judge.openai_adapter import (
+from assay.judge.endpoint import (
     API_KEY_ENV,
     BASE_URL_ENV,
     DEFAULT_BASE_URL,
+    api_key_for,
     is_transient,
     retry_after_seconds,
 )
@@ -113,18 +107,14 @@ class OpenAIEmbedder:
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 8.0,
     ) -> None:
-        if not model.strip():
-            raise ValueError("OpenAIEmbedder needs a model name")
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        if not key:
-            raise ValueError(f"OpenAIEmbedder needs an API key: pass api_key or set {API_KEY_ENV}")
-        if timeout <= 0 or deadline_seconds <= 0 or max_attempts < 1:
-            raise ValueError("timeout and deadline_seconds must be positive, max_attempts >= 1")
+        key = api_key_for("OpenAIEmbedder", model, api_key, timeout, deadline_seconds, max_attempts)
         self._model = model
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self.max_attempts = max_attempts
         self.deadline_seconds = deadline_seconds
-        self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
+        self._backoff = tenacity.wait_random_exponential(
+            multiplier=backoff_seconds, max=max_backoff_seconds
+        )
         self._client = OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout)
 
     def __repr__(self) -> str:
@@ -148,10 +138,10 @@ class OpenAIEmbedder:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_TEXTS):
             batch = list(texts[start : start + BATCH_TEXTS])
-            retrying = Retrying(
-                retry=retry_if_exception(is_transient),
-                stop=stop_after_attempt(self.max_attempts)
-                | stop_before_delay(self.deadline_seconds),
+            retrying = tenacity.Retrying(
+                retry=tenacity.retry_if_exception(is_transient),
+                stop=tenacity.stop_after_attempt(self.max_attempts)
+                | tenacity.stop_before_delay(self.deadline_seconds),
                 wait=self._wait,
                 reraise=True,
             )
@@ -177,7 +167,7 @@ class OpenAIEmbedder:
             raise MalformedEmbeddings("vectors differ in length or hold non-finite values")
         return vectors
 
-    def _wait(self, state: RetryCallState) -> float:
+    def _wait(self, state: tenacity.RetryCallState) -> float:
         """The server's `Retry-After` when it sent one, else full-jitter exponential backoff."""
         exc = state.outcome.exception() if state.outcome is not None else None
         if isinstance(exc, APIStatusError):

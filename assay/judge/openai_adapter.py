@@ -59,19 +59,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Final, Generic, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
-from openai import APIConnectionError, APIStatusError, AsyncOpenAI
+from openai import APIStatusError, AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 from tenacity import (
     AsyncRetrying,
@@ -82,6 +78,17 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from assay.judge.endpoint import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    DEFAULT_BASE_URL,
+    MODEL_ENV,
+    api_key_for,
+    is_transient,
+    redact_url,
+    retry_after_seconds,
+)
+from assay.judge.modes import ModeMemory, next_mode, structured_format
 from assay.judge.port import (
     JUDGED,
     MALFORMED_REPLY,
@@ -93,7 +100,6 @@ from assay.judge.port import (
     PairRequest,
     PairVerdict,
     Verdict,
-    Winner,
     judge_unavailable,
 )
 from assay.judge.prompts import (
@@ -102,7 +108,6 @@ from assay.judge.prompts import (
     VERDICT_SCHEMA,
     MalformedReply,
     Prompt,
-    VerdictReply,
     load_prompt,
     parse_pair_reply,
     parse_verdict_reply,
@@ -110,131 +115,43 @@ from assay.judge.prompts import (
 
 logger = logging.getLogger(__name__)
 
-API_KEY_ENV: Final = "OPENAI_API_KEY"
-BASE_URL_ENV: Final = "OPENAI_BASE_URL"
-MODEL_ENV: Final = "ASSAY_JUDGE_MODEL"
-DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
-
 REJECTION_STATUSES: Final = frozenset({400, 422})
 """Answers to a structured mode that mean "not supported here": fall back at once."""
+
 AMBIGUOUS_STATUS: Final = 500
 """llama.cpp's answer to `json_schema`, and also a plain server error: see the module docs."""
+
 AMBIGUOUS_REPEATS: Final = 2
 """500s to one structured mode, in one call, after which the next mode is probed."""
-TRANSIENT_STATUSES: Final = frozenset({408, 409, 429})
-"""Retried besides every 5xx: timeout, conflict (OpenAI's lock contention), rate limit."""
+
 MALFORMED_RETRIES: Final = 1
 """A malformed reply is asked for again this many times before the verdict is skipped."""
 
-
-def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
-    """The wait a server asked for, in seconds, or None when it did not ask (or asked nonsense).
-
-    Reads `Retry-After-Ms` (OpenAI) first, then `Retry-After` as delay-seconds or as an HTTP
-    date (RFC 9110 §10.2.3). A date in the past means 0.
-
-    Args:
-        headers: Response headers (case-insensitive mapping, as httpx gives them).
-        now: The current time, for HTTP dates (tests); default: now.
-    """
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000.0
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value):
-            return max(0.0, value)
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether the same request may succeed later: 408/409/429/5xx, timeouts, network errors."""
-    if isinstance(exc, APIStatusError):
-        return exc.status_code in TRANSIENT_STATUSES or exc.status_code >= 500
-    return isinstance(exc, APIConnectionError)  # includes APITimeoutError
-
-
-def _redact_url(url: str) -> str:
-    """A base URL for logs: no credentials, query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _next_mode(mode: Mode) -> Mode | None:
-    index = MODES.index(mode)
-    return MODES[index + 1] if index + 1 < len(MODES) else None
-
-
-def _structured_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The `response_format` asking for `schema` in `mode` (None: ask in the prompt only)."""
-    if mode == "json_schema":
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": name, "strict": True, "schema": schema},
-        }
-    if mode == "json_object":
-        return {"type": "json_object", "schema": schema}
-    return None
-
-
-class ModeMemory:
-    """The structured-output mode an endpoint answered in; it only ever moves down the ladder.
-
-    One per adapter unless shared on purpose: judges built from one configuration share one
-    (`blocks.judge_settings`), so later calls start from what an earlier call learned.
-    """
-
-    def __init__(self) -> None:
-        self._mode: Mode | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def mode(self) -> Mode | None:
-        """The remembered mode; None while the endpoint answered in the first mode."""
-        with self._lock:
-            return self._mode
-
-    def step_down(self, mode: Mode) -> bool:
-        """Remember `mode` if it is lower than what is known; True when the memory moved."""
-        with self._lock:
-            known = self._mode or MODES[0]
-            if MODES.index(mode) <= MODES.index(known):
-                return False
-            self._mode = mode
-            return True
-
-
 ReplyT = TypeVar("ReplyT")
+ReplyCoT = TypeVar("ReplyCoT", covariant=True)
+
+
+@dataclass(frozen=True)
+class _Skip:
+    """Why a call produced no reply (a `Verdict` vocabulary reason)."""
+
+    reason: str
+
+
 SkippedT = TypeVar("SkippedT")
 
 
 @dataclass(frozen=True)
-class _ReplyContract(Generic[ReplyT]):
+class _ReplyContract(Generic[ReplyCoT]):
     """What a prompt asks the judge to reply: the schema (and its name), and the strict parser."""
 
     name: str
     schema: dict[str, Any]
-    parse: Callable[[str | None], ReplyT]
+    parse: Callable[[str | None], ReplyCoT]
 
 
 _VERDICT_CONTRACT: Final = _ReplyContract("verdict", VERDICT_SCHEMA, parse_verdict_reply)
+
 _PAIR_CONTRACT: Final = _ReplyContract("pairwise_verdict", PAIR_SCHEMA, parse_pair_reply)
 
 
@@ -324,13 +241,7 @@ class OpenAIJudge:
         pairwise_prompt: str | Prompt = "pairwise",
         modes: ModeMemory | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("OpenAIJudge needs a model name")
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        if not key:
-            raise ValueError(f"OpenAIJudge needs an API key: pass api_key or set {API_KEY_ENV}")
-        if timeout <= 0 or deadline_seconds <= 0 or max_attempts < 1:
-            raise ValueError("timeout and deadline_seconds must be positive, max_attempts >= 1")
+        key = api_key_for("OpenAIJudge", model, api_key, timeout, deadline_seconds, max_attempts)
         if backoff_seconds < 0 or max_backoff_seconds < 0:
             raise ValueError("backoff_seconds and max_backoff_seconds must not be negative")
         self._model = model
@@ -350,7 +261,7 @@ class OpenAIJudge:
         self.temperature = temperature
         self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
         self._modes = modes if modes is not None else ModeMemory()
-        self._where = _redact_url(self.base_url)
+        self._where = redact_url(self.base_url)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -435,32 +346,17 @@ class OpenAIJudge:
             `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the model
             pin, prompt version, mode and the tokens billed.
         """
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": self.prompt.system},
-            {"role": "user", "content": self.prompt.user_message(request)},
-        ]
-        call, retrying = self._start_call()
-        what, version = f"case {request.case_id}", self.prompt.version
-        try:
-            reply: VerdictReply = await retrying(self._attempt, messages, call)
-        except MalformedReply:
-            return self._give_up(what, call, MALFORMED_REPLY, Verdict.skipped, version)
-        except Exception as exc:  # every failure is a skip with its type, never a pass
-            return self._give_up(what, call, judge_unavailable(exc), Verdict.skipped, version)
+        prompt = self.prompt
+        call, reply = await self._ask(prompt, prompt.user_message(request), _VERDICT_CONTRACT)
+        if isinstance(reply, _Skip):
+            what = f"case {request.case_id}"
+            return self._give_up(what, call, reply.reason, Verdict.skipped, prompt.version)
         if request.pass_threshold is not None:
             passed = reply.score >= request.pass_threshold
         else:
             passed = reply.verdict == "pass"
-        return Verdict(
-            status="pass" if passed else "fail",
-            score=reply.score,
-            reason=JUDGED,
-            mode=call.mode,
-            model=self._model,
-            prompt_version=self.prompt.version,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-        )
+        stamp = self._judged(call, prompt.version)
+        return Verdict(status="pass" if passed else "fail", score=reply.score, **stamp)
 
     async def judge_pair(self, request: PairRequest) -> PairVerdict:
         """Compare two outputs with the pairwise prompt; never raises for a judging failure.
@@ -474,34 +370,40 @@ class OpenAIJudge:
             with `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the
             model pin, the pairwise prompt version, the mode and the tokens billed.
         """
+        prompt = self.pairwise_prompt
+        call, winner = await self._ask(prompt, prompt.pair_message(request), _PAIR_CONTRACT)
+        if isinstance(winner, _Skip):
+            what = f"pair for case {request.case_id}"
+            return self._give_up(what, call, winner.reason, PairVerdict.skipped, prompt.version)
+        return PairVerdict(status="judged", winner=winner, **self._judged(call, prompt.version))
+
+    def _judged(self, call: _Call, prompt_version: str) -> dict[str, Any]:
+        """What a judged reply records besides its answer: the mode, the pin, the tokens."""
+        return {
+            "reason": JUDGED,
+            "mode": call.mode,
+            "model": self._model,
+            "prompt_version": prompt_version,
+            "input_tokens": call.input_tokens,
+            "output_tokens": call.output_tokens,
+        }
+
+    async def _ask(
+        self, prompt: Prompt, user: str, contract: _ReplyContract[ReplyT]
+    ) -> tuple[_Call, ReplyT | _Skip]:
+        """One call (attempts, retries, fallbacks) with `prompt`'s system text and `user`: the
+        reply, or why there is none (every failure is a skip with its type, never a pass)."""
         messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": self.pairwise_prompt.system},
-            {"role": "user", "content": self.pairwise_prompt.pair_message(request)},
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": user},
         ]
         call, retrying = self._start_call()
-        what, version = f"pair for case {request.case_id}", self.pairwise_prompt.version
         try:
-            winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
+            return call, await retrying(self._attempt_as, messages, call, contract)
         except MalformedReply:
-            return self._give_up(what, call, MALFORMED_REPLY, PairVerdict.skipped, version)
-        except Exception as exc:  # every failure is a skip with its type, never a win
-            return self._give_up(what, call, judge_unavailable(exc), PairVerdict.skipped, version)
-        return PairVerdict(
-            status="judged",
-            winner=winner,
-            reason=JUDGED,
-            mode=call.mode,
-            model=self._model,
-            prompt_version=self.pairwise_prompt.version,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-        )
-
-    async def _attempt(
-        self, messages: list[ChatCompletionMessageParam], call: _Call
-    ) -> VerdictReply:
-        """One attempt: a request in the call's mode, plus any immediate fallback requests."""
-        return await self._attempt_as(messages, call, _VERDICT_CONTRACT)
+            return call, _Skip(MALFORMED_REPLY)
+        except Exception as exc:
+            return call, _Skip(judge_unavailable(exc))
 
     async def _attempt_as(
         self,
@@ -509,7 +411,8 @@ class OpenAIJudge:
         call: _Call,
         contract: _ReplyContract[ReplyT],
     ) -> ReplyT:
-        """`_attempt` for any reply contract (the schema asked for and the parser applied)."""
+        """One attempt: a request in the call's mode, plus any immediate fallback requests, for
+        any reply contract (the schema asked for and the parser applied)."""
         mode = call.mode
         probing = False
         while True:
@@ -548,7 +451,7 @@ class OpenAIJudge:
 
     def _fallback(self, mode: Mode, status: int, call: _Call, probing: bool) -> Mode | None:
         """The mode to ask at once after `status` in `mode`, or None to fail the attempt."""
-        lower = _next_mode(mode)
+        lower = next_mode(mode)
         if lower is None:
             return None
         if status in REJECTION_STATUSES:
@@ -572,7 +475,7 @@ class OpenAIJudge:
     ) -> object:
         """One HTTP request, its timeout clipped to what is left of the call's deadline."""
         body: dict[str, Any] = {"model": self._model, "messages": messages}
-        response_format = _structured_format(mode, contract.name, contract.schema)
+        response_format = structured_format(mode, contract.name, contract.schema)
         if response_format is not None:
             body["response_format"] = response_format
         if self.temperature is not None:
