@@ -25,7 +25,7 @@ common.app.add_typer(budget_app, name="budget")
 
 @store_app.command("save")
 def store_save(
-    name: Annotated[str, typer.Argument(help="Block name ([a-z0-9-]).")],
+    name: Annotated[str, typer.Argument(help="Block name (\\[a-z0-9-]).")],
     url: Annotated[str, typer.Option("--url", help="file://PATH or s3://BUCKET/PREFIX.")],
     endpoint_url: Annotated[
         str | None, typer.Option("--endpoint-url", help="S3-compatible endpoint URL.")
@@ -64,7 +64,7 @@ def store_save(
 
 @budget_app.command("set")
 def budget_set(
-    name: Annotated[str, typer.Argument(help="Block name ([a-z0-9-]).")],
+    name: Annotated[str, typer.Argument(help="Block name (\\[a-z0-9-]).")],
     limit_usd: Annotated[float, typer.Option("--limit-usd", help="Limit per period, USD.")],
     period: Annotated[str, typer.Option("--period", help="day, week or month.")] = "month",
     mode: Annotated[str, typer.Option("--mode", help="block, throttle or alert.")] = "block",

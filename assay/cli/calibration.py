@@ -42,7 +42,7 @@ def _show(task: LabelTask, number: int) -> None:
 
 @common.app.command("label")
 def label_command(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs: Annotated[str, typer.Option("--outputs", help="Outputs to label (JSONL/folder).")],
     into: Annotated[Path, typer.Option("--into", help="Calibration set (JSONL) to append to.")],
     labeler: Annotated[
@@ -108,7 +108,9 @@ def calibrate_command(
 
     with tags("assay", "calibration"):
         report: CalibrationReport = common.guarded(
-            lambda: calibration(
+            lambda: common.launch(
+                calibration,
+                quiet=as_json,
                 calibration_set=str(calibration_set),
                 store=evidence.uri,
                 judge_block=judge_block,

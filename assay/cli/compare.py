@@ -13,7 +13,7 @@ from assay.suites import registry
 
 @common.app.command("compare")
 def compare_command(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs_a: Annotated[str, typer.Option("--a", help="Outputs of side A (JSONL file/folder).")],
     outputs_b: Annotated[str, typer.Option("--b", help="Outputs of side B.")],
     label_a: Annotated[str, typer.Option("--label-a", help="Name of side A.")] = "A",
@@ -23,9 +23,10 @@ def compare_command(
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
-    """Pairwise A/B: judge each shared case twice with the order swapped."""
+    """Pairwise A/B: judge each shared case that has an llm_judge check twice, with the order
+    swapped. Cases without an llm_judge check are not compared (the rubric is what is judged)."""
     evidence = common.open_evidence(store)
-    ref = common.resolve_suite_arg(evidence, suite)
+    ref = common.resolve_suite_arg(evidence, suite, outputs_a, outputs_b)
     common.prefect_defaults()
     from prefect import tags
 
@@ -33,7 +34,9 @@ def compare_command(
 
     with tags("assay", f"suite:{registry.parse_ref(ref)[0]}", "compare"):
         report = common.guarded(
-            lambda: compare(
+            lambda: common.launch(
+                compare,
+                quiet=as_json,
                 suite=ref,
                 outputs_a=outputs_a,
                 outputs_b=outputs_b,

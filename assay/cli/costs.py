@@ -80,3 +80,13 @@ def costs_command(
     table.add_section()
     table.add_row("total", *_figures(report.total), style="bold")
     common.out.print(table)
+    unpriced = [row.key or "(none)" for row in report.rows if row.calls and not row.cost_usd]
+    if unpriced:
+        listed = ", ".join(unpriced[:5]) + (", …" if len(unpriced) > 5 else "")
+        common.out.print(
+            f"[yellow]warning:[/yellow] judge calls priced at $0 in {len(unpriced)} {grouping} "
+            f"group(s) ({listed}): no price was set, so USD understates the spend. Set "
+            "ASSAY_JUDGE_INPUT_PRICE and ASSAY_JUDGE_OUTPUT_PRICE (USD per million tokens) or "
+            "the JudgeSettings block's prices.",
+            highlight=False,
+        )

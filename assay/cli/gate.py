@@ -8,15 +8,16 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, cast
 
 import typer
 
 from assay.cli import _common as common
 from assay.cli.runs import launch_suite_flow, print_result
-from assay.gate.decision import GateDecision, GateRun
+from assay.gate.decision import GateDecision, GateReport, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.runs.records import read_cases
 
 EXIT_GATE_FAILED = 1
@@ -33,20 +34,6 @@ def _print_decision(decision: GateDecision) -> None:
     )
     reasons = ", ".join(reason.rule for reason in decision.reasons)
     common.out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
-
-
-def _gate_json(run: GateRun) -> dict[str, Any]:
-    decision = run.decision
-    return {
-        "verdict": decision.verdict,
-        "reasons": [reason.model_dump() for reason in decision.reasons],
-        "warnings": decision.warnings,
-        "run_id": decision.run_id,
-        "effective_verdict": decision.verdict,
-        "rules": [rule.model_dump() for rule in decision.rules],
-        "unjudged_cases": decision.unjudged_cases,
-        "result": run.result.model_dump(mode="json"),
-    }
 
 
 def _check(run_id: str, store: str | None, as_json: bool) -> None:
@@ -68,10 +55,11 @@ def _check(run_id: str, store: str | None, as_json: bool) -> None:
 @common.app.command("gate")
 def gate_command(
     suite: Annotated[
-        str | None, typer.Argument(help="Suite file, or a published NAME[@VERSION].")
+        str | None, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")
     ] = None,
     outputs: Annotated[
-        str | None, typer.Option("--outputs", help="JSONL file, folder or s3:// prefix.")
+        str | None,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
     ] = None,
     subject: common.SubjectOption = None,
     baseline: common.BaselineOption = None,
@@ -85,7 +73,18 @@ def gate_command(
         typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
     ] = None,
     judge_block: common.JudgeBlockOption = None,
+    calibration: common.CalibrationOption = None,
+    judge_repeats: common.JudgeRepeatsOption = None,
+    max_judge_flip_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-judge-flip-rate",
+            help="Fail when more than this share of checks flip across --judge-repeats.",
+        ),
+    ] = None,
     store: common.StoreOption = None,
+    outputs_format: common.OutputsFormatOption = "auto",
+    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: common.JsonOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
@@ -99,20 +98,23 @@ def gate_command(
         ("gate",),
         not as_json,
         suite=suite,
-        outputs=outputs,
+        outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
         subject=subject,
         sample=sample,
         store=store,
         seed=seed,
         baseline=baseline,
         judge_block=judge_block,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
+        max_judge_flip_rate=max_judge_flip_rate,
     )
     run = cast(GateRun, launched)
     if junit is not None:
         cases = list(read_cases(evidence, run.decision.run_id))
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
     if as_json:
-        common.print_json(_gate_json(run))
+        common.print_json(GateReport.of(run).model_dump(mode="json"))
     else:
         print_result(run.result)
         _print_decision(run.decision)

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from assay.cli import _common as common
 from assay.monitor.figures import diff_text, states_text
+from assay.monitor.receiver import signals_reference
 from assay.monitor.render import cost_text, relative_text, tokens_text
 from assay.monitor.report import (
     ABSENCE_NOTE,
@@ -28,8 +29,15 @@ _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficie
 @common.app.command("monitor")
 def monitor_command(
     signals: Annotated[
-        str, typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix.")
-    ],
+        str | None,
+        typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix."),
+    ] = None,
+    from_store: Annotated[
+        bool,
+        typer.Option(
+            "--from-store", help="Read the signals POST /v1/traces appended to the store."
+        ),
+    ] = False,
     window: Annotated[
         str, typer.Option("--window", help="Window length ending now: 30m, 6h, 24h, 7d.")
     ] = "24h",
@@ -48,9 +56,12 @@ def monitor_command(
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
     end = common.guarded(lambda: parse_now(now))
     evidence = common.open_evidence(store)
+    if (signals is None) == (not from_store):
+        common.fail("give a SIGNALS file, folder or prefix, or --from-store (not both)")
+    source = signals or signals_reference(evidence)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
     common.guarded(
-        lambda: (windows(window, end), expected_subjects(expect or []), read_signals(signals))
+        lambda: (windows(window, end), expected_subjects(expect or []), read_signals(source))
     )
     common.prefect_defaults()
     from prefect import tags
@@ -59,8 +70,14 @@ def monitor_command(
 
     with tags("assay", "monitor"):
         report = common.guarded(
-            lambda: monitor(
-                signals=signals, window=window, now=end, expect=expect, store=evidence.uri
+            lambda: common.launch(
+                monitor,
+                quiet=as_json,
+                signals=source,
+                window=window,
+                now=end,
+                expect=expect,
+                store=evidence.uri,
             )
         )
     if as_json:

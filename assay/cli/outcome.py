@@ -47,7 +47,9 @@ def outcome_command(
 
     with tags("assay", "outcome"):
         report = common.guarded(
-            lambda: outcome(
+            lambda: common.launch(
+                outcome,
+                quiet=as_json,
                 records=records,
                 contract=contract,
                 store=evidence.uri,

@@ -107,7 +107,9 @@ def release_command(
 
     with tags("assay", "release"):
         report = common.guarded(
-            lambda: release(trials=trials, contract=contract, store=evidence.uri)
+            lambda: common.launch(
+                release, quiet=as_json, trials=trials, contract=contract, store=evidence.uri
+            )
         )
     if as_json:
         common.print_json(report.model_dump(mode="json"))

@@ -9,6 +9,9 @@ import typer
 from rich.table import Table
 
 from assay.cli import _common as common
+from assay.cli.judging import check_judge_options
+from assay.judge.reliability import judge_lines
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings
@@ -32,6 +35,8 @@ def execute_run(
     baseline: str | None = None,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    calibration: str | None = None,
+    judge_repeats: int | None = None,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process."""
     _, result = launch_suite_flow(
@@ -48,6 +53,8 @@ def execute_run(
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
     )
     return cast(EvalResult, result)
 
@@ -68,9 +75,14 @@ def launch_suite_flow(
     suite-run flow or the gate, which take the same parameters) in this process."""
     if sample is not None and sample < 1:
         common.fail("--sample must be at least 1")
-    evidence = common.open_evidence(store)
-    ref = common.resolve_suite_arg(evidence, suite)
     who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
+    check_judge_options(
+        parameters.get("calibration"),
+        parameters.get("judge_repeats"),
+        parameters.get("max_judge_flip_rate"),
+    )
+    evidence = common.open_evidence(store)
+    ref = common.resolve_suite_arg(evidence, suite, outputs)
     common.prefect_defaults()
     from prefect import tags as run_tags
 
@@ -79,7 +91,9 @@ def launch_suite_flow(
     labels = ("assay", *tags, f"suite:{name}", f"subject:{who}")
     with run_tags(*labels), common.progress_bar(show_progress):
         result = common.guarded(
-            lambda: run(
+            lambda: common.launch(
+                run,
+                quiet=not show_progress,
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),
@@ -111,6 +125,8 @@ def print_result(result: EvalResult) -> None:
         f"skipped {m.skipped} · missing {m.missing} · errors {m.errors}",
         highlight=False,
     )
+    for line in judge_lines(result):
+        common.out.print(f"  {line}", highlight=False)
     for note in warnings(result):
         common.out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
     for line in regression_lines(result.regression):
@@ -120,8 +136,11 @@ def print_result(result: EvalResult) -> None:
 
 @common.app.command("run")
 def run(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
-    outputs: Annotated[str, typer.Option("--outputs", help="JSONL file or folder of outputs.")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
+    outputs: Annotated[
+        str,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
+    ],
     subject: common.SubjectOption = None,
     sample: common.SampleOption = None,
     seed: common.SeedOption = 0,
@@ -135,12 +154,16 @@ def run(
     baseline: common.BaselineOption = None,
     judge_block: common.JudgeBlockOption = None,
     fresh_judge: common.FreshJudgeOption = False,
+    outputs_format: common.OutputsFormatOption = "auto",
+    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
+    calibration: common.CalibrationOption = None,
+    judge_repeats: common.JudgeRepeatsOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
     result = execute_run(
         suite,
-        outputs,
+        common.outputs_reference(outputs, outputs_format, case_attribute),
         subject,
         sample,
         seed,
@@ -150,6 +173,8 @@ def run(
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
     )
     if as_json:
         common.print_json(_result_json(result))
@@ -212,7 +237,8 @@ def demo(store: common.StoreOption = None) -> None:
     suite_file = common.EXAMPLES / "support-suite.yaml"
     common.out.print(
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
-        f"{common.open_evidence(store).uri}, ephemeral Prefect (first start takes ~15 s)\n"
+        f"{common.open_evidence(store).uri}, Prefect: the `assay server start` server if it is "
+        "up, else an ephemeral API (its first start takes ~15 s)\n"
     )
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
@@ -243,5 +269,5 @@ def demo(store: common.StoreOption = None) -> None:
     common.out.print(table)
     common.out.print(
         "\nNext: [bold]assay runs list[/bold], [bold]assay suite show support-bot[/bold], "
-        "or open the runs in the Prefect UI (see docs/prefect-ui.md)."
+        "or the runs in the Prefect UI (`assay server start` keeps them; docs/prefect-ui.md)."
     )

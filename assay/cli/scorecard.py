@@ -10,7 +10,7 @@ from rich.table import Table
 
 from assay.cli import _common as common
 from assay.rate import rate_text
-from assay.runs.scorecard import scorecard, to_csv
+from assay.runs.scorecard import scorecard, to_csv, trend_text
 
 
 @common.app.command("scorecard")
@@ -35,11 +35,6 @@ def scorecard_command(
         return
     table = Table("subject", "suite", "runs", "latest", "pooled", "mean score", "trend / run")
     for row in rows:
-        slope = (
-            "too few runs"
-            if row.trend_slope is None
-            else f"{row.trend_slope:+.3f} ({row.trend_lo:+.3f}…{row.trend_hi:+.3f})"
-        )
         table.add_row(
             row.subject,
             row.suite,
@@ -47,6 +42,6 @@ def scorecard_command(
             rate_text(row.latest_passed, row.latest_scored),
             rate_text(row.pooled_passed, row.pooled_scored),
             "n/a" if row.mean_score is None else f"{row.mean_score:.3f}",
-            slope,
+            trend_text(row),
         )
     common.out.print(table if rows else "No completed runs yet.")

@@ -112,6 +112,7 @@ from assay.judge.prompts import (
     parse_pair_reply,
     parse_verdict_reply,
 )
+from assay.judge.redaction import NO_REDACTION, RedactionSettings, Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +169,14 @@ def _reply_text(completion: object) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def _finish_reason(completion: object) -> object:
+    """Why the first choice ended (`stop`, `length`, …); None when the body has no choice."""
+    choices = _member(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    return _member(choices[0], "finish_reason")
+
+
 def _usage(completion: object) -> tuple[int, int]:
     """(prompt_tokens, completion_tokens) as reported; 0 for what is absent or nonsensical."""
     usage = _member(completion, "usage")
@@ -193,6 +202,11 @@ class _Call:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Spans redacted per kind from the call's prompt (counts only)."""
+    max_tokens: int | None = None
+    truncated: bool = False
+    """The reply was cut at `max_tokens`: asking again would be cut again, and paid again."""
 
 
 class OpenAIJudge:
@@ -220,6 +234,10 @@ class OpenAIJudge:
         pairwise_prompt: The template `judge_pair` uses (name or loaded `Prompt`); it must show
             `$first` and `$second` and use the pairwise reply contract (`parse_pair_reply`).
 
+        redaction: What is replaced by placeholders in the input, reference answer and
+            output(s) before any prompt is sent (`assay.judge.redaction`); part of the recorded
+            prompt versions. Default: nothing (`judge_setup` passes the configured settings).
+
     Raises:
         ValueError: No model, no API key, a bound that is not positive, or a pairwise prompt
             without `$first` and `$second`.
@@ -240,6 +258,7 @@ class OpenAIJudge:
         temperature: float | None = 0.0,
         pairwise_prompt: str | Prompt = "pairwise",
         modes: ModeMemory | None = None,
+        redaction: RedactionSettings = NO_REDACTION,
     ) -> None:
         key = api_key_for("OpenAIJudge", model, api_key, timeout, deadline_seconds, max_attempts)
         if backoff_seconds < 0 or max_backoff_seconds < 0:
@@ -255,6 +274,7 @@ class OpenAIJudge:
             raise ValueError(
                 f"pairwise prompt {self.pairwise_prompt.version} must show $first and $second"
             )
+        self.redactor = Redactor(redaction)
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.deadline_seconds = deadline_seconds
@@ -277,13 +297,13 @@ class OpenAIJudge:
 
     @property
     def prompt_version(self) -> str:
-        """The prompt template's `name@hash`, recorded with every verdict."""
-        return self.prompt.version
+        """The prompt template's `name@hash` (+ the redaction settings), recorded with verdicts."""
+        return self.redactor.settings.prompt_version(self.prompt.version)
 
     @property
     def pairwise_prompt_version(self) -> str:
-        """The pairwise template's `name@hash`, recorded with every pairwise verdict."""
-        return self.pairwise_prompt.version
+        """The pairwise template's `name@hash` (+ the redaction settings), recorded likewise."""
+        return self.redactor.settings.prompt_version(self.pairwise_prompt.version)
 
     @property
     def endpoint_mode(self) -> Mode | None:
@@ -325,10 +345,12 @@ class OpenAIJudge:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _start_call(self) -> tuple[_Call, AsyncRetrying]:
+    def _start_call(self, max_tokens: int | None) -> tuple[_Call, AsyncRetrying]:
         """A fresh call (mode from the endpoint's memory, deadline from now) and its retries."""
         deadline_at = time.monotonic() + self.deadline_seconds
-        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at)
+        call = _Call(
+            mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at, max_tokens=max_tokens
+        )
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
             stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
@@ -346,16 +368,23 @@ class OpenAIJudge:
             `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the model
             pin, prompt version, mode and the tokens billed.
         """
-        prompt = self.prompt
-        call, reply = await self._ask(prompt, prompt.user_message(request), _VERDICT_CONTRACT)
+        prompt, version = self.prompt, self.prompt_version
+        request, redacted = self.redactor.request(request)
+        call, reply = await self._ask(
+            prompt,
+            prompt.user_message(request),
+            _VERDICT_CONTRACT,
+            request.max_output_tokens,
+            redacted,
+        )
         if isinstance(reply, _Skip):
             what = f"case {request.case_id}"
-            return self._give_up(what, call, reply.reason, Verdict.skipped, prompt.version)
+            return self._give_up(what, call, reply.reason, Verdict.skipped, version)
         if request.pass_threshold is not None:
             passed = reply.score >= request.pass_threshold
         else:
             passed = reply.verdict == "pass"
-        stamp = self._judged(call, prompt.version)
+        stamp = self._judged(call, version)
         return Verdict(status="pass" if passed else "fail", score=reply.score, **stamp)
 
     async def judge_pair(self, request: PairRequest) -> PairVerdict:
@@ -370,12 +399,19 @@ class OpenAIJudge:
             with `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the
             model pin, the pairwise prompt version, the mode and the tokens billed.
         """
-        prompt = self.pairwise_prompt
-        call, winner = await self._ask(prompt, prompt.pair_message(request), _PAIR_CONTRACT)
+        prompt, version = self.pairwise_prompt, self.pairwise_prompt_version
+        request, redacted = self.redactor.pair(request)
+        call, winner = await self._ask(
+            prompt,
+            prompt.pair_message(request),
+            _PAIR_CONTRACT,
+            request.max_output_tokens,
+            redacted,
+        )
         if isinstance(winner, _Skip):
             what = f"pair for case {request.case_id}"
-            return self._give_up(what, call, winner.reason, PairVerdict.skipped, prompt.version)
-        return PairVerdict(status="judged", winner=winner, **self._judged(call, prompt.version))
+            return self._give_up(what, call, winner.reason, PairVerdict.skipped, version)
+        return PairVerdict(status="judged", winner=winner, **self._judged(call, version))
 
     def _judged(self, call: _Call, prompt_version: str) -> dict[str, Any]:
         """What a judged reply records besides its answer: the mode, the pin, the tokens."""
@@ -386,10 +422,16 @@ class OpenAIJudge:
             "prompt_version": prompt_version,
             "input_tokens": call.input_tokens,
             "output_tokens": call.output_tokens,
+            "redactions": call.redactions,
         }
 
     async def _ask(
-        self, prompt: Prompt, user: str, contract: _ReplyContract[ReplyT]
+        self,
+        prompt: Prompt,
+        user: str,
+        contract: _ReplyContract[ReplyT],
+        max_tokens: int | None,
+        redactions: dict[str, int],
     ) -> tuple[_Call, ReplyT | _Skip]:
         """One call (attempts, retries, fallbacks) with `prompt`'s system text and `user`: the
         reply, or why there is none (every failure is a skip with its type, never a pass)."""
@@ -397,7 +439,8 @@ class OpenAIJudge:
             {"role": "system", "content": prompt.system},
             {"role": "user", "content": user},
         ]
-        call, retrying = self._start_call()
+        call, retrying = self._start_call(max_tokens)
+        call.redactions = redactions
         try:
             return call, await retrying(self._attempt_as, messages, call, contract)
         except MalformedReply:
@@ -443,6 +486,7 @@ class OpenAIJudge:
         tokens_in, tokens_out = _usage(completion)
         call.input_tokens += tokens_in
         call.output_tokens += tokens_out
+        call.truncated = _finish_reason(completion) == "length"
         try:
             return contract.parse(_reply_text(completion))
         except MalformedReply:
@@ -480,6 +524,8 @@ class OpenAIJudge:
             body["response_format"] = response_format
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if call.max_tokens is not None:
+            body["max_tokens"] = call.max_tokens
         left = call.deadline_at - time.monotonic()
         call.requests += 1
         # The SDK's documented low-level `post` (same client, auth, errors and headers) rather
@@ -518,7 +564,7 @@ class OpenAIJudge:
 
     def _should_retry(self, exc: BaseException, call: _Call) -> bool:
         if isinstance(exc, MalformedReply):
-            return call.malformed <= MALFORMED_RETRIES
+            return call.malformed <= MALFORMED_RETRIES and not call.truncated
         return is_transient(exc)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -559,6 +605,7 @@ class OpenAIJudge:
             prompt_version=prompt_version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            redactions=call.redactions,
         )
 
 

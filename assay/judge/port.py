@@ -42,10 +42,12 @@ NO_JUDGE: Final = "no judge configured"
 NO_CREDENTIALS: Final = "no credentials"
 MALFORMED_REPLY: Final = "malformed reply"
 BUDGET_BLOCKED: Final = "budget_blocked"
+JUDGE_SPLIT: Final = "judge split"
+"""An even split of a check's repeated verdicts: no majority, so no verdict (never a pass)."""
 UNAVAILABLE_PREFIX: Final = "judge unavailable: "
 
 SKIP_REASONS: Final[frozenset[str]] = frozenset(
-    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED}
+    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED, JUDGE_SPLIT}
 )
 """Fixed reasons a verdict may be skipped for, besides `judge unavailable: <ErrorType>`."""
 
@@ -82,6 +84,9 @@ class JudgeRequest(BaseModel):
         output: The candidate output (in memory only; never logged or stored).
         pass_threshold: When set, the verdict passes iff score >= threshold, whatever the
             judge's own pass/fail says.
+        max_output_tokens: The most the judge may answer with (`max_tokens`); the judging
+            service sets it to what the budget preflight priced, so a long-winded judge cannot
+            spend past the projection.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -92,6 +97,7 @@ class JudgeRequest(BaseModel):
     rubric: str = Field(min_length=1)
     output: str = Field(repr=False, exclude=True)
     pass_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
 
 
 class JudgePin(BaseModel):
@@ -119,6 +125,8 @@ class _Reply(BaseModel):
     prompt_version: str | None = None
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
+    redactions: dict[str, int] = Field(default_factory=dict)
+    """Spans redacted per kind from the prompt before it was sent (counts only, never values)."""
 
     def _check_reason(self) -> None:
         if not is_known_reason(self.reason):
@@ -136,6 +144,7 @@ class _Reply(BaseModel):
         prompt_version: str | None = None,
         input_tokens: int = 0,
         output_tokens: int = 0,
+        redactions: dict[str, int] | None = None,
     ) -> Self:
         """A reply that was not judged, with its reason (and any tokens already spent)."""
         return cls.model_validate(
@@ -147,6 +156,7 @@ class _Reply(BaseModel):
                 "prompt_version": prompt_version,
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,
+                "redactions": redactions or {},
                 **cls._SKIPPED_ANSWER,
             }
         )
@@ -210,6 +220,7 @@ async def judge_all(
     requests: Sequence[JudgeRequest],
     max_concurrency: int,
     on_verdict: Callable[[int, Verdict], None] | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> list[Verdict]:
     """Judge many outputs with at most `max_concurrency` calls in flight; verdicts in order.
 
@@ -229,6 +240,9 @@ async def judge_all(
         on_verdict: Called with (request index, verdict) as each verdict arrives, while other
             calls are still in flight — so per-verdict work (e.g. writing the verdict cache)
             overlaps the judge's latency instead of following it.
+        stop: Asked before each call is started; when it returns an error, no further call
+            starts, the calls in flight finish (their verdicts still reach `on_verdict`), and
+            that error is raised — e.g. the store can no longer take the verdicts or the spend.
 
     Returns:
         One verdict per request, in request order.
@@ -242,7 +256,7 @@ async def judge_all(
             judge_unavailable(exc), model=judge.model, prompt_version=judge.prompt_version
         )
 
-    return await _bounded(judge.judge, requests, max_concurrency, on_error, on_verdict)
+    return await _bounded(judge.judge, requests, max_concurrency, on_error, on_verdict, stop)
 
 
 async def _bounded(
@@ -251,6 +265,7 @@ async def _bounded(
     max_concurrency: int,
     on_error: Callable[[RequestT, Exception], ResultT],
     on_result: Callable[[int, ResultT], None] | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> list[ResultT]:
     """Run `call` over `requests` with at most `max_concurrency` in flight; results in order.
 
@@ -275,10 +290,17 @@ async def _bounded(
         finally:
             slots.release()
 
+    stopped: BaseException | None = None
     async with asyncio.TaskGroup() as group:
         for index, request in enumerate(requests):
             await slots.acquire()
+            stopped = stop() if stop is not None else None
+            if stopped is not None:
+                slots.release()
+                break
             group.create_task(run(index, request))
+    if stopped is not None:
+        raise stopped
 
     done = [result for result in results if result is not None]
     if len(done) != len(requests):  # pragma: no cover - every task stores a result
@@ -317,6 +339,8 @@ class PairRequest(BaseModel):
     rubric: str = Field(min_length=1)
     first: str = Field(repr=False, exclude=True)
     second: str = Field(repr=False, exclude=True)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The most the judge may answer with (see `JudgeRequest.max_output_tokens`)."""
 
 
 class PairVerdict(_Reply):
@@ -375,6 +399,7 @@ async def judge_pairs_all(
     requests: Sequence[PairRequest],
     max_concurrency: int,
     on_verdict: Callable[[int, PairVerdict], None] | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> list[PairVerdict]:
     """Judge many pairs with at most `max_concurrency` calls in flight; verdicts in order.
 
@@ -387,6 +412,7 @@ async def judge_pairs_all(
         requests: The pairs to compare (each order of a case is its own request).
         max_concurrency: Calls in flight at most (>= 1).
         on_verdict: Called with (request index, verdict) as each verdict arrives.
+        stop: As in `judge_all`.
 
     Returns:
         One verdict per request, in request order.
@@ -402,4 +428,4 @@ async def judge_pairs_all(
             judge_unavailable(exc), model=judge.model, prompt_version=judge.pairwise_prompt_version
         )
 
-    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error, on_verdict)
+    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error, on_verdict, stop)

@@ -145,7 +145,9 @@ def pairwise_setup(setup: JudgeSetup, prompt: str = PAIRWISE_PROMPT) -> JudgeSet
     """
     if setup.make_judge is None:
         return setup
-    return replace(setup, prompt_version=load_prompt(prompt).version)
+    return replace(
+        setup, prompt_version=setup.redaction.prompt_version(load_prompt(prompt).version)
+    )
 
 
 def _cache_key(hasher: OutputHasher, case: Case, request: PairRequest, setup: JudgeSetup) -> str:

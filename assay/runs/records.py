@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from assay.errors import NotFoundError
 from assay.finops.budget import Decision
 from assay.judge.port import JudgePin
+from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
@@ -79,7 +80,7 @@ class RunAggregate(RunPlan):
     error: str | None = None
 
 
-class EvalResult(_RunOf):
+class EvalResult(JudgeReliability, _RunOf):
     """The canonical result of one run: what other systems read, without knowing Assay's tables."""
 
     score: Annotated[float | None, Field(ge=0.0, le=1.0)]
@@ -95,7 +96,6 @@ class EvalResult(_RunOf):
     budget: Decision | None = None
     judge: JudgePin | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
-    """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
 
 class EvidenceChunk(BaseModel):
@@ -197,6 +197,7 @@ def finish_run(
     metrics: RunMetrics,
     regression: Comparison | None = None,
     budget: Decision | None = None,
+    reliability: JudgeReliability | None = None,
 ) -> EvalResult:
     """Write the EvalResult (write-once) and mark the aggregate completed.
 
@@ -228,6 +229,7 @@ def finish_run(
         metrics=metrics,
         regression=regression,
         budget=budget,
+        **dict(reliability or JudgeReliability()),
     )
     result = write_once(store, _result_key(result.run_id), result)
     aggregate.status = RunStatus.COMPLETED

@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from datetime import UTC, datetime
+from pathlib import Path
 from threading import Lock
 
 from pydantic import BaseModel
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.store import EvidenceStore
-from assay.suites.suite import Suite, parse_suite
+from assay.suites.suite import SUITE_SUFFIXES, Suite, load_suite, parse_suite
 
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*)(?:@(?P<version>\d+))?$")
 _CACHE_SIZE = 4
@@ -150,6 +151,20 @@ def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
         suite = parse_suite(store.get(key).decode("utf-8"), f"{store.uri}/{key}")
         _cache.put(store, suite)
     return record, suite
+
+
+def publish_or_resolve(store: EvidenceStore, suite: str) -> tuple[SuiteVersion, Suite]:
+    """A suite file → published first (a no-op when identical to the latest version); a
+    `NAME[@VERSION]` → that published version. Something that can only be a path (a folder
+    separator or a suite file suffix) and names no file is reported as a missing file."""
+    path = Path(suite)
+    if path.is_file():
+        loaded = load_suite(path)
+        version, _ = publish(store, loaded)
+        return version, loaded
+    if "/" in suite or "\\" in suite or path.suffix.lower() in SUITE_SUFFIXES:
+        raise InputError(suite, "no such suite file")
+    return resolve(store, suite)
 
 
 def suite_names(store: EvidenceStore) -> list[str]:
