@@ -6,6 +6,22 @@ candidate output text — because exceptions end up in logs and in Prefect's dat
 
 from __future__ import annotations
 
+from typing import Final
+
+SHOWN_CHARS: Final = 80
+"""The most characters of a user-supplied identifier that a message quotes."""
+
+
+def shown(identifier: object, limit: int = SHOWN_CHARS) -> str:
+    """A user-supplied identifier (case id, trial id, …) as messages quote it: escaped like
+    `repr` (quotes, newlines, control characters) and clamped to `limit` characters, with the
+    full length said, so a hostile id cannot make a "one-line" error long or multi-line."""
+    text = str(identifier)
+    quoted = repr(text)
+    if len(text) <= limit:
+        return quoted
+    return f"{repr(text[:limit])[:-1]}…{quoted[-1]} ({len(text):,} characters)"
+
 
 class AssayError(Exception):
     """Base class for errors Assay raises on purpose."""

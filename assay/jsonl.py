@@ -69,7 +69,10 @@ def parse_record(
         first = (extra or errors)[0]
         field = ".".join(str(step) for step in first["loc"]) or None
         if first["type"] == "json_invalid":
-            raise InputError(source, "malformed JSON", line=line) from None
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            bom = text.startswith("\ufeff")
+            problem = "starts with a UTF-8 BOM; save the file as UTF-8 without BOM" if bom else ""
+            raise InputError(source, problem or "malformed JSON", line=line) from None
         if first["type"] == "model_type" and not first["loc"]:
             raise InputError(source, "each line must be a JSON object", line=line) from None
         if extra:

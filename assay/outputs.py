@@ -9,7 +9,9 @@ Prefect records (parameters, results) ever holds output text.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable, Collection, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import staging
-from assay.errors import InputError
+from assay.errors import InputError, shown
 from assay.jsonl import numbered_lines, parse_record
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ class Usage(BaseModel):
 
     input_tokens: int | None = Field(default=None, ge=0)
     output_tokens: int | None = Field(default=None, ge=0)
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class CandidateOutput(BaseModel):
@@ -42,7 +44,8 @@ class CandidateOutput(BaseModel):
 
     case_id: str = Field(min_length=1)
     output: str
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """A number too large for a float (`1e400`) reads as infinity, refused as not finite."""
     usage: Usage | None = None
     guardrail_triggers: int = Field(default=0, ge=0)
 
@@ -190,8 +193,34 @@ def output_sources(uri: str, suffixes: tuple[str, ...] = (".jsonl",)) -> list[Ou
             raise InputError(uri, f"the folder holds no {named} files")
         return [OutputSource(str(p)) for p in files]
     if not path.is_file():
-        raise InputError(uri, "no such outputs file or folder")
+        raise InputError(uri, not_a_file(path) or "no such outputs file or folder")
     return [OutputSource(str(path))]
+
+
+def not_a_file(path: Path) -> str | None:
+    """What a path that is not a regular file or folder is, in words; None if nothing is there.
+
+    A FIFO or device is refused without opening it (reading one would block or never end).
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop (the link resolves to itself), not an outputs file"
+        if path.is_symlink():
+            return f"a broken symlink (to {os.readlink(path)}), not an outputs file"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "permission denied"
+        return None
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return f"{kind}, not a regular outputs file"
+    return None
 
 
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
@@ -240,13 +269,13 @@ def index_outputs(
     def claim(case_id: str, source: str, line: int, field: str) -> None:
         if case_id not in known:
             raise InputError(
-                source, f"output for unknown case id {case_id!r}", line=line, field=field
+                source, f"output for unknown case id {shown(case_id)}", line=line, field=field
             )
         if case_id in first_seen:
             where, first = first_seen[case_id]
             raise InputError(
                 source,
-                f"duplicate output for case {case_id!r} (first at {where} line {first})",
+                f"duplicate output for case {shown(case_id)} (first at {where} line {first})",
                 line=line,
                 field=field,
             )

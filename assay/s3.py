@@ -119,8 +119,10 @@ def make_client(
     `api_version`, `endpoint_url`, `config`) are passed on, their `config` merged over ours.
 
     The client makes one attempt per call (tenacity owns retries, see `retrying`), times out
-    instead of hanging, uses path-style addressing when an endpoint is configured (custom hosts
-    rarely resolve `bucket.host` names), and only checksums what the operation requires: boto3's
+    instead of hanging (connect and read timeouts are at most `ASSAY_S3_DEADLINE_SECONDS`, so a
+    call gives up within about twice the deadline even when the server hangs), uses path-style
+    addressing when an endpoint is configured (custom hosts rarely resolve `bucket.host`
+    names), and only checksums what the operation requires: boto3's
     default full-object checksums break ranged reads on rclone and are known to trip other
     S3-compatible servers. Safe to call from several threads.
     """
@@ -129,10 +131,13 @@ def make_client(
     custom_endpoint = (
         endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     )
+    # One attempt may not outlast the whole retry deadline: a server that accepts and then
+    # never answers is given up on after the deadline, not after the 30 s read timeout.
+    deadline = _setting(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
     config = Config(
         retries={"max_attempts": 1, "mode": "standard"},
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        read_timeout=READ_TIMEOUT_SECONDS,
+        connect_timeout=min(CONNECT_TIMEOUT_SECONDS, deadline),
+        read_timeout=min(READ_TIMEOUT_SECONDS, deadline),
         s3={"addressing_style": "path" if custom_endpoint else "auto"},
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",

@@ -27,7 +27,7 @@ class FlowVerdict(BaseModel):
     """Why, with the figures."""
 
 
-def run_verdict(result: EvalResult) -> FlowVerdict:
+def suite_run_verdict(result: EvalResult) -> FlowVerdict:
     """Suite run: `Regressed` (against its baseline) beats `Passed` / `Not passed`."""
     m = result.metrics
     rate = f"pass rate {rate_text(m.passed, m.scored)}"
@@ -43,7 +43,8 @@ def run_verdict(result: EvalResult) -> FlowVerdict:
     threshold = f"threshold {result.pass_threshold:.2f}"
     if result.passed:
         return FlowVerdict(name="Passed", message=f"{rate}, {threshold}")
-    return FlowVerdict(name="Not passed", message=f"{rate}, below {threshold}")
+    why = result.verdict_reason or f"{rate}, below {threshold}"
+    return FlowVerdict(name="Not passed", message=why)
 
 
 def gate_verdict(decision: GateDecision) -> FlowVerdict:

@@ -20,14 +20,20 @@ from assay.finops.budget import Decision, strictest
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import run_reliability
 from assay.outputs import OutputSlice
-from assay.runs.records import EvalResult, RunPlan, fail_run
+from assay.runs.lifecycle import this_process
+from assay.runs.records import EvalResult, RunPlan, RunStatus, fail_run, load_result
 from assay.runs.scoring import RunMetrics
 from assay.subject import Subject
 from assay.suites import registry
-from assay.verdicts import run_verdict
+from assay.verdicts import suite_run_verdict
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
-from tasks.evidence import compare_task, finish_run_task, start_run_task
+from tasks.evidence import (
+    close_interrupted_attempt,
+    compare_task,
+    finish_run_task,
+    start_run_task,
+)
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
@@ -67,6 +73,7 @@ def suite_run(
     fresh_judge: bool = False,
     calibration: str | None = None,
     judge_repeats: int | None = None,
+    resume: bool = False,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -94,6 +101,9 @@ def suite_run(
             (`judge split`), the flip rate reported in `judge_consistency`.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
+        resume: `run_id` must name a recorded run (`assay run --resume`); an unknown id is an
+            error instead of a new run. A resume that does not match the recorded run is
+            refused before anything is written (see `assay.runs.lifecycle`).
     """
     store_uri = store_reference(store, storage_block)
     version = resolve_suite(store_uri, suite)
@@ -113,13 +123,20 @@ def suite_run(
         subject_id=who.id,
         variant=who.variant,
         pass_threshold=golden.pass_threshold,
+        min_coverage=golden.min_coverage,
         outputs=outputs,
         sample=sample,
         seed=seed if sample is not None else None,
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
     )
-    aggregate = start_run_task(store_uri, plan)
+    this_run = str(flow_run.id)
+    aggregate = start_run_task(store_uri, plan, this_process(this_run), resuming=resume)
+    if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
+        return load_result(evidence_store(store_uri), plan.run_id)
+    killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
+    if killed is not None and killed != this_run:
+        close_interrupted_attempt(killed, plan.run_id)
     try:
         progress = ProgressReporter(store_uri, aggregate)
         metrics = RunMetrics()
@@ -175,4 +192,4 @@ def suite_run(
     findings = report_findings(store_uri, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)
-    return verdict_state(run_verdict(result), result)
+    return verdict_state(suite_run_verdict(result), result)

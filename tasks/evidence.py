@@ -8,16 +8,43 @@ from assay.finops.budget import Decision
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.comparison import compare_with_baseline
-from assay.runs.records import EvalResult, RunAggregate, RunPlan, finish_run, start_run
+from assay.runs.lifecycle import begin_run
+from assay.runs.records import EvalResult, RunAggregate, RunOwner, RunPlan, finish_run
 from assay.runs.scoring import RunMetrics
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
 
 @task(name="start-run", **IO_RETRIES)
-def start_run_task(store: str, plan: RunPlan) -> RunAggregate:
-    """Record the run as started in its mutable aggregate and in the run index."""
-    return start_run(evidence_store(store), plan)
+def start_run_task(store: str, plan: RunPlan, owner: RunOwner, resuming: bool) -> RunAggregate:
+    """Record the run as started (or resumed) in its aggregate and in the run index; a refused
+    resume writes nothing; a completed run comes back untouched."""
+    return begin_run(evidence_store(store), plan, owner, resuming=resuming)
+
+
+@task(name="close-interrupted-attempt")
+def close_interrupted_attempt(flow_run_id: str, run_id: str) -> None:
+    """Set the Prefect flow run of a killed attempt to Crashed (it would show Running for ever).
+
+    Best effort: the attempt may have run against another Prefect API, or finished meanwhile.
+    """
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Crashed
+
+    with get_client(sync_client=True) as client:
+        try:
+            state = client.read_flow_run(UUID(flow_run_id)).state
+        except ObjectNotFound:  # it ran against another Prefect API: nothing to close here
+            return
+        if state is not None and not state.is_final():
+            client.set_flow_run_state(
+                UUID(flow_run_id),
+                Crashed(message=f"interrupted; run {run_id} was resumed in another flow run"),
+                force=True,
+            )
 
 
 @task(name="compare-with-baseline", **IO_RETRIES)

@@ -21,7 +21,7 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("ASSAY_STORE", None)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
-from tests.judge_server import judge_server, judge_server_session  # noqa: E402
+from tests.judge_server import judge_env, judge_server, judge_server_session  # noqa: E402
 from tests.servers import (  # noqa: E402 - fixtures for every test module; env is set first
     moto_s3,
     rclone_s3,
@@ -31,6 +31,7 @@ from tests.servers import (  # noqa: E402 - fixtures for every test module; env 
 )
 
 __all__ = [
+    "judge_env",
     "judge_server",
     "judge_server_session",
     "moto_s3",

@@ -434,3 +434,12 @@ def judge_server(
     judge_server_session.reset()
     yield judge_server_session
     judge_server_session.reset()
+
+
+@pytest.fixture
+def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
+    """The judge server configured as the environment's judge (`ASSAY_JUDGE_MODEL`, key, URL)."""
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    return judge_server

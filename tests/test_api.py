@@ -420,6 +420,12 @@ def test_idempotency_key_replays_the_first_response_and_refuses_another_body(
     assert sorted(r["run_id"] for r in runs) == sorted([first.json()["run_id"], gated])
     stored = [p for p in service.store_dir.rglob("*") if p.is_file()]
     assert not [p for p in stored if key.encode() in p.read_bytes()], "keys stored as hashes"
+    records = [
+        json.loads(p.read_text()) for p in (service.store_dir / "idempotency").rglob("*.json")
+    ]
+    mine = [r for r in records if r["run_id"] == first.json()["run_id"]]
+    assert len(mine) == 1 and set(mine[0]) == {"request_sha256", "run_id", "at"}
+    assert re.fullmatch(r"[0-9a-f]{64}", mine[0]["request_sha256"])
 
 
 def test_concurrent_requests_with_one_key_start_one_run(service: Service) -> None:

@@ -264,14 +264,6 @@ def _judges_by_marker(recorded: RecordedRequest) -> Reply:
     return verdict("pass", 0.9) if "30 days" in text else verdict("fail", 0.1)
 
 
-@pytest.fixture
-def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
-    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
-    return judge_server
-
-
 @pytest.mark.usefixtures("prefect_api")
 def test_calibration_flow_and_cli_judge_through_the_sdk(
     judge_env: JudgeServer, store_dir: Path, tmp_path: Path

@@ -270,7 +270,15 @@ def test_repeats_take_the_majority_count_flips_and_cost_nothing_on_a_re_run(
     suite = judged_suite(tmp_path, 10)
     outputs = flip_outputs(tmp_path, flips=4, good=6)
 
-    single = suite_run(suite=suite, outputs=outputs, subject="agent:rep@k1", fresh_judge=True)
+    # Its own store: a verdict cache is write-once, so a K = 1 verdict kept under repeat 0's key
+    # would stand in for the K = 3 run's own first repeat on the re-run below.
+    single = suite_run(
+        suite=suite,
+        outputs=outputs,
+        subject="agent:rep@k1",
+        fresh_judge=True,
+        store=f"file://{tmp_path / 'single-verdict-store'}",
+    )
     assert single.judge_consistency is None  # K = 1 measures nothing
     judge_env.script(default=flipping_judge())
     three = suite_run(

@@ -234,7 +234,9 @@ def test_resume_with_different_outputs_is_refused_not_overwritten(
     run_id = str(uuid4())
     _interrupt_after_first_chunk(store, ref, outputs, run_id)
     first_chunk = store.get(f"runs/{run_id}/cases/000000.json")
-    changed = _write_outputs(tmp_path / "changed.jsonl", [{**row, "output": "yes"} for row in rows])
+    # the same file, edited: the plan matches, the evidence does not (another path is refused
+    # before anything is written: tests/test_resume.py)
+    changed = _write_outputs(outputs, [{**row, "output": "yes"} for row in rows])
 
     with pytest.raises(EvidenceConflictError):
         suite_run(suite=ref, outputs=str(changed), chunk_size=10, run_id=run_id)

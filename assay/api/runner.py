@@ -7,8 +7,9 @@ the CLI runs (`suite-run`, `gate`).
 - A run executes in a worker thread (the staging area is in-process), bounded by
   `max_concurrent_runs`; up to `max_queued_runs` more wait for a slot, anything beyond is 429
   with `Retry-After`. Reads use the server's own thread pool and never wait behind runs.
-- The Prefect API is chosen as the CLI chooses it (`PREFECT_API_URL`, else an ephemeral API) —
-  the service starts the ephemeral one once, at start-up (`start_prefect_api`).
+- The Prefect API is chosen as the CLI chooses it (`PREFECT_API_URL`, else the lasting local
+  server, else an ephemeral API) — the service starts the ephemeral one once, at start-up
+  (`start_prefect_api`).
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
             ) from None
 
     def run_flow(outputs: str) -> EvalResult | GateRun:
-        with tags("assay", "api", *(["gate"] if flow == "gate" else []), f"suite:{version.suite}"):
+        labels = ("assay", "api", *(["gate"] if flow == "gate" else []))
+        with tags(*labels, f"suite:{version.suite}", f"subject:{who}"):
             return (gate if flow == "gate" else suite_run)(
                 suite=version.ref,
                 outputs=outputs,
@@ -190,10 +192,12 @@ class RunPool:
 
 
 def start_prefect_api() -> str:
-    """Select the Prefect API as the CLI does and make sure it answers; returns its URL.
+    """Make sure the Prefect API the CLI's selection chose answers; returns its URL.
 
-    With `PREFECT_API_URL` set, that server is used. Otherwise Prefect's ephemeral API (the one
-    a CLI command would start on its first flow) is started here, once, so that no request pays
+    `assay serve` selects the API as every command does (`PREFECT_API_URL`, else the lasting
+    server of `assay server start`; `assay/cli/orchestration.py`), so with either set, that
+    server is used. Otherwise Prefect's ephemeral API (the one a CLI command would start on its
+    first flow) is started here, once, so that no request pays
     for its start-up and every run of this service shares it.
     """
     from prefect.settings import PREFECT_API_URL

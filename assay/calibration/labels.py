@@ -15,7 +15,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from assay.errors import InputError
+from assay.errors import InputError, shown
 from assay.jsonl import parse_record
 from assay.outputs import index_outputs, read_slice
 from assay.scorers import clamp
@@ -74,7 +74,7 @@ def load_set(path: str | Path) -> list[CalibrationItem]:
         if item.item_id in seen:
             raise InputError(
                 source,
-                f"item {item.item_id!r} was already labelled on line {seen[item.item_id]}",
+                f"item {shown(item.item_id)} was already labelled on line {seen[item.item_id]}",
                 line=number,
                 field="item_id",
             )

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
+from typer.core import TyperGroup
 
 from assay import progress
 from assay.cli import orchestration
@@ -27,7 +28,30 @@ from assay.suites import registry
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
+out = Console()
+err = Console(stderr=True)
+
+
+def error_message(exc: AssayError) -> str:
+    """The one line a user sees for one of Assay's own errors."""
+    if isinstance(exc, InputError | NotFoundError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _OneLineErrors(TyperGroup):
+    """Every command's Assay errors (an unreachable store above all, which any command that
+    reads evidence can meet) end as one line on stderr and exit 2, never as a traceback."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context; typer vendors click privately
+        try:
+            return super().invoke(ctx)
+        except AssayError as exc:
+            fail(error_message(exc))
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="Assay: score agent outputs against versioned golden suites, with honest evidence.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -43,9 +67,6 @@ def _global_options(
 ) -> None:
     orchestration.set_verbose(verbose)
 
-
-out = Console()
-err = Console(stderr=True)
 
 StoreOption = Annotated[
     str | None,
@@ -118,16 +139,14 @@ def guarded(action: Callable[[], T]) -> T:
     """Run `action`, turning Assay's own errors into a one-line message and exit code 2."""
     try:
         return action()
-    except (InputError, NotFoundError) as exc:
-        fail(str(exc))
+    except AssayError as exc:
+        fail(error_message(exc))
     except ValidationError as exc:
         first = exc.errors(include_input=False, include_url=False)[0]
         field = ".".join(str(p) for p in first["loc"])
         fail(f"{field}: {first['msg']}" if field else first["msg"])
     except ValueError as exc:
         fail(str(exc))
-    except AssayError as exc:
-        fail(f"{type(exc).__name__}: {exc}")
 
 
 def print_json(value: Any) -> None:

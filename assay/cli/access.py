@@ -1,7 +1,9 @@
-"""`assay access add|list`: principals, their tiers and their tokens.
+"""`assay access add|list|audit`: principals, their tiers and their tokens.
 
-Exit codes: 0 done; 1 refused (the caller's `ASSAY_TOKEN` is not an admin's); 2 usage or input
-errors (bad name, existing name without `--rotate`, a first principal that is not an admin).
+Exit codes: 0 done; 1 refused (the caller's `ASSAY_TOKEN` is not an admin's, or another first
+admin won the bootstrap); 2 usage or input errors (bad name, existing name without `--rotate`, a
+first principal that is not an admin). Every refused add with a valid name is audited
+(`assay access audit`).
 """
 
 from __future__ import annotations
@@ -90,5 +92,28 @@ def access_list(store: common.StoreOption = None, as_json: common.JsonOption = F
             principal.tier.value,
             f"{principal.since:%Y-%m-%d %H:%M:%S}",
             Text(principal.added_by),
+        )
+    common.out.print(table)
+
+
+@access_app.command("audit")
+def access_audit(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
+    """List refused access changes (who tried, what, why), oldest first."""
+    attempts = common.guarded(lambda: access.access_attempts(common.open_evidence(store)))
+    if as_json:
+        common.print_json([attempt.model_dump(mode="json") for attempt in attempts])
+        return
+    if not attempts:
+        common.out.print("No refused access changes.")
+        return
+    table = Table("at (UTC)", "caller", "action", "name", "tier", "refusal")
+    for attempt in attempts:
+        table.add_row(
+            f"{attempt.at:%Y-%m-%d %H:%M:%S}",
+            Text(attempt.caller),
+            attempt.action,
+            Text(attempt.name),
+            attempt.tier.value,
+            Text(attempt.refusal),
         )
     common.out.print(table)

@@ -7,14 +7,16 @@ from typing import Annotated, Any, cast
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from assay.cli import _common as common
 from assay.cli.judging import check_judge_options
 from assay.judge.reliability import judge_lines
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
+from assay.runs.lifecycle import settle
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
-from assay.runs.render import regression_lines, warnings
+from assay.runs.render import regression_lines, warnings, why_not
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
@@ -50,6 +52,7 @@ def execute_run(
         seed=seed,
         store=store,
         run_id=resume,
+        resume=resume is not None,
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
@@ -111,13 +114,22 @@ def _result_json(result: EvalResult) -> dict[str, Any]:
 
 def print_result(result: EvalResult) -> None:
     m = result.metrics
-    verdict = "[green]PASSED[/green]" if result.passed else "[red]DID NOT PASS[/red]"
+    verdict = Text("PASSED", "green") if result.passed else Text("DID NOT PASS", "red")
     subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
-    common.out.print(f"[bold]{result.suite}@{result.suite_version}[/bold] · {subject}  {verdict}")
+    common.out.print(
+        Text.assemble(
+            (f"{result.suite}@{result.suite_version}", "bold"),
+            f" · {subject}  ",
+            verdict,
+            why_not(result),
+        ),
+        highlight=False,
+    )
     common.out.print(
         f"  pass rate {rate_text(m.passed, m.scored)} · threshold "
-        f"{result.pass_threshold:.2f} · mean score {score}",
+        f"{result.pass_threshold:.2f} · coverage {m.scored}/{m.cases} (min "
+        f"{result.min_coverage:g}) · mean score {score}",
         highlight=False,
     )
     common.out.print(
@@ -186,7 +198,7 @@ def run(
 def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
     """List recorded runs, newest first."""
     evidence = common.open_evidence(store)
-    runs = list_runs(evidence)
+    runs = common.guarded(lambda: [settle(evidence, run) for run in list_runs(evidence)])
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
@@ -214,7 +226,7 @@ def runs_show(
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
     evidence = common.open_evidence(store)
-    aggregate = common.guarded(lambda: load_aggregate(evidence, run_id))
+    aggregate = common.guarded(lambda: settle(evidence, load_aggregate(evidence, run_id)))
     if aggregate.status != "completed":
         if as_json:
             common.print_json(aggregate.model_dump(mode="json"))

@@ -57,8 +57,8 @@ def suite_show(
     common.out.print(f"[bold]{version.ref}[/bold] — {suite.description or 'no description'}")
     common.out.print(
         f"published {version.published_at:%Y-%m-%d %H:%M} UTC · {version.content_hash} · "
-        f"pass threshold {suite.pass_threshold} · regression threshold "
-        f"{suite.regression_threshold}"
+        f"pass threshold {suite.pass_threshold} · min coverage {suite.min_coverage} · "
+        f"regression threshold {suite.regression_threshold}"
     )
     table = Table("case", "class", "scorers", show_lines=False)
     for case in suite.cases:

@@ -14,6 +14,12 @@ tier); the latest record of a name wins, so the old token stops working at once.
 Who may change access: while the store has no principal at all, anyone may add the first one, and
 it must be an admin (bootstrap); from then on every add or rotation needs an admin's token, and
 the last admin cannot be demoted (that would leave no one able to grant access or override).
+
+The bootstrap is write-once: the first admin's record is written to `access/bootstrap.json` with
+a conditional write, so of two concurrent first adds exactly one wins and the other is refused
+(it was two admins before). Every refused add or rotation (a valid name, refused for any reason)
+appends a write-once `AccessAttempt` under `access/audit/`, as refused overrides are audited;
+`assay access audit` lists them. Tokens are never in an audit record.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from uuid import uuid4
 
 from pydantic import BaseModel, Field
 
-from assay.errors import AssayError, InputError
+from assay.errors import AssayError, InputError, NotFoundError
 from assay.runs.records import now as utc_now
 from assay.store import EvidenceStore
 
@@ -40,6 +46,10 @@ BOOTSTRAP: Final = "bootstrap"
 """`added_by` of the first principal, added while the store had none."""
 
 _PREFIX: Final = "access/principals/"
+_BOOTSTRAP_KEY: Final = "access/bootstrap.json"
+_AUDIT_PREFIX: Final = "access/audit/"
+UNKNOWN_CALLER: Final = "unknown"
+"""The caller of an audited attempt whose token matched no principal (or that gave none)."""
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
@@ -93,14 +103,23 @@ def _hash(token: str) -> str:
 def _latest_records(store: EvidenceStore) -> dict[str, PrincipalRecord]:
     """The current record of every principal, by name.
 
-    Keys list in lexicographic order and sort by time within a name, so the last one wins.
+    The bootstrap record comes first; keys list in lexicographic order and sort by time within
+    a name, so the last one wins.
     """
+    records: dict[str, PrincipalRecord] = {}
+    try:
+        first = PrincipalRecord.model_validate_json(store.get(_BOOTSTRAP_KEY))
+    except NotFoundError:
+        pass
+    else:
+        records[first.name] = first
     latest: dict[str, str] = {}
     for key in store.list(_PREFIX):
         latest[key.removeprefix(_PREFIX).split("/", 1)[0]] = key
-    return {
-        name: PrincipalRecord.model_validate_json(store.get(key)) for name, key in latest.items()
-    }
+    records.update(
+        (name, PrincipalRecord.model_validate_json(store.get(key))) for name, key in latest.items()
+    )
+    return records
 
 
 def _public(record: PrincipalRecord) -> Principal:
@@ -174,6 +193,22 @@ def add_principal(
     """
     if _NAME.fullmatch(name) is None:
         raise InputError(name, "a principal name uses letters, digits, . _ @ - (at most 64)")
+    at = now or utc_now()
+    try:
+        return _add(store, name, tier, by_token, rotate, at)
+    except (AccessDeniedError, InputError) as exc:
+        _audit_refusal(store, name, tier, rotate, by_token, at, exc)
+        raise
+
+
+def _add(
+    store: EvidenceStore,
+    name: str,
+    tier: Tier,
+    by_token: str | None,
+    rotate: bool,
+    at: datetime,
+) -> str:
     records = _latest_records(store)
     added_by = _authorise(records, by_token, tier)
     current = records.get(name)
@@ -191,8 +226,53 @@ def add_principal(
         token_sha256=_hash(token),
         action="rotate" if rotate else "add",
         added_by=added_by,
-        at=now or utc_now(),
+        at=at,
     )
+    if added_by == BOOTSTRAP:
+        if not store.put_once_if_absent(_BOOTSTRAP_KEY, record.model_dump_json().encode()):
+            raise AccessDeniedError(
+                "another first admin was added at the same time; ask that admin for access"
+            )
+        return token
     key = f"{_PREFIX}{name}/{record.at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
     store.put_once(key, record.model_dump_json().encode())
     return token
+
+
+class AccessAttempt(BaseModel):
+    """One refused add or rotation, as audited (write-once). Never holds a token or its hash."""
+
+    name: str
+    tier: Tier
+    action: Literal["add", "rotate"]
+    caller: str
+    """The caller's principal name, or `unknown`."""
+    refusal: str
+    at: datetime
+
+
+def _audit_refusal(
+    store: EvidenceStore,
+    name: str,
+    tier: Tier,
+    rotate: bool,
+    by_token: str | None,
+    at: datetime,
+    refusal: Exception,
+) -> None:
+    caller = identify(store, by_token)
+    attempt = AccessAttempt(
+        name=name,
+        tier=tier,
+        action="rotate" if rotate else "add",
+        caller=UNKNOWN_CALLER if caller is None else caller.name,
+        refusal=refusal.problem if isinstance(refusal, InputError) else str(refusal),
+        at=at,
+    )
+    key = f"{_AUDIT_PREFIX}{at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
+    store.put_once(key, attempt.model_dump_json().encode())
+
+
+def access_attempts(store: EvidenceStore) -> list[AccessAttempt]:
+    """Every audited refused access change, oldest first."""
+    return [AccessAttempt.model_validate_json(store.get(key)) for key in store.list(_AUDIT_PREFIX)]

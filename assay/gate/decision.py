@@ -126,6 +126,7 @@ def _rule_results(
     pass_detail = (
         f"pass rate {rate} ({m.passed}/{m.scored}) vs threshold {result.pass_threshold:.2f}"
         + ("" if m.scored else "; nothing was scored")
+        + (f"; {result.verdict_reason}" if result.verdict_reason else "")
     )
 
     if not uses_judge:

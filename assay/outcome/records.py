@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from assay.errors import InputError
+from assay.errors import InputError, shown
 from assay.jsonl import numbered_lines, parse_record
 from assay.outputs import output_sources
 from assay.subject import Subject
@@ -87,7 +87,7 @@ def check_records(path: str | Path) -> int:
             if first is not None:
                 raise InputError(
                     source.name,
-                    f"duplicate invocation id {record.invocation_id!r} "
+                    f"duplicate invocation id {shown(record.invocation_id)} "
                     f"(first at {first[0]} line {first[1]})",
                     line=number,
                     field="invocation_id",

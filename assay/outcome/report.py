@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel
 
-from assay.errors import AssayError, NotFoundError
+from assay.errors import AssayError, NotFoundError, shown
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.port import JudgePin
@@ -103,7 +103,7 @@ def load_report(store: EvidenceStore, report_id: str) -> OutcomeReport:
     """
     key = report_key(report_id)
     if not store.exists(key):
-        raise NotFoundError(f"no outcome report {report_id!r}")
+        raise NotFoundError(f"no outcome report {shown(report_id)}")
     return OutcomeReport.model_validate_json(store.get(key))
 
 
@@ -185,7 +185,7 @@ def score_outcomes(
         AssayError: An unusable report id.
     """
     if not _REPORT_ID.fullmatch(report_id):
-        raise AssayError(f"report id {report_id!r} must be a slug-like identifier")
+        raise AssayError(f"report id {shown(report_id)} must be a slug-like identifier")
     key = report_key(report_id)
     if store.exists(key):
         return load_report(store, report_id)

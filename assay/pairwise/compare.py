@@ -42,7 +42,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from assay.errors import AssayError
+from assay.errors import AssayError, shown
 from assay.findings import budget_finding
 from assay.findings import record as record_finding
 from assay.finops.budget import Decision
@@ -210,7 +210,7 @@ def compare_outputs(
         InputError: an outputs reference is missing or malformed (naming file and line).
     """
     if not _COMPARISON_ID.fullmatch(comparison_id):
-        raise PairwiseError(f"comparison id {comparison_id!r} must be a slug-like identifier")
+        raise PairwiseError(f"comparison id {shown(comparison_id)} must be a slug-like identifier")
     at = (now or datetime.now(UTC)).astimezone(UTC)
     subject = comparison_subject(label_a, label_b)
     rubrics = {case.id: judged_rubric(suite, case) for case in suite.cases}

@@ -24,7 +24,7 @@ from pydantic import (
     field_validator,
 )
 
-from assay.errors import InputError
+from assay.errors import InputError, shown
 from assay.jsonl import parse_record
 from assay.outputs import OutputSource
 
@@ -170,7 +170,7 @@ def load_trials(uri: str) -> list[Trial]:
         if first is not None:
             raise InputError(
                 uri,
-                f"duplicate trial id {trial.trial_id!r} (first at line {first})",
+                f"duplicate trial id {shown(trial.trial_id)} (first at line {first})",
                 line=number,
                 field="trial_id",
             )

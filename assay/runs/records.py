@@ -25,10 +25,11 @@ from assay.finops.budget import Decision
 from assay.judge.port import JudgePin
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
-from assay.runs.scoring import CaseEvidence, RunMetrics
+from assay.runs.scoring import CaseEvidence, RunMetrics, run_verdict
 from assay.store import EvidenceStore
 from assay.store.write_once import write_once
 from assay.subject import Subject
+from assay.suites.suite import DEFAULT_MIN_COVERAGE
 
 
 class RunStatus(StrEnum):
@@ -37,6 +38,17 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    """Its process was killed or lost; `--resume` continues it (see `assay.runs.lifecycle`)."""
+
+
+class RunOwner(BaseModel):
+    """The process executing one attempt at a run, so a later check can tell it is gone."""
+
+    host: str
+    pid: int
+    flow_run: str | None = None
+    """The Prefect flow run of this attempt (a resume runs in a new flow run)."""
 
 
 class _RunOf(BaseModel):
@@ -59,6 +71,8 @@ class RunPlan(_RunOf):
     """Everything fixed before scoring starts; shared by the aggregate and the EvalResult."""
 
     pass_threshold: float
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    """Records written before the suite field existed read as the default."""
     outputs: str
     """Reference (path or URI) to the outputs: never their content."""
     sample: int | None = None
@@ -78,6 +92,10 @@ class RunAggregate(RunPlan):
     regression: Comparison | None = None
     judge: JudgePin | None = None
     error: str | None = None
+    owner: RunOwner | None = None
+    """The process of the current (or last) attempt; None on records from before it existed."""
+    resumed_from: RunOwner | None = None
+    """The attempt this one took over from, when it was resumed."""
 
 
 class EvalResult(JudgeReliability, _RunOf):
@@ -89,6 +107,9 @@ class EvalResult(JudgeReliability, _RunOf):
     occurred_at: datetime
     metrics: RunMetrics
     pass_threshold: float
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    verdict_reason: str | None = None
+    """Why the run did not pass (`coverage 1/5 below 0.95`, `pass rate 36/50 below 0.8`)."""
     outputs: str
     sample: int | None = None
     seed: int | None = None
@@ -134,18 +155,23 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
-    """Record a run as started.
+def start_run(store: EvidenceStore, plan: RunPlan, owner: RunOwner | None = None) -> RunAggregate:
+    """Record a run as started (by `owner`).
 
     Re-starting an existing (interrupted) run keeps its evidence and its start time; progress
     counts restart from zero because every chunk is visited again (identical writes are no-ops).
+    Whether a run may be re-started is `assay.runs.lifecycle.begin_run`'s to decide.
     """
     started = now()
     try:
         aggregate = load_aggregate(store, plan.run_id)
     except NotFoundError:
         aggregate = RunAggregate(
-            **plan.model_dump(), status=RunStatus.RUNNING, started_at=started, updated_at=started
+            **plan.model_dump(),
+            status=RunStatus.RUNNING,
+            started_at=started,
+            updated_at=started,
+            owner=owner,
         )
     else:
         aggregate = aggregate.model_copy(
@@ -155,6 +181,8 @@ def start_run(store: EvidenceStore, plan: RunPlan) -> RunAggregate:
                 "error": None,
                 "chunks_done": 0,
                 "metrics": RunMetrics(),
+                "owner": owner,
+                "resumed_from": aggregate.owner,
             }
         )
     store.put(_aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
@@ -205,7 +233,7 @@ def finish_run(
     rewritten, and the scores it reports are the same because chunks are deterministic.
     """
     metrics = metrics.model_copy(update={"write_guard": store.write_guard})
-    pass_rate = metrics.pass_rate
+    passed, reason = run_verdict(metrics, aggregate.pass_threshold, aggregate.min_coverage)
     result = EvalResult(
         **aggregate.model_dump(
             include={
@@ -216,6 +244,7 @@ def finish_run(
                 "subject_id",
                 "variant",
                 "pass_threshold",
+                "min_coverage",
                 "outputs",
                 "sample",
                 "seed",
@@ -223,8 +252,9 @@ def finish_run(
             }
         ),
         score=metrics.score,
-        passed=pass_rate is not None and pass_rate >= aggregate.pass_threshold,
-        pass_rate=pass_rate,
+        passed=passed,
+        verdict_reason=reason,
+        pass_rate=metrics.pass_rate,
         occurred_at=now(),
         metrics=metrics,
         regression=regression,
@@ -241,10 +271,13 @@ def finish_run(
 
 
 def fail_run(store: EvidenceStore, run_id: str, error: str) -> None:
-    """Mark a started run as failed with a (text-free) error message."""
+    """Mark a started run as failed with a (text-free) error message; a completed run stays
+    completed (its EvalResult stands, whatever a later attempt at it met)."""
     try:
         aggregate = load_aggregate(store, run_id)
     except NotFoundError:
+        return
+    if aggregate.status is RunStatus.COMPLETED:
         return
     aggregate.status = RunStatus.FAILED
     aggregate.error = error

@@ -30,6 +30,11 @@ def warnings(result: EvalResult) -> list[str]:
     return notes + result.judge_warnings
 
 
+def why_not(result: EvalResult) -> str:
+    """` — coverage 1/5 below 0.95` for a run that did not pass, else `""`."""
+    return f" — {result.verdict_reason}" if result.verdict_reason and not result.passed else ""
+
+
 def _code(run_id: str) -> str:
     return f"`{run_id}`"
 
@@ -38,14 +43,15 @@ def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code)
     """The run summary shown as a Prefect markdown artifact; `run_link` renders a run id (the
     artifact links it to the run's page in the Prefect UI)."""
     m = result.metrics
-    verdict = "✅ passed" if result.passed else "❌ did not pass"
+    verdict = "✅ passed" if result.passed else f"❌ did not pass{why_not(result)}"
     subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
     lines = [
         f"# {result.suite}@{result.suite_version} · {subject}",
         "",
         f"**{verdict}** — pass rate {rate_text(m.passed, m.scored)}, "
-        f"threshold {result.pass_threshold:.2f}; mean score {score}",
+        f"threshold {result.pass_threshold:.2f}; coverage {m.scored}/{m.cases} "
+        f"(min {result.min_coverage:g}); mean score {score}",
         "",
         "| cases | scored | passed | failed | skipped | missing | errors |",
         "|---:|---:|---:|---:|---:|---:|---:|",

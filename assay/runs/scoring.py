@@ -2,8 +2,10 @@
 
 Case rule: a case passes when every non-skipped scorer passes; its score is the mean of the
 non-skipped scores; a case whose scorers were all skipped is `skipped`; a case with no output is
-failed ("no output") and counted as `missing`. Run rule: score = mean case score over scored
-cases, pass_rate = passed / scored, passed = pass_rate >= pass_threshold.
+failed ("no output") and counted as `missing`. Run rule (`run_verdict`): score = mean case score
+over scored cases, pass_rate = passed / scored; the run passes when coverage (scored / cases)
+reaches the suite's `min_coverage` and then pass_rate >= pass_threshold. Coverage is checked
+first, so cases that drop out of the denominator (a broken judge) can never let the rest decide.
 """
 
 from __future__ import annotations
@@ -104,6 +106,32 @@ class RunMetrics(BaseModel):
     def pass_rate(self) -> float | None:
         """passed / scored; None when nothing was scored (never a silent 0 or 1)."""
         return self.passed / self.scored if self.scored else None
+
+    @property
+    def coverage(self) -> float | None:
+        """scored / cases (missing cases count as scored: they failed); None with no cases."""
+        return self.scored / self.cases if self.cases else None
+
+
+def run_verdict(
+    metrics: RunMetrics, pass_threshold: float, min_coverage: float
+) -> tuple[bool, str | None]:
+    """The run rule: (passed, why not). Coverage first, then the pass rate.
+
+    The reason is None for a passing run, else one line with both numbers, e.g.
+    `coverage 1/5 below 0.95` or `pass rate 36/50 below 0.8`.
+    """
+    coverage = metrics.coverage
+    if coverage is None:
+        return False, "no cases"
+    if coverage < min_coverage:
+        return False, f"coverage {metrics.scored}/{metrics.cases} below {min_coverage:g}"
+    pass_rate = metrics.pass_rate
+    if pass_rate is None:
+        return False, "nothing was scored"
+    if pass_rate < pass_threshold:
+        return False, f"pass rate {metrics.passed}/{metrics.scored} below {pass_threshold:g}"
+    return True, None
 
 
 @dataclass

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import re2
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from assay.scorers._registry import PASS, Outcome, Scorer, ScorerConfig, fail, scorer
 from assay.scorers.structured import parse_json
@@ -22,8 +22,8 @@ _NUMBER = re2.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+
 class NumericRangeConfig(ScorerConfig):
     """`numeric_range`: min <= number <= max (inclusive; either bound may be omitted)."""
 
-    min: float | None = None
-    max: float | None = None
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
     path: str | None = None
 
     @model_validator(mode="after")

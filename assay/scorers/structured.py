@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, Final
+
+from pydantic import field_validator
 
 from assay.scorers._registry import PASS, Outcome, Scorer, ScorerConfig, clamp, fail, scorer
 
@@ -20,6 +23,32 @@ class JsonEqualConfig(ScorerConfig):
     """
 
     value: Any
+
+    @field_validator("value")
+    @classmethod
+    def _meaningful(cls, value: Any) -> Any:
+        _check_json_value(value)
+        return value
+
+
+MAX_VALUE_DEPTH: Final = 64
+"""Nesting a `json_equal` value may have; deeper is refused (serialising it would overflow)."""
+
+
+def _check_json_value(value: Any) -> None:
+    """Refuse a value nested more than MAX_VALUE_DEPTH deep, or holding NaN or infinity (which
+    no output can equal). Iterative, so a hostile value cannot overflow the stack here."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise ValueError(f"json_equal value is nested more than {MAX_VALUE_DEPTH} levels")
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ValueError(f"json_equal value holds {node}, which no JSON output can equal")
+        if isinstance(node, dict):
+            pending.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
 
 
 def json_equivalent(left: Any, right: Any) -> bool:

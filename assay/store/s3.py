@@ -15,7 +15,7 @@ from threading import Lock
 from typing import TYPE_CHECKING, TypeVar
 from uuid import uuid4
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from assay.errors import EvidenceConflictError, NotFoundError, StoreUnavailableError
 from assay.s3 import error_code, http_status, make_client, parse_s3_uri, retrying
@@ -30,6 +30,15 @@ PROBE_PREFIX = "_meta/probe/"
 """Where the conditional-write probe writes (and then deletes) its throwaway objects."""
 
 _WRITE_ROUNDS = 3
+
+_UNUSABLE_STORE_CODES = {
+    "NoSuchBucket": "the bucket does not exist; create it or fix the store URI",
+    "AccessDenied": "the credentials may not use this bucket",
+    "AllAccessDisabled": "all access to this bucket is disabled",
+    "InvalidAccessKeyId": "the access key is not known to the server",
+    "SignatureDoesNotMatch": "the secret key does not match the access key",
+}
+"""S3 error codes that mean the store cannot be used at all, with what to do about each."""
 """Conditional writes refused as existing whose object then reads as absent, before giving up."""
 
 
@@ -67,9 +76,25 @@ class S3Store(EvidenceStore):
         return self.prefix + key
 
     def _call(self, operation: str, full_key: str, call: Callable[[], T]) -> T:
-        """Run one S3 call under the retry policy; errors name the endpoint, bucket and key."""
+        """Run one S3 call under the retry policy; errors name the endpoint, bucket and key.
+
+        A missing bucket, refused credentials or no credentials at all make the store as
+        unavailable as an outage does: `StoreUnavailableError`, with the code, not a traceback.
+        """
         where = f"s3://{self.bucket}/{full_key} at {self.client.meta.endpoint_url}"
-        return retrying(operation, where)(call)
+        try:
+            return retrying(operation, where)(call)
+        except ClientError as exc:
+            code = error_code(exc)
+            if code not in _UNUSABLE_STORE_CODES:
+                raise
+            raise StoreUnavailableError(
+                f"S3 {operation} on {where} failed: {code} ({_UNUSABLE_STORE_CODES[code]})"
+            ) from exc
+        except NoCredentialsError as exc:
+            raise StoreUnavailableError(
+                f"S3 {operation} on {where} failed: no AWS credentials found"
+            ) from exc
 
     def _fetch(self, full_key: str) -> bytes | None:
         """An object's bytes; None when there is no such key."""
@@ -80,7 +105,7 @@ class S3Store(EvidenceStore):
         try:
             return self._call("get_object", full_key, call)
         except ClientError as exc:
-            # NoSuchBucket is a configuration error, not a missing object: it propagates.
+            # NoSuchBucket is a configuration error, not a missing object (see `_call`).
             if error_code(exc) == "NoSuchKey":
                 return None
             raise

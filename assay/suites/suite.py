@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assay.canonical import canonical_json, content_hash, text_hash
 from assay.documents import field_path, line_of, parse_document, read_text
-from assay.errors import InputError
+from assay.errors import InputError, shown
 from assay.gcpause import gc_paused
 from assay.scorers import ScorerSpec
 
@@ -23,6 +23,15 @@ SLUG = r"^[a-z0-9][a-z0-9-]*$"
 CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
 
 Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+DEFAULT_MIN_COVERAGE = 0.95
+"""Scored cases / cases a run needs before its pass rate counts (see `assay.scoring`)."""
+
+_ADDED_FIELDS: dict[str, object] = {"min_coverage": DEFAULT_MIN_COVERAGE}
+"""Suite fields added after suites were first published, with their defaults. At its default a
+field is left out of the canonical text, so every suite published before the field existed keeps
+its content address (and republishing it stays a no-op); set to anything else, it is part of it."""
 
 
 class Case(BaseModel):
@@ -65,8 +74,10 @@ class Suite(BaseModel):
 
     suite: Slug
     description: str = ""
-    pass_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
-    regression_threshold: float = Field(default=0.05, ge=0.0, le=1.0)
+    pass_threshold: Fraction = 0.8
+    regression_threshold: Fraction = 0.05
+    min_coverage: Fraction = DEFAULT_MIN_COVERAGE
+    """A run passes only when scored cases / cases reaches this, before its pass rate counts."""
     defaults: list[ScorerSpec] = Field(default_factory=list)
     cases: list[Case]
 
@@ -96,7 +107,11 @@ class Suite(BaseModel):
             case_texts = [canonical_json(case) for case in document["cases"]]
             # With sorted keys "cases" is the first key, so the suite's canonical text is the
             # cases' canonical texts spliced into the rest: each case is serialised once.
-            rest = canonical_json({**document, "cases": []}).removeprefix('{"cases":[]')
+            rest_document = {**document, "cases": []}
+            for name, default in _ADDED_FIELDS.items():
+                if rest_document[name] == default:
+                    del rest_document[name]
+            rest = canonical_json(rest_document).removeprefix('{"cases":[]')
             text = '{"cases":[' + ",".join(case_texts) + "]" + rest
             return CanonicalSuite(
                 text=text,
@@ -141,7 +156,7 @@ def parse_suite(text: str, source: str) -> Suite:
         message = first["msg"].removeprefix("Value error, ")
         case_id = _case_id_at(raw, loc)
         if case_id is not None:
-            message = f"case {case_id!r}: {message}"
+            message = f"case {shown(case_id)}: {message}"
         more = exc.error_count() - 1
         if more:
             message += f" (and {more} more problem{'s' if more > 1 else ''})"
@@ -152,7 +167,7 @@ def parse_suite(text: str, source: str) -> Suite:
         if case.id in seen:
             raise InputError(
                 source,
-                f"duplicate case id {case.id!r} (first at cases[{seen[case.id]}])",
+                f"duplicate case id {shown(case.id)} (first at cases[{seen[case.id]}])",
                 line=line_of(text, ("cases", index, "id"), source.endswith(".json")),
                 field=f"cases[{index}].id",
             )
@@ -160,7 +175,7 @@ def parse_suite(text: str, source: str) -> Suite:
         if not suite.scorers_for(case):
             raise InputError(
                 source,
-                f"case {case.id!r} lists no scorers and the suite has no defaults",
+                f"case {shown(case.id)} lists no scorers and the suite has no defaults",
                 line=line_of(text, ("cases", index), source.endswith(".json")),
                 field=f"cases[{index}].scorers",
             )
