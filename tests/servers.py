@@ -37,6 +37,16 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Readiness checks go straight to 127.0.0.1, whatever proxy the environment names."""
 
 
+def stop_process(process: subprocess.Popen[bytes], grace_seconds: float) -> None:
+    """SIGTERM, then SIGKILL when the process has not exited after `grace_seconds`."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
@@ -88,12 +98,7 @@ class ServerProcess:
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 5 s); the port is free when this returns."""
         if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            stop_process(self._process, grace_seconds=5)
             self._process = None
         if self._log_handle is not None:
             self._log_handle.close()

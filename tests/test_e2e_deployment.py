@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server, free_port
+from tests.servers import (
+    ACCESS_KEY_ID,
+    REGION,
+    SECRET_ACCESS_KEY,
+    S3Server,
+    free_port,
+    stop_process,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -77,8 +84,7 @@ def prefect_server(tmp_path: Path) -> Iterator[dict[str, str]]:
         _wait_healthy(api)
         yield env
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_process(server, SHUTDOWN_GRACE_SECONDS)
         log.close()
 
 
@@ -117,6 +123,11 @@ def _scored_in_process(outputs: Path) -> dict[str, Any]:
     (piece,) = index_outputs(str(outputs), ids, ids, chunk_size=1000).slices
     cases = score_outputs(compiled, read_slice(piece, ids), OutputHasher(b"any"))
     return tally(cases).model_dump()
+
+
+SHUTDOWN_GRACE_SECONDS = 30
+"""On a loaded machine a Prefect server or worker can take longer than this to stop on SIGTERM,
+which is no failure of what the test checks: it is then killed."""
 
 
 def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
@@ -195,8 +206,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
             "240",
         )
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_process(worker, SHUTDOWN_GRACE_SECONDS)
         worker_log.close()
 
     runs = _api(api, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": ["on-demand"]}}})

