@@ -4,9 +4,10 @@ Register them with `prefect block register -m blocks` (from the repo root, or wi
 installed). Flows take a block name and fall back to the environment defaults when none is given.
 """
 
+from blocks.dask_cluster import DaskCluster
 from blocks.evidence_storage import EvidenceStorage
 from blocks.finops_budget import FinOpsBudget
 from blocks.judge_settings import JudgeSettings
 from blocks.notification_target import NotificationTarget
 
-__all__ = ["EvidenceStorage", "FinOpsBudget", "JudgeSettings", "NotificationTarget"]
+__all__ = ["DaskCluster", "EvidenceStorage", "FinOpsBudget", "JudgeSettings", "NotificationTarget"]

@@ -43,22 +43,36 @@ def execute_run(
     baseline: str | None = None,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    dask: str | None = None,
+    workers: int | None = None,
+    chunk_size: int | None = None,
 ) -> EvalResult:
-    """Publish (if a file), then run the suite-run flow in this process."""
+    """Publish (if a file), then run the suite-run flow in this process; its chunks are scored
+    on threads here, on an existing Dask cluster (`dask`) or on `workers` local processes."""
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite)
     who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
+    if chunk_size is not None and chunk_size < 1:
+        fail("--chunk-size must be at least 1")
     prefect_defaults()
     from prefect import tags
 
-    from flows.suite_run import suite_run
+    from flows.runners import api_for_workers, reachable_chunk_runner
+    from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
+
+    runner = guarded(lambda: reachable_chunk_runner(dask, workers))
+    flow = suite_run.with_options(task_runner=runner)
 
     name = registry.parse_ref(ref)[0]
-    with tags("assay", f"suite:{name}", f"subject:{who}"), progress_bar(show_progress):
+    with (
+        tags("assay", f"suite:{name}", f"subject:{who}"),
+        api_for_workers(runner),
+        progress_bar(show_progress),
+    ):
         return guarded(
-            lambda: suite_run(
+            lambda: flow(
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),
@@ -69,6 +83,7 @@ def execute_run(
                 baseline=baseline,
                 judge_block=judge_block,
                 fresh_judge=fresh_judge,
+                chunk_size=chunk_size or DEFAULT_CHUNK_SIZE,
             )
         )
 
@@ -124,6 +139,21 @@ def run(
     ] = None,
     judge_block: JudgeBlockOption = None,
     fresh_judge: FreshJudgeOption = False,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            help="Score chunks on the Dask scheduler at ADDRESS (or block:NAME); "
+            "default $ASSAY_DASK_ADDRESS.",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Score chunks on a temporary local Dask cluster of N."),
+    ] = None,
+    chunk_size: Annotated[
+        int | None, typer.Option("--chunk-size", help="Cases per scoring chunk (default 2000).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
@@ -139,6 +169,9 @@ def run(
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        dask=dask,
+        workers=workers,
+        chunk_size=chunk_size,
     )
     if as_json:
         print_json(_result_json(result))
