@@ -158,6 +158,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
     deployments = _api(api, "/deployments/filter", {})
     assert {d["name"] for d in deployments} == {
         "nightly",
+        "nightly-job",
         "on-demand",
         "monitor-hourly",
         "gate",
