@@ -23,6 +23,7 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
 from tests.dask_cluster import dask_cluster  # noqa: E402
 from tests.judge_server import judge_server, judge_server_session  # noqa: E402
+from tests.prefect_server import postgres_url, prefect_server  # noqa: E402
 from tests.servers import (  # noqa: E402 - fixtures for every test module; env is set first
     moto_s3,
     rclone_s3,
@@ -36,6 +37,8 @@ __all__ = [
     "judge_server",
     "judge_server_session",
     "moto_s3",
+    "postgres_url",
+    "prefect_server",
     "rclone_s3",
     "restartable_moto",
     "restartable_rclone",
