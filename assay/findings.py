@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from assay.budget import Decision
 from assay.canonical import content_hash
+from assay.finops.budget import Decision
 from assay.regression import RegressionStatus
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
 from assay.store import EvidenceStore
 
 

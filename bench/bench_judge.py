@@ -3,7 +3,7 @@
 Starts the scripted OpenAI-compatible judge server of the tests (`tests/judge_server.py`) in a
 subprocess, answering every `POST /v1/chat/completions` with a passing verdict after a fixed
 delay, and judges a generated suite (one `llm_judge` check per case) through the real code path:
-`assay.judging.judge_chunk` (verdict cache, FinOps preflight, bounded concurrency, cost ledger)
+`assay.runs.judging.judge_chunk` (verdict cache, FinOps preflight, bounded concurrency, cost ledger)
 with a `FileStore`, the `OpenAIJudge` adapter and the real `openai` SDK over real HTTP. Prints
 
     wall time, the ideal (cases x latency / concurrency), ideal / wall as a percentage
@@ -39,15 +39,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `tests.judge_server` and the packages, run from anywhere
     sys.path.insert(0, str(ROOT))
 
-from assay.budget import Prices  # noqa: E402
+from assay.finops.pricing import Prices  # noqa: E402
 from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
-from assay.judging import ChunkJudgement, JudgeSetup, judge_chunk  # noqa: E402
+from assay.judge.service import JudgeSetup  # noqa: E402
 from assay.outputs import CandidateOutput  # noqa: E402
+from assay.runs.judging import ChunkJudgement, judge_chunk  # noqa: E402
+from assay.runs.scoring import CompiledSuite  # noqa: E402
 from assay.scorers import Status  # noqa: E402
-from assay.scoring import CompiledSuite  # noqa: E402
 from assay.store import FileStore  # noqa: E402
-from assay.suites import load_suite  # noqa: E402
+from assay.suites.suite import load_suite  # noqa: E402
 
 GOAL_RATIO = 0.80
 MODEL = "bench-judge-1"
@@ -332,7 +333,7 @@ def report(args: argparse.Namespace, first: Run, cached: Run) -> None:
     )
     print(
         f"{args.cases} cases, one llm_judge check each · judge latency {args.latency * 1000:.0f} ms"
-        f" per call · concurrency {args.concurrency} · path: assay.judging.judge_chunk + "
+        f" per call · concurrency {args.concurrency} · path: assay.runs.judging.judge_chunk + "
         "OpenAIJudge (openai SDK, HTTP)"
     )
     print()

@@ -11,7 +11,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.runtime import flow_run
 
-from assay.calibration import CalibrationReport
+from assay.calibration.report import CalibrationReport
 from tasks._store import store_reference
 from tasks.calibration import calibrate_judge, publish_calibration_artifact
 

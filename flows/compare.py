@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.runtime import flow_run
 
-from assay.pairwise import PairwiseReport
+from assay.pairwise.report import PairwiseReport
 from tasks._store import store_reference
 from tasks.compare import compare_pairwise, publish_comparison_artifact
 from tasks.suites import resolve_suite

@@ -11,7 +11,7 @@ from __future__ import annotations
 from prefect import flow
 from prefect.runtime import flow_run
 
-from assay.gate import GateRun
+from assay.gate.decision import GateRun
 from flows.suite_run import run_name as suite_run_name
 from flows.suite_run import suite_run
 from tasks._store import store_reference

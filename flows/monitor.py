@@ -13,7 +13,9 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.errors import InputError
-from assay.monitor import MonitorReport, MonitorThresholds, parse_now, utc
+from assay.monitor.report import MonitorReport
+from assay.monitor.thresholds import MonitorThresholds
+from assay.monitor.windows import parse_now, utc
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.monitor import assess_signals, publish_monitor_artifact, report_monitor_findings

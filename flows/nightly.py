@@ -19,7 +19,7 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard

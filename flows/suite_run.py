@@ -19,11 +19,12 @@ from prefect import flow
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
-from assay import registry
-from assay.budget import Decision, strictest
+from assay.finops.budget import Decision, strictest
 from assay.outputs import OutputSlice
-from assay.runs import EvalResult, RunPlan, Subject, fail_run
-from assay.scoring import RunMetrics
+from assay.runs.records import EvalResult, RunPlan, fail_run
+from assay.runs.scoring import RunMetrics
+from assay.subject import Subject
+from assay.suites import registry
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
@@ -39,7 +40,7 @@ DEFAULT_CHUNK_SIZE = 2000
 def run_name(parameters: Mapping[str, Any]) -> str:
     """`SUITE · SUBJECT` from a suite-run's (or gate's) parameters."""
     suite = str(parameters["suite"])
-    subject = parameters.get("subject") or f"agent:{Subject.default_for(parameters['outputs']).id}"
+    subject = parameters.get("subject") or Subject.default_for(parameters["outputs"])
     return f"{Path(suite).name if Path(suite).is_file() else suite} · {subject}"
 
 
@@ -93,7 +94,7 @@ def suite_run(
     store_uri = store_reference(store, storage_block)
     version = resolve_suite(store_uri, suite)
     _, golden = registry.resolve(evidence_store(store_uri), version.ref)
-    who = Subject.parse(subject) if subject else Subject.default_for(outputs)
+    who = Subject.given_or_default(subject, outputs)
     index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
     missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
     pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices] + [

@@ -14,10 +14,10 @@ from prefect.artifacts import (
 )
 
 from assay import progress
-from assay.report import markdown_summary
-from assay.runs import EvalResult, RunAggregate, update_aggregate
-from assay.scorecard import scorecard
-from assay.scoring import RunMetrics
+from assay.runs.records import EvalResult, RunAggregate, update_aggregate
+from assay.runs.render import markdown_summary
+from assay.runs.scorecard import scorecard
+from assay.runs.scoring import RunMetrics
 from tasks._store import evidence_store
 from tasks.scoring import CaseRow
 

@@ -5,20 +5,9 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay.calibration import (
-    CalibrationReport,
-    JudgePin,
-    current_targets,
-    load_set,
-    markdown_report,
-    measure,
-    record_report,
-)
-from assay.canonical import content_hash
-from assay.errors import InputError
-from assay.hashing import OutputHasher, store_secret
-from assay.judge.port import JudgeRequest
-from assay.judging import judge_requests
+from assay.calibration.calibrate import calibrate
+from assay.calibration.render import markdown_report
+from assay.calibration.report import CalibrationReport
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
@@ -35,68 +24,19 @@ def calibrate_judge(
 ) -> CalibrationReport:
     """Judge every labelled item, measure the judge against the labels, record the report.
 
-    Verdicts go through the verdict cache, the FinOps preflight and the cost ledger like every
-    other judge call (budget scope `suite:calibration`). The item text stays in this task's
-    memory; the report holds figures only.
+    See `assay.calibration.calibrate`: the item text stays in this task's memory; the report
+    holds figures only.
     """
-    target = evidence_store(store)
-    setup = judge_setup(judge_block, fresh_judge)
-    if setup.make_judge is None or setup.model is None or setup.prompt_version is None:
-        raise InputError(
-            "judge", f"{setup.skip_reason}: configure a judge to calibrate (see README, Judge)"
-        )
-    items = load_set(calibration_set)
-    hasher = OutputHasher(store_secret(target))
-    pin = JudgePin(model=setup.model, prompt_version=setup.prompt_version)
-    requests = [
-        (
-            "judge-cache/calibration/"
-            + content_hash(
-                {
-                    "input": item.input,
-                    "expected": item.expected,
-                    "rubric": item.rubric,
-                    "output": hasher(item.output),
-                    "judge": pin.model_dump(),
-                }
-            ).removeprefix("sha256:")
-            + ".json",
-            JudgeRequest(
-                case_id=item.item_id,
-                input=item.input,
-                expected=item.expected,
-                rubric=item.rubric,
-                output=item.output,
-            ),
-        )
-        for item in items
-    ]
-    judged = judge_requests(
-        target,
-        setup,
-        requests,
-        run_id=report_id,
-        chunk=0,
-        suite="calibration",
-        subject=f"judge:{setup.model}",
+    return calibrate(
+        evidence_store(store), judge_setup(judge_block, fresh_judge), calibration_set, report_id
     )
-    report = measure(
-        items,
-        judged.verdicts,
-        report_id=report_id,
-        targets=current_targets(target),
-        judge=pin,
-        calibration_set=calibration_set,
-    )
-    record_report(target, report)
-    return report
 
 
 def publish_calibration_artifact(report: CalibrationReport) -> None:
     """The calibration figures as a markdown artifact (no item text)."""
     create_markdown_artifact(
         markdown=markdown_report(report),
-        key=artifact_key("assay-calibration", report.judge.model),
+        key=artifact_key("assay-calibration", report.judge.model or "judge"),
         description=(
             f"Judge calibration of {report.judge.model} ({report.judge.prompt_version}) against "
             "human labels: agreement, kappa, sensitivity, specificity, verbosity bias."

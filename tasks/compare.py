@@ -9,8 +9,10 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from assay import registry
-from assay.pairwise import PairwiseReport, compare_outputs, markdown_report, pairwise_setup
+from assay.pairwise.compare import compare_outputs, pairwise_setup
+from assay.pairwise.render import markdown_report
+from assay.pairwise.report import PairwiseReport
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key

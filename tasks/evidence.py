@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay.budget import Decision
-from assay.comparison import compare_with_baseline
+from assay.finops.budget import Decision
 from assay.regression import Comparison
-from assay.runs import EvalResult, RunAggregate, RunPlan, finish_run, start_run
-from assay.scoring import RunMetrics
+from assay.runs.comparison import compare_with_baseline
+from assay.runs.records import EvalResult, RunAggregate, RunPlan, finish_run, start_run
+from assay.runs.scoring import RunMetrics
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 

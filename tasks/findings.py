@@ -9,7 +9,7 @@ from prefect.events import emit_event
 from prefect.settings import PREFECT_UI_URL
 
 from assay.findings import Finding, findings_for, record
-from assay.runs import EvalResult
+from assay.runs.records import EvalResult
 from blocks import NotificationTarget
 from tasks._options import IO_RETRIES, NO_PERSISTENCE
 from tasks._store import evidence_store

@@ -5,10 +5,9 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay import registry
-from assay.calibration import JudgePin, is_calibrated
+from assay.calibration.report import is_calibrated
 from assay.findings import Finding, record
-from assay.gate import (
+from assay.gate.decision import (
     UNCALIBRATED,
     GateDecision,
     decide,
@@ -17,8 +16,10 @@ from assay.gate import (
     unjudged_cases,
     uses_judge,
 )
-from assay.report import warnings
-from assay.runs import EvalResult
+from assay.judge.port import JudgePin
+from assay.runs.records import EvalResult
+from assay.runs.render import warnings
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key

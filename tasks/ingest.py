@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay import registry
 from assay.outputs import OutputsIndex, index_outputs
-from assay.sampling import select_cases
+from assay.runs.sampling import select_cases
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 

@@ -9,9 +9,10 @@ from typing import cast
 from prefect.client.orchestration import get_client
 from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 
-from assay.budget import BUDGET_BLOCK_FIELDS, Budget, Prices
+from assay.finops.budget import BUDGET_BLOCK_FIELDS, Budget
+from assay.finops.pricing import Prices
 from assay.judge import OpenAIJudge, judge_skip_reason, load_prompt
-from assay.judging import FREE, JudgeSetup
+from assay.judge.service import FREE, JudgeSetup
 from blocks import FinOpsBudget, JudgeSettings
 
 INPUT_PRICE_ENV = "ASSAY_JUDGE_INPUT_PRICE"

@@ -12,15 +12,10 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
 from assay.findings import Finding, record
-from assay.monitor import (
-    MonitorReport,
-    MonitorThresholds,
-    assess,
-    markdown_report,
-    monitor_findings,
-    read_signals,
-    save_report,
-)
+from assay.monitor.render import markdown_report
+from assay.monitor.report import MonitorReport, assess, monitor_findings, save_report
+from assay.monitor.signals import read_signals
+from assay.monitor.thresholds import MonitorThresholds
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.findings import announce

@@ -15,7 +15,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
 from pydantic import BaseModel
 
-from assay.runs import EvalResult, load_result
+from assay.runs.records import EvalResult, load_result
 from tasks._options import NO_PERSISTENCE
 from tasks._store import evidence_store
 

@@ -15,14 +15,16 @@ from functools import lru_cache
 from prefect import task
 from pydantic import BaseModel
 
-from assay import registry
-from assay.budget import Decision
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
-from assay.judging import NO_JUDGE_NEEDED, ChunkJudgement, judge_chunk
+from assay.judge.port import JudgePin
+from assay.judge.service import NO_JUDGE_NEEDED
 from assay.outputs import OutputSlice, read_slice
-from assay.runs import EvidenceChunk, JudgeInfo, write_chunk
-from assay.sampling import select_cases
-from assay.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.runs.judging import ChunkJudgement, judge_chunk
+from assay.runs.records import EvidenceChunk, write_chunk
+from assay.runs.sampling import select_cases
+from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.judge import judge_setup
@@ -51,7 +53,7 @@ class ChunkSummary(BaseModel):
     rows: list[CaseRow]
     budget: Decision | None = None
     """The FinOps preflight's decision, when this chunk had judge calls to make."""
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     """The judge this chunk was set up with, when the suite has llm_judge checks."""
 
 
@@ -134,5 +136,5 @@ def score_chunk(
     summary.metrics.judge_cost_usd = judged.cost_usd
     summary.budget = judged.decision
     if setup.model and setup.prompt_version:
-        summary.judge = JudgeInfo(model=setup.model, prompt_version=setup.prompt_version)
+        summary.judge = setup.pin
     return summary

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from prefect import task
 
-from assay import registry
-from assay.registry import SuiteVersion
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.registry import SuiteVersion
+from assay.suites.suite import load_suite
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 

@@ -139,6 +139,9 @@ class RecordedRequest:
     arrived: float
     finished: float | None = None
     status: int | None = None
+    generation: int = 0
+    """Which `reset` period it arrived in: one still in flight from before a reset (a test
+    that gave up on a slow reply) is not counted in the next test's `max_in_flight`."""
 
     @property
     def mode(self) -> str:
@@ -215,6 +218,7 @@ class JudgeServer:
         self._position_biased = False
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
+        self._generation = 0
         self._max_in_flight = 0
         self._embedded = 0
 
@@ -251,7 +255,9 @@ class JudgeServer:
         self.script()
         with self._lock:
             self._requests = []
-            self._max_in_flight = self._in_flight
+            self._generation += 1
+            self._in_flight = 0
+            self._max_in_flight = 0
             self._embedded = 0
 
     @property
@@ -280,6 +286,7 @@ class JudgeServer:
     def _arrive(self, recorded: RecordedRequest) -> Reply:
         with self._lock:
             self._requests.append(recorded)
+            recorded.generation = self._generation
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             rejected = self._rejects.get(recorded.mode)
@@ -297,7 +304,8 @@ class JudgeServer:
 
     def _leave(self, recorded: RecordedRequest, status: int) -> None:
         with self._lock:
-            self._in_flight -= 1
+            if recorded.generation == self._generation:
+                self._in_flight -= 1
             recorded.finished = time.monotonic()
             recorded.status = status
 

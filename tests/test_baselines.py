@@ -7,13 +7,14 @@ from uuid import uuid4
 
 import pytest
 
-from assay import baselines
-from assay.baselines import BaselineSource, select_baseline
 from assay.errors import InputError
 from assay.regression import Comparison, Counts, RegressionStatus
-from assay.runs import RunAggregate, RunPlan, Subject, finish_run, start_run
-from assay.scoring import RunMetrics
+from assay.runs import baselines
+from assay.runs.baselines import BaselineSource, select_baseline
+from assay.runs.records import RunAggregate, RunPlan, finish_run, start_run
+from assay.runs.scoring import RunMetrics
 from assay.store import FileStore
+from assay.subject import Subject
 
 
 def _run(

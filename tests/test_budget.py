@@ -14,23 +14,17 @@ import pytest
 from pydantic import ValidationError
 
 from assay import findings
-from assay.budget import (
-    BUDGET_BLOCK_FIELDS,
-    Budget,
+from assay.finops.budget import BUDGET_BLOCK_FIELDS, Budget, Decision, preflight
+from assay.finops.ledger import (
     CostRecord,
-    Decision,
-    Prices,
     cost_key,
-    estimate,
-    estimate_tokens,
     period_bounds,
-    preflight,
-    price,
     read_costs,
     record_cost,
     scope_matches,
     spent,
 )
+from assay.finops.pricing import Prices, estimate, estimate_tokens, price
 from assay.store import EvidenceStore, FileStore
 
 WEDNESDAY = datetime(2024, 5, 15, 12, 0, tzinfo=UTC)

@@ -14,20 +14,18 @@ import pexpect
 import pytest
 from typer.testing import CliRunner
 
-from assay.calibration import (
-    CalibrationItem,
+from assay.calibration.labels import CalibrationItem, load_set
+from assay.calibration.report import (
     CalibrationReport,
-    JudgePin,
     Targets,
     current_targets,
     is_calibrated,
-    load_set,
     measure,
     record_report,
 )
 from assay.cli import app
 from assay.errors import InputError
-from assay.judge.port import Verdict
+from assay.judge.port import JudgePin, Verdict
 from assay.store import FileStore
 from flows.calibration import calibration
 from tests.conftest import EXAMPLES, PREFECT_HOME

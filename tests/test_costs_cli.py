@@ -1,7 +1,7 @@
 """`assay costs` and `assay budget show`: the cost ledger read back, grouped and against budgets.
 
-Ledger records are written with `assay.budget.record_cost` into a real file store; budgets are
-real FinOpsBudget blocks saved to the session's Prefect API and deleted afterwards.
+Ledger records are written with `assay.finops.ledger.record_cost` into a real file store; budgets
+are real FinOpsBudget blocks saved to the session's Prefect API and deleted afterwards.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assay.budget import CostRecord, record_cost
 from assay.cli import app
+from assay.finops.ledger import CostRecord, record_cost
 from assay.store import FileStore
 from blocks import FinOpsBudget
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from assay import registry
-from assay.runs import EvalResult, load_aggregate, read_chunk
+from assay.runs.records import EvalResult, load_aggregate, read_chunk
 from assay.store import FileStore
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 from flows.runners import chunk_runner
 from flows.suite_run import suite_run
 from tests.conftest import PREFECT_HOME

@@ -37,8 +37,8 @@ def _scored_in_process(outputs: Path) -> dict[str, Any]:
     """The same suite and outputs scored by the library directly, for comparison."""
     from assay.hashing import OutputHasher
     from assay.outputs import index_outputs, read_slice
-    from assay.scoring import CompiledSuite, score_outputs, tally
-    from assay.suites import load_suite
+    from assay.runs.scoring import CompiledSuite, score_outputs, tally
+    from assay.suites.suite import load_suite
 
     compiled = CompiledSuite.compile(load_suite(EXAMPLES / "support-suite.yaml"))
     ids = set(compiled.cases)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from assay.runs import list_runs
+from assay.runs.records import list_runs
 from assay.store import FileStore
 from tests.prefect_server import BIN, api_call, prefect_server_process, run_cli
 

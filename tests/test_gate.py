@@ -13,12 +13,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from assay.calibration import CalibrationItem, JudgePin, Targets, measure, record_report
+from assay.calibration.labels import CalibrationItem
+from assay.calibration.report import Targets, measure, record_report
 from assay.cli import app
 from assay.findings import list_findings
-from assay.judge.port import Verdict
-from assay.junit import junit_xml
-from assay.runs import JudgeInfo, read_cases
+from assay.gate.junit import junit_xml
+from assay.judge.port import JudgePin, Verdict
+from assay.runs.records import read_cases
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from flows.gate import gate
@@ -63,7 +64,7 @@ def _outputs(tmp_path: Path, name: str, passing: int) -> str:
     return str(path)
 
 
-def _calibrate(store_dir: Path, judge: JudgeInfo) -> None:
+def _calibrate(store_dir: Path, judge: JudgePin) -> None:
     """Record a passing calibration report for exactly this judge (model pin, prompt version)."""
     at = datetime(2026, 11, 1, tzinfo=UTC)
     items = [

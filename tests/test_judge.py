@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -432,6 +433,23 @@ def by_item(recorded: RecordedRequest) -> Reply:
     assert match is not None
     number = int(match.group(1))
     return slow(0.3 + (12 - number) * 0.02, verdict("pass", number / 100))
+
+
+def test_a_request_abandoned_before_a_reset_is_not_counted_in_flight_after_it(
+    judge_server: JudgeServer,
+) -> None:
+    """The cause of a flaky concurrency figure: a slow reply that an earlier test gave up on was
+    still being served after the reset, so it counted towards the next test's `max_in_flight`."""
+    judge_server.script(default=slow(3.0, verdict("pass", 1.0)))
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    url = f"{judge_server.base_url}/chat/completions"
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(url, json=body, timeout=0.2)
+    judge_server.reset()
+    judge_server.script(default=verdict("pass", 1.0))
+    assert httpx.post(url, json=body, timeout=5.0).status_code == 200
+
+    assert judge_server.max_in_flight == 1
 
 
 def test_judge_all_bounds_concurrency_and_keeps_request_order(judge_server: JudgeServer) -> None:

@@ -17,23 +17,20 @@ from typer.testing import CliRunner
 from assay.cli import app
 from assay.errors import InputError
 from assay.findings import list_findings
-from assay.monitor import (
+from assay.monitor.figures import window_stats
+from assay.monitor.render import markdown_report
+from assay.monitor.report import (
     ABSENCE_NOTE,
     MonitorReport,
-    MonitorThresholds,
-    SessionSignal,
-    SignalCounts,
     assess,
     load_report,
-    markdown_report,
     monitor_findings,
-    parse_now,
-    parse_window,
-    read_signals,
     report_key,
     save_report,
-    window_stats,
 )
+from assay.monitor.signals import SessionSignal, SignalCounts, read_signals
+from assay.monitor.thresholds import MonitorThresholds
+from assay.monitor.windows import parse_now, parse_window
 from assay.stats import newcombe_diff, wilson
 from assay.store import FileStore
 from tests.conftest import EXAMPLES, PREFECT_HOME

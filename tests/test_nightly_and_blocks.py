@@ -13,7 +13,7 @@ from prefect.client.schemas.filters import (
     ArtifactFilterKey,
 )
 
-from assay.runs import list_runs, load_result
+from assay.runs.records import list_runs, load_result
 from assay.store import FileStore
 from blocks import EvidenceStorage, FinOpsBudget, JudgeSettings, NotificationTarget
 from flows.nightly import NightlyJob, NightlyJobsFailedError, nightly

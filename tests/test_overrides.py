@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from assay.access import AccessDeniedError, Tier, add_principal, identify, principals
 from assay.cli import app
 from assay.errors import InputError, NotFoundError
-from assay.gate import GateDecision, GateReason, RuleResult, load_decision, record_decision
-from assay.overrides import audit_records, check_gate, request_override
+from assay.gate.access import AccessDeniedError, Tier, add_principal, identify, principals
+from assay.gate.decision import GateDecision, GateReason, RuleResult, load_decision, record_decision
+from assay.gate.overrides import audit_records, check_gate, request_override
 from assay.store import EvidenceStore, open_store
 
 REASON = "judge endpoint was down; a rerun with it up passed 48/50"

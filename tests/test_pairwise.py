@@ -19,25 +19,20 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assay import registry
-from assay.budget import Budget, Prices
 from assay.findings import list_findings
+from assay.finops.budget import Budget
+from assay.finops.pricing import Prices
 from assay.judge import OpenAIJudge, load_prompt
 from assay.judge.port import PairRequest, PairVerdict, judge_pairs_all
 from assay.judge.prompts import PAIR_SCHEMA, MalformedReply, parse_pair_reply
-from assay.judging import JudgeSetup
-from assay.pairwise import (
-    PairwiseReport,
-    compare_outputs,
-    load_report,
-    markdown_report,
-    pair_outcome,
-    pairwise_setup,
-    side_of,
-)
+from assay.judge.service import JudgeSetup
+from assay.pairwise.compare import compare_outputs, pair_outcome, pairwise_setup, side_of
+from assay.pairwise.render import markdown_report
+from assay.pairwise.report import PairwiseReport, load_report
 from assay.stats import wilson
 from assay.store import FileStore
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 from tests.conftest import EXAMPLES, PREFECT_HOME
 from tests.judge_server import (
     JudgeServer,

@@ -32,7 +32,7 @@ import pytest
 
 from assay.judge import BUDGET_BLOCKED, JUDGED, NO_CREDENTIALS, NO_JUDGE, Verdict, load_prompt
 from assay.judge.port import is_known_reason
-from assay.runs import EvidenceChunk
+from assay.runs.records import EvidenceChunk
 from assay.scorers import Status
 from assay.store import FileStore
 from flows.suite_run import suite_run

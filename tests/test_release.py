@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.errors import InputError
+from assay.rate import rate_text
 from assay.release import (
     GATE_ORDER,
     ReleaseContract,
@@ -30,7 +31,6 @@ from assay.release import (
     row,
 )
 from assay.release.render import COLUMNS, counts
-from assay.report import rate_text
 from assay.stats import wilson
 from assay.store import FileStore, open_store
 from tests.conftest import EXAMPLES

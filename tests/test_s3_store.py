@@ -19,13 +19,14 @@ from uuid import uuid4
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from assay import progress, registry
+from assay import progress
 from assay.errors import EvidenceConflictError, NotFoundError
-from assay.runs import RunStatus, chunk_key, load_aggregate, load_result, read_chunk
+from assay.runs.records import RunStatus, chunk_key, load_aggregate, load_result, read_chunk
 from assay.s3 import DEADLINE_ENV, MAX_ATTEMPTS_ENV, is_transient, make_client, parse_s3_uri
 from assay.store import StoreUnavailableError, open_store
 from assay.store.s3 import PROBE_PREFIX, S3Store
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 from flows.suite_run import suite_run
 
 if TYPE_CHECKING:

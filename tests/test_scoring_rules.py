@@ -8,9 +8,8 @@ import pytest
 
 from assay.hashing import OutputHasher
 from assay.outputs import CandidateOutput
-from assay.sampling import select_cases
-from assay.scorers import Outcome, Scorer, ScorerSpec, Status
-from assay.scoring import (
+from assay.runs.sampling import select_cases
+from assay.runs.scoring import (
     NO_OUTPUT,
     CaseEvidence,
     CompiledSuite,
@@ -20,7 +19,8 @@ from assay.scoring import (
     score_outputs,
     tally,
 )
-from assay.suites import Case, Suite
+from assay.scorers import Outcome, Scorer, ScorerSpec, Status
+from assay.suites.suite import Case, Suite
 
 CANARY = "CANARY-a41b77-confidential"
 HASHER = OutputHasher(b"test-secret")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from assay import registry
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.hashing import SECRET_ENV, SECRET_KEY, OutputHasher, store_secret
 from assay.store import FileStore, open_store
-from assay.suites import Suite, parse_suite
+from assay.suites import registry
+from assay.suites.suite import Suite, parse_suite
 
 # --- FileStore ------------------------------------------------------------------------------
 

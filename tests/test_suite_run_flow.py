@@ -15,11 +15,18 @@ from prefect.client.schemas.filters import (
     FlowRunFilterId,
 )
 
-from assay import registry
 from assay.errors import EvidenceConflictError, InputError
-from assay.runs import RunPlan, RunStatus, load_aggregate, load_result, read_chunk, start_run
+from assay.runs.records import (
+    RunPlan,
+    RunStatus,
+    load_aggregate,
+    load_result,
+    read_chunk,
+    start_run,
+)
 from assay.store import FileStore
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 from flows.suite_run import suite_run
 from tasks.ingest import ingest_outputs
 from tasks.scoring import score_chunk

@@ -9,7 +9,7 @@ from textwrap import dedent
 import pytest
 
 from assay.errors import InputError
-from assay.suites import Suite, load_suite, parse_suite
+from assay.suites.suite import Suite, load_suite, parse_suite
 
 VALID_YAML = dedent(
     """\

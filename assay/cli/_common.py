@@ -17,10 +17,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from assay import progress, registry
+from assay import progress
 from assay.errors import AssayError, InputError, NotFoundError
 from assay.store import EvidenceStore, open_store
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -13,8 +13,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from assay import access
-from assay.access import AccessDeniedError, Tier
 from assay.cli._common import (
     JsonOption,
     StoreOption,
@@ -25,6 +23,8 @@ from assay.cli._common import (
     out,
     print_json,
 )
+from assay.gate import access
+from assay.gate.access import AccessDeniedError, Tier
 
 EXIT_REFUSED: Final = 1
 

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from assay import baselines
 from assay.cli._common import (
     JsonOption,
     StoreOption,
@@ -16,7 +15,8 @@ from assay.cli._common import (
     out,
     print_json,
 )
-from assay.runs import Subject
+from assay.runs import baselines
+from assay.subject import Subject
 
 baseline_app = typer.Typer(help="Pin, show and unpin baselines.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")

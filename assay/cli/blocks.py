@@ -10,7 +10,6 @@ from rich import box
 from rich.markup import escape
 from rich.table import Column, Table
 
-from assay.budget import BUDGET_BLOCK_FIELDS, Budget, budget_status, usd
 from assay.cli._common import (
     JsonOption,
     StoreOption,
@@ -24,6 +23,8 @@ from assay.cli._common import (
     print_json,
 )
 from assay.cli.costs import read_ledger
+from assay.finops.budget import BUDGET_BLOCK_FIELDS, Budget, usd
+from assay.finops.costs import budget_status
 
 store_app = typer.Typer(help="Save evidence storage as a Prefect block.", no_args_is_help=True)
 budget_app = typer.Typer(

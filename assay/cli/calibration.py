@@ -20,16 +20,9 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.text import Text
 
-from assay import registry
-from assay.calibration import (
-    CalibrationReport,
-    Label,
-    LabelTask,
-    append_item,
-    load_set,
-    markdown_report,
-    tasks_to_label,
-)
+from assay.calibration.labels import Label, LabelTask, append_item, load_set, tasks_to_label
+from assay.calibration.render import markdown_report
+from assay.calibration.report import CalibrationReport
 from assay.cli._common import (
     FreshJudgeOption,
     JsonOption,
@@ -44,6 +37,7 @@ from assay.cli._common import (
     print_json,
     resolve_suite_arg,
 )
+from assay.suites import registry
 
 EXIT_UNCALIBRATED = 1
 ANSWERS: dict[str, Label] = {"p": "pass", "f": "fail"}

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from assay import registry
 from assay.cli._common import (
     FreshJudgeOption,
     JsonOption,
@@ -20,7 +19,8 @@ from assay.cli._common import (
     print_json,
     resolve_suite_arg,
 )
-from assay.report import rate_text
+from assay.rate import rate_text
+from assay.suites import registry
 
 
 @app.command("compare")

@@ -8,7 +8,6 @@ from typing import Annotated, TypeVar, get_args
 import typer
 from rich.table import Table
 
-from assay.budget import CostTotals, Grouping, cost_range, cost_report, usd
 from assay.cli._common import (
     JsonOption,
     StoreOption,
@@ -19,6 +18,8 @@ from assay.cli._common import (
     out,
     print_json,
 )
+from assay.finops.budget import usd
+from assay.finops.costs import CostTotals, Grouping, cost_range, cost_report
 from assay.store import EvidenceStore
 
 T = TypeVar("T")

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from assay import registry
 from assay.cli._common import (
     JsonOption,
     JudgeBlockOption,
@@ -28,10 +27,12 @@ from assay.cli._common import (
     resolve_suite_arg,
 )
 from assay.cli.runs import print_result
-from assay.gate import GateDecision, GateRun
-from assay.junit import junit_xml
-from assay.overrides import GateCheck, check_gate
-from assay.runs import Subject, read_cases
+from assay.gate.decision import GateDecision, GateRun
+from assay.gate.junit import junit_xml
+from assay.gate.overrides import GateCheck, check_gate
+from assay.runs.records import read_cases
+from assay.subject import Subject
+from assay.suites import registry
 
 EXIT_GATE_FAILED = 1
 
@@ -119,7 +120,7 @@ def gate_command(
         fail("--sample must be at least 1")
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite)
-    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    who = guarded(lambda: Subject.given_or_default(subject, outputs))
     prefect_defaults()
     from prefect import tags
 

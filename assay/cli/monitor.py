@@ -17,23 +17,19 @@ from assay.cli._common import (
     prefect_defaults,
     print_json,
 )
-from assay.monitor import (
+from assay.monitor.figures import diff_text, states_text
+from assay.monitor.render import cost_text, relative_text, tokens_text
+from assay.monitor.report import (
     ABSENCE_NOTE,
     NO_DATA_KIND,
     MonitorReport,
     SubjectHealth,
-    cost_text,
-    diff_text,
     expected_subjects,
-    parse_now,
-    read_signals,
-    relative_text,
     silent,
-    states_text,
-    tokens_text,
-    windows,
 )
-from assay.report import rate_text
+from assay.monitor.signals import read_signals
+from assay.monitor.windows import parse_now, windows
+from assay.rate import rate_text
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 

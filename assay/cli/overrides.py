@@ -12,10 +12,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from assay import overrides
 from assay.cli._common import JsonOption, StoreOption, app, guarded, open_evidence, out, print_json
 from assay.cli.access import caller_token, refused
-from assay.overrides import MIN_REASON
+from assay.gate import overrides
+from assay.gate.overrides import MIN_REASON
 
 
 @app.command("override")

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from assay import registry
 from assay.cli._common import (
     EXAMPLES,
     FreshJudgeOption,
@@ -24,8 +23,11 @@ from assay.cli._common import (
     progress_bar,
     resolve_suite_arg,
 )
-from assay.report import rate_text, regression_lines, warnings
-from assay.runs import EvalResult, Subject, list_runs, load_aggregate, load_result
+from assay.rate import rate_text
+from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
+from assay.runs.render import regression_lines, warnings
+from assay.subject import Subject
+from assay.suites import registry
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -51,7 +53,7 @@ def execute_run(
     on threads here, on an existing Dask cluster (`dask`) or on `workers` local processes."""
     evidence = open_evidence(store)
     ref = resolve_suite_arg(evidence, suite)
-    who = guarded(lambda: Subject.parse(subject) if subject else Subject.default_for(outputs))
+    who = guarded(lambda: Subject.given_or_default(subject, outputs))
     if sample is not None and sample < 1:
         fail("--sample must be at least 1")
     if chunk_size is not None and chunk_size < 1:

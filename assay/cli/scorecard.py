@@ -16,8 +16,8 @@ from assay.cli._common import (
     out,
     print_json,
 )
-from assay.report import rate_text
-from assay.scorecard import scorecard, to_csv
+from assay.rate import rate_text
+from assay.runs.scorecard import scorecard, to_csv
 
 
 @app.command("scorecard")

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from assay import registry
 from assay.cli._common import (
     JsonOption,
     StoreOption,
@@ -18,7 +17,8 @@ from assay.cli._common import (
     out,
     print_json,
 )
-from assay.suites import load_suite
+from assay.suites import registry
+from assay.suites.suite import load_suite
 
 suite_app = typer.Typer(
     help="Publish, show and list versioned golden suites.", no_args_is_help=True

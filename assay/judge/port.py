@@ -94,6 +94,19 @@ class JudgeRequest(BaseModel):
     pass_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
+class JudgePin(BaseModel):
+    """Which judge a verdict, a run or a report comes from: the model pin and the prompt version.
+
+    Changing either makes verdicts incomparable: the verdict cache is keyed on it, runs record
+    it, and a judge is calibrated per pin. Both are None only where no judge was configured.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str | None
+    prompt_version: str | None
+
+
 class Verdict(BaseModel):
     """What a judge said about one output — without anything it wrote.
 
@@ -377,7 +390,10 @@ class PairJudge(Protocol):
 
 
 async def judge_pairs_all(
-    judge: PairJudge, requests: Sequence[PairRequest], max_concurrency: int
+    judge: PairJudge,
+    requests: Sequence[PairRequest],
+    max_concurrency: int,
+    on_verdict: Callable[[int, PairVerdict], None] | None = None,
 ) -> list[PairVerdict]:
     """Judge many pairs with at most `max_concurrency` calls in flight; verdicts in order.
 
@@ -389,6 +405,7 @@ async def judge_pairs_all(
         judge: Any `PairJudge`.
         requests: The pairs to compare (each order of a case is its own request).
         max_concurrency: Calls in flight at most (>= 1).
+        on_verdict: Called with (request index, verdict) as each verdict arrives.
 
     Returns:
         One verdict per request, in request order.
@@ -404,4 +421,4 @@ async def judge_pairs_all(
             judge_unavailable(exc), model=judge.model, prompt_version=judge.pairwise_prompt_version
         )
 
-    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error)
+    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error, on_verdict)

@@ -3,7 +3,7 @@
 - Deterministic: Safety = max(0, 1 − Σ guardrail_triggers / invocations) over a subject's
   records; Efficiency per record = 1 − clamp((duration_ms − target) / target, 0, 1).
 - Judged: Correctness, Completeness, Relevance — one judge request per record and dimension,
-  built here (`judge_request`), judged through `assay.judging.judge_requests`.
+  built here (`judge_request`), judged through the judging service (`assay.judge.service`).
 - Statistical: Consistency per record = cosine similarity (negatives clamped to 0) between the
   response's embedding and the centroid of its query class; a class with a single embedded
   response gives no score.
@@ -18,9 +18,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from assay.canonical import canonical_json
 from assay.hashing import OutputHasher
-from assay.judge.port import JudgeRequest
+from assay.judge.port import JudgePin, JudgeRequest
+from assay.judge.service import cache_key
 from assay.outcome.contract import Contract, JudgedDimension
 from assay.outcome.records import OutcomeRecord
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # numpy is imported where vectors are used, not by `import as
 NO_LATENCY_TARGET: Final = "no latency_target_ms in the contract"
 SINGLE_RESPONSE: Final = "only one embedded response in its query class"
 ZERO_VECTOR: Final = "zero-length embedding"
-CACHE_PREFIX: Final = "judge-cache/"
 
 
 def safety(triggers: int, invocations: int) -> float:
@@ -128,16 +127,11 @@ def judge_request(
         rubric=rubric_for(record, dimension, contract),
         output=record.response,
     )
-    content = canonical_json(
-        {
-            "kind": "outcome",
-            "input": request.input,
-            "expected": request.expected,
-            "rubric": request.rubric,
-            "response": record.response,
-            "model": model,
-            "prompt": prompt_version,
-        }
-    )
-    digest = hasher(content).removeprefix("hmac-sha256:")
-    return f"{CACHE_PREFIX}{digest[:2]}/{digest}.json", request
+    content = {
+        "input": request.input,
+        "expected": request.expected,
+        "rubric": request.rubric,
+        "response": record.response,
+    }
+    pin = JudgePin(model=model, prompt_version=prompt_version)
+    return cache_key(hasher, "outcome", pin, content), request

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from assay.errors import InputError
 from assay.jsonl import numbered_lines, parse_record
 from assay.outputs import output_sources
-from assay.runs import Subject
+from assay.subject import Subject
 
 
 class OutcomeRecord(BaseModel):

@@ -2,7 +2,7 @@
 
 `score_outcomes` reads the records twice, streamed: once to validate every line (nothing is
 spent or written for a bad file), then in batches of `BATCH_RECORDS` to score them. Per batch
-and subject the three judged dimensions go through `assay.judging.judge_requests` (verdict
+and subject the three judged dimensions go through `assay.judge.service.judge_requests` (verdict
 cache, FinOps preflight, bounded concurrency, cost ledger — the same path as `llm_judge`), and
 the responses are embedded once. Response text lives only in the batch being scored; what is
 kept are numbers (scores, trigger counts, durations) and, until the consistency step, the
@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel
 
-from assay.budget import Decision
 from assay.errors import AssayError, NotFoundError
+from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
-from assay.judging import JudgeSetup, judge_requests
+from assay.judge.port import JudgePin
+from assay.judge.service import JudgeSetup, judge_requests
 from assay.outcome.composite import DimensionScore, SubjectOutcome, subject_outcome
 from assay.outcome.contract import DIMENSIONS, JUDGED, Contract, Dimension
 from assay.outcome.dimensions import (
@@ -39,8 +40,8 @@ from assay.outcome.dimensions import (
     safety,
 )
 from assay.outcome.records import OutcomeRecord, check_records, read_records
-from assay.runs import JudgeInfo
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 
 if TYPE_CHECKING:
     from assay.outcome.dimensions import Vector
@@ -78,7 +79,7 @@ class OutcomeReport(BaseModel):
     records: str
     contract: str | None
     settings: Contract
-    judge: JudgeInfo | None
+    judge: JudgePin | None
     embedding_model: str | None
     subjects: list[SubjectOutcome]
     unavailable: dict[Dimension, dict[str, int]]
@@ -203,9 +204,7 @@ def score_outcomes(
         records=records,
         contract=contract_path,
         settings=contract,
-        judge=JudgeInfo(model=setup.model, prompt_version=setup.prompt_version)
-        if setup.model and setup.prompt_version
-        else None,
+        judge=setup.pin if setup.model and setup.prompt_version else None,
         embedding_model=None if embedder is None else embedder.model,
         subjects=[_subject(subject, tally, contract) for subject, tally in scoring.tallies.items()],
         unavailable={
@@ -226,9 +225,7 @@ def score_outcomes(
         report.judge_calls,
         report.judge_cache_hits,
     )
-    if store.put_once_if_absent(key, report.model_dump_json().encode()):
-        return report
-    return load_report(store, report_id)
+    return write_once(store, key, report)
 
 
 def _score_batch(

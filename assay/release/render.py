@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from assay.rate import rate_text
 from assay.release.report import ReleaseReport, VariantReport
-from assay.report import rate_text
 
 COLUMNS: tuple[str, ...] = (
     "variant",

@@ -21,6 +21,7 @@ from assay.release.gates import GateVerdict, evaluate
 from assay.release.signals import Signals, measure
 from assay.release.trials import Trial
 from assay.store import EvidenceStore
+from assay.store.write_once import write_once
 
 REPORT_PREFIX: Final = "releases/"
 
@@ -93,9 +94,7 @@ def report_key(report_id: str) -> str:
 
 def record_report(store: EvidenceStore, report: ReleaseReport) -> ReleaseReport:
     """Write the report once; when one is already there (a retry), return that first one."""
-    if store.put_once_if_absent(report_key(report.report_id), report.model_dump_json().encode()):
-        return report
-    return load_report(store, report.report_id)
+    return write_once(store, report_key(report.report_id), report)
 
 
 def load_report(store: EvidenceStore, report_id: str) -> ReleaseReport:

@@ -1,6 +1,6 @@
 """The llm_judge scorer.
 
-Verdicts come from the judge port, batched per chunk in `assay.judging`, which overrides this
+Verdicts come from the judge port, batched per chunk in `assay.runs.judging`, which overrides this
 scorer's own check. Left to itself (no judge configured) every `llm_judge` check fails closed: it
 is `skipped` with its reason, excluded from denominators and counted — never a pass.
 """

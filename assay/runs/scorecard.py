@@ -9,7 +9,7 @@ from statistics import fmean
 
 from pydantic import BaseModel
 
-from assay.runs import EvalResult, RunStatus, list_runs, load_result
+from assay.runs.records import EvalResult, RunStatus, list_runs, load_result
 from assay.stats import trend, wilson
 from assay.store import EvidenceStore
 

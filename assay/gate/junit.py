@@ -11,9 +11,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from assay.gate import GateDecision
+from assay.gate.decision import GateDecision
+from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
-from assay.scoring import CaseEvidence
 
 
 def _suite(parent: ET.Element, name: str, tests: int, failures: int, skipped: int) -> ET.Element:

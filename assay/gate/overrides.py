@@ -1,8 +1,9 @@
 """Governed overrides of failed gates, and their audit trail (SPEC §10).
 
-The gate's recorded decision (`assay.gate`) never changes. The only way past a failed gate is an
-override: an admin's token and a written reason of at least 20 characters. A granted override
-changes the run's *effective* verdict to `pass`, which is what `assay gate --check` re-checks.
+The gate's recorded decision (`assay.gate.decision`) never changes. The only way past a failed
+gate is an override: an admin's token and a written reason of at least 20 characters. A granted
+override changes the run's *effective* verdict to `pass`, which is what `assay gate --check`
+re-checks.
 
 Every attempt, granted or refused, appends one write-once audit record under
 `audit/<run_id>/<timestamp>-<random>.json`; nothing is ever overwritten or deleted. An attempt
@@ -24,10 +25,10 @@ from uuid import uuid4
 
 from pydantic import BaseModel, Field
 
-from assay.access import Principal, Tier, identify
 from assay.errors import InputError, NotFoundError
-from assay.gate import GateDecision, GateReason, GateVerdict, load_decision
-from assay.runs import now as utc_now
+from assay.gate.access import Principal, Tier, identify
+from assay.gate.decision import GateDecision, GateReason, GateVerdict, load_decision
+from assay.runs.records import now as utc_now
 from assay.store import EvidenceStore
 
 MIN_REASON: Final = 20

@@ -17,7 +17,7 @@ from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.outputs import CandidateOutput
 from assay.scorers import Outcome, Scorer, Status, clamp
-from assay.suites import Case, Suite
+from assay.suites.suite import Case, Suite
 
 NO_OUTPUT = "no output"
 

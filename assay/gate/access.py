@@ -30,7 +30,7 @@ from uuid import uuid4
 from pydantic import BaseModel, Field
 
 from assay.errors import AssayError, InputError
-from assay.runs import now as utc_now
+from assay.runs.records import now as utc_now
 from assay.store import EvidenceStore
 
 TOKEN_PREFIX: Final = "assay_"

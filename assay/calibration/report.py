@@ -20,169 +20,30 @@ SPEC §9. A judge's verdicts count in the gate only after they were measured aga
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field
 
+from assay.calibration.labels import CalibrationItem
 from assay.canonical import content_hash
-from assay.errors import InputError
-from assay.jsonl import parse_record
-from assay.judge.port import Verdict
-from assay.outputs import index_outputs, read_slice
-from assay.scorers import clamp
-from assay.scorers.judge import LlmJudgeConfig
-from assay.stats import Kappa, cohens_kappa, pearson, wilson
+from assay.judge.port import JudgePin, Verdict
+from assay.rate import Rate
+from assay.stats import Kappa, cohens_kappa, pearson
 from assay.store import EvidenceStore
-from assay.suites import Suite
-
-CONTENT_LIMIT: Final = 4000
-"""Characters kept of each opted-in text field (input, output, rubric, expected)."""
 
 MIN_JUDGED: Final = 30
 """Judged items a report needs before it can calibrate anything (below, every interval is wide
 enough to hold a useless judge: 2 agreeing items give agreement 1.0 with a 95% CI of 0.34–1)."""
+
 MAX_SKIPPED_SHARE: Final = 0.10
 """Unjudged items a report may have: past this, the judge was measured on a biased remainder."""
+
 DEFAULT_AGREEMENT: Final = 0.85
+
 DEFAULT_KAPPA: Final = 0.6
-
-Label = Literal["pass", "fail"]
-NonEmpty = Annotated[str, StringConstraints(min_length=1)]
-
-
-class CalibrationItem(BaseModel):
-    """One human-labelled item: the case, the output, and a person's pass/fail."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    item_id: NonEmpty
-    input: str
-    output: str = Field(repr=False)
-    rubric: NonEmpty
-    expected: str | None = None
-    label: Label
-    labeler: NonEmpty
-    labeled_at: datetime
-
-    def clamped(self) -> CalibrationItem:
-        """The item with every text field cut to `CONTENT_LIMIT` characters (before writing)."""
-        return self.model_copy(
-            update={
-                "input": clamp(self.input, CONTENT_LIMIT),
-                "output": clamp(self.output, CONTENT_LIMIT),
-                "rubric": clamp(self.rubric, CONTENT_LIMIT),
-                "expected": None if self.expected is None else clamp(self.expected, CONTENT_LIMIT),
-            }
-        )
-
-
-def load_set(path: str | Path) -> list[CalibrationItem]:
-    """Read a calibration set; malformed lines and repeated item ids name file and line."""
-    source = str(path)
-    items: list[CalibrationItem] = []
-    seen: dict[str, int] = {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
-    except OSError as exc:
-        raise InputError(source, f"cannot read the calibration set ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise InputError(source, "the calibration set is not UTF-8 text") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        item = parse_record(CalibrationItem, line, source, number)
-        if item.item_id in seen:
-            raise InputError(
-                source,
-                f"item {item.item_id!r} was already labelled on line {seen[item.item_id]}",
-                line=number,
-                field="item_id",
-            )
-        seen[item.item_id] = number
-        items.append(item)
-    return items
-
-
-def append_item(path: str | Path, item: CalibrationItem) -> None:
-    """Append one clamped item to a set (durably: the line is on disk when this returns)."""
-    line = item.clamped().model_dump_json() + "\n"
-    with Path(path).open("a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-class LabelTask(BaseModel):
-    """One judged check of a suite case with its output, waiting for a person's label."""
-
-    item_id: str
-    input: str
-    expected: str | None
-    rubric: str
-    output: str = Field(repr=False)
-
-    def labelled(self, label: Label, labeler: str, now: datetime | None = None) -> CalibrationItem:
-        """The calibration item a person's label turns this task into."""
-        return CalibrationItem(
-            item_id=self.item_id,
-            input=self.input,
-            output=self.output,
-            rubric=self.rubric,
-            expected=self.expected,
-            label=label,
-            labeler=labeler,
-            labeled_at=now or datetime.now(UTC),
-        )
-
-
-def tasks_to_label(suite: Suite, outputs: str, done: Collection[str]) -> Iterator[LabelTask]:
-    """Every `llm_judge` check of the suite that has an output and no label in `done`, in order.
-
-    The item id is `<case id>#<check position>@<first 12 hex of the output's SHA-256>`, so the
-    same case with another agent's output is another item, and a resumed session skips exactly
-    what was labelled.
-    """
-    judged = {
-        case.id: [
-            (position, spec.config.rubric)
-            for position, spec in enumerate(suite.scorers_for(case))
-            if isinstance(spec.config, LlmJudgeConfig)
-        ]
-        for case in suite.cases
-    }
-    wanted = [case_id for case_id, checks in judged.items() if checks]
-    if not wanted:
-        raise InputError(suite.suite, "the suite has no llm_judge checks: nothing to calibrate")
-    cases = {case.id: case for case in suite.cases}
-    index = index_outputs(outputs, cases.keys(), wanted, chunk_size=1000)
-    for piece in index.slices:
-        for output in read_slice(piece, set(wanted)):
-            digest = hashlib.sha256(output.output.encode()).hexdigest()[:12]
-            case = cases[output.case_id]
-            for position, rubric in judged[case.id]:
-                item_id = f"{case.id}#{position}@{digest}"
-                if item_id not in done:
-                    yield LabelTask(
-                        item_id=item_id,
-                        input=case.input,
-                        expected=case.expected,
-                        rubric=rubric,
-                        output=output.output,
-                    )
-
-
-class Rate(BaseModel):
-    """A proportion with its Wilson 95% interval (None when the denominator is 0)."""
-
-    rate: float | None
-    lo: float | None
-    hi: float | None
 
 
 class Sensitivity(Rate):
@@ -223,13 +84,6 @@ class Targets(BaseModel):
     kappa: float = Field(default=DEFAULT_KAPPA, ge=-1.0, le=1.0)
 
 
-class JudgePin(BaseModel):
-    """Which judge was calibrated: the model pin and the prompt version."""
-
-    model: str
-    prompt_version: str
-
-
 class CalibrationReport(BaseModel):
     """One calibration run's measurements (append-only evidence; no item text).
 
@@ -261,13 +115,6 @@ class CalibrationReport(BaseModel):
     verdict: str
     judge: JudgePin
     at: datetime
-
-
-def _rate(successes: int, n: int) -> tuple[float | None, float | None, float | None]:
-    interval = wilson(successes, n)
-    if interval is None:
-        return None, None, None
-    return successes / n, interval.lo, interval.hi
 
 
 def set_hash(items: Sequence[CalibrationItem]) -> str:
@@ -339,12 +186,12 @@ def measure(
     fp = sum(1 for human, machine, _ in judged if not human and machine)
     tn = sum(1 for human, machine, _ in judged if not human and not machine)
     n = len(judged)
-    agreement = _rate(tp + tn, n)
+    agreement = Rate.of(tp + tn, n)
     kappa = cohens_kappa([[tp, fn], [fp, tn]])
     bias = pearson(
         [float(length) for _, _, length in judged], [float(machine) for _, machine, _ in judged]
     )
-    shortfalls = _shortfalls(n, len(items), agreement[0], kappa, targets)
+    shortfalls = _shortfalls(n, len(items), agreement.rate, kappa, targets)
     passed = not shortfalls
     return CalibrationReport(
         report_id=report_id,
@@ -354,26 +201,18 @@ def measure(
         items=len(items),
         skipped=len(items) - n,
         skipped_reasons=skipped_reasons,
-        agreement=Rate(rate=agreement[0], lo=agreement[1], hi=agreement[2]),
+        agreement=agreement,
         kappa=KappaResult(value=kappa.value, lo=kappa.lo, hi=kappa.hi, defined=kappa.defined),
-        sensitivity=Sensitivity(**_named_rate(tp, tp + fn), tp=tp, positives=tp + fn),
-        specificity=Specificity(**_named_rate(tn, tn + fp), tn=tn, negatives=tn + fp),
+        sensitivity=Sensitivity.of(tp, tp + fn, tp=tp, positives=tp + fn),
+        specificity=Specificity.of(tn, tn + fp, tn=tn, negatives=tn + fp),
         verbosity_bias=VerbosityBias(r=bias.r, p=bias.p, n=bias.n),
         targets=targets,
-        ratcheted_targets=_ratchet(targets, passed, agreement[1], kappa),
+        ratcheted_targets=_ratchet(targets, passed, agreement.lo, kappa),
         passed=passed,
-        verdict=_verdict_text(shortfalls, kappa, agreement[0]),
+        verdict=_verdict_text(shortfalls, kappa, agreement.rate),
         judge=judge,
         at=now or datetime.now(UTC),
     )
-
-
-def _named_rate(successes: int, n: int) -> dict[str, float | None]:
-    rate, lo, hi = _rate(successes, n)
-    return {"rate": rate, "lo": lo, "hi": hi}
-
-
-# ---------------------------------------------------------------- evidence
 
 
 def judge_key(judge: JudgePin) -> str:
@@ -441,53 +280,3 @@ def _append_targets(store: EvidenceStore, raised: Targets) -> None:
         data = json.dumps(merged.model_dump()).encode()
         if store.put_once_if_absent(f"{_TARGETS_PREFIX}{number:06d}.json", data):
             return
-
-
-def _rate_line(name: str, successes: int, n: int, rate: Rate) -> str:
-    if rate.rate is None:
-        return f"| {name} | n/a | {successes}/{n} | n/a |"
-    interval = "n/a" if rate.lo is None else f"{rate.lo:.3f}–{rate.hi:.3f}"
-    return f"| {name} | {rate.rate:.3f} | {successes}/{n} | {interval} |"
-
-
-def markdown_report(report: CalibrationReport) -> str:
-    """The calibration report as markdown (figures and denominators only; no item text)."""
-    kappa = report.kappa
-    kappa_line = (
-        "| Cohen's kappa | undefined (one-class labels) | — | — |"
-        if not kappa.defined or kappa.value is None
-        else f"| Cohen's kappa | {kappa.value:.3f} | {report.n} | "
-        + ("n/a" if kappa.lo is None else f"{kappa.lo:.3f}–{kappa.hi:.3f}")
-        + " |"
-    )
-    bias = report.verbosity_bias
-    bias_text = "n/a" if bias.r is None else f"r = {bias.r:+.3f} (p = {bias.p:.3f}, n = {bias.n})"
-    agreed = report.sensitivity.tp + report.specificity.tn
-    lines = [
-        f"# Judge calibration · {report.judge.model} · {report.judge.prompt_version}",
-        "",
-        f"**{'✅' if report.passed else '❌'} {report.verdict}**",
-        "",
-        "| measure | value | of | 95% CI |",
-        "|---|---:|---:|---|",
-        _rate_line("agreement", agreed, report.n, report.agreement),
-        kappa_line,
-        _rate_line(
-            "sensitivity", report.sensitivity.tp, report.sensitivity.positives, report.sensitivity
-        ),
-        _rate_line(
-            "specificity", report.specificity.tn, report.specificity.negatives, report.specificity
-        ),
-        "",
-        f"Verbosity bias (output length vs judge pass): {bias_text}.",
-        f"Items {report.items}: judged {report.n}, skipped {report.skipped}"
-        + (
-            " (" + ", ".join(f"{k}: {v}" for k, v in report.skipped_reasons.items()) + ")"
-            if report.skipped_reasons
-            else ""
-        )
-        + ".",
-        f"Targets: agreement ≥ {report.targets.agreement:.3f}, kappa ≥ {report.targets.kappa:.3f}"
-        f" → now {report.ratcheted_targets.agreement:.3f} / {report.ratcheted_targets.kappa:.3f}.",
-    ]
-    return "\n".join(lines)

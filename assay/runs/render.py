@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
+from assay.rate import rate_text
 from assay.regression import Comparison, RegressionStatus
-from assay.runs import EvalResult
-from assay.stats import wilson
-
-
-def rate_text(numerator: int, denominator: int) -> str:
-    """`0.900 (45/50, 95% CI 0.786–0.957)`, or `n/a (0/0)` when there is no denominator."""
-    if denominator == 0:
-        return f"n/a ({numerator}/{denominator})"
-    interval = wilson(numerator, denominator)
-    assert interval is not None
-    return (
-        f"{numerator / denominator:.3f} ({numerator}/{denominator}, "
-        f"95% CI {interval.lo:.3f}–{interval.hi:.3f})"
-    )
+from assay.runs.records import EvalResult
 
 
 def warnings(result: EvalResult) -> list[str]:

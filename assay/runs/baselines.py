@@ -17,8 +17,9 @@ from uuid import uuid4
 from pydantic import BaseModel
 
 from assay.errors import InputError, NotFoundError
-from assay.runs import RunAggregate, RunStatus, Subject, list_runs, load_aggregate, load_result, now
+from assay.runs.records import RunAggregate, RunStatus, list_runs, load_aggregate, load_result, now
 from assay.store import EvidenceStore
+from assay.subject import Subject
 
 
 class BaselineSource(StrEnum):

@@ -13,49 +13,21 @@ error, never an overwrite.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import PurePosixPath
 from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
-from assay.budget import Decision
-from assay.errors import InputError, NotFoundError
+from assay.errors import NotFoundError
+from assay.finops.budget import Decision
+from assay.judge.port import JudgePin
 from assay.regression import Comparison
-from assay.scoring import CaseEvidence, RunMetrics
+from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
-
-_SUBJECT = re.compile(r"^(?P<kind>[a-z][a-z0-9_-]*):(?P<id>[^@\s]+)(?:@(?P<variant>[^\s]+))?$")
-
-
-class Subject(BaseModel):
-    """What was evaluated: `KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`."""
-
-    kind: str
-    id: str
-    variant: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Subject:
-        """Parse `KIND:ID[@VARIANT]`; raises InputError otherwise."""
-        match = _SUBJECT.match(text)
-        if match is None:
-            raise InputError(
-                "--subject", f"{text!r} is not KIND:ID[@VARIANT] (e.g. agent:support-bot@v2)"
-            )
-        return cls(kind=match["kind"], id=match["id"], variant=match["variant"])
-
-    @classmethod
-    def default_for(cls, outputs: str) -> Subject:
-        """`agent:<name of the outputs file or folder>` when no subject is given."""
-        name = PurePosixPath(outputs.rstrip("/")).stem or "unnamed"
-        return cls(kind="agent", id=name)
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.id}" + (f"@{self.variant}" if self.variant else "")
+from assay.store.write_once import write_once
+from assay.subject import Subject
 
 
 class RunStatus(StrEnum):
@@ -99,13 +71,6 @@ class RunPlan(_HasSubject, BaseModel):
     chunks: int
 
 
-class JudgeInfo(BaseModel):
-    """The judge a run used: changing either field makes runs incomparable without notice."""
-
-    model: str
-    prompt_version: str
-
-
 class RunAggregate(RunPlan):
     """The mutable view of a run while and after it executes."""
 
@@ -115,7 +80,7 @@ class RunAggregate(RunPlan):
     chunks_done: int = 0
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     regression: Comparison | None = None
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     error: str | None = None
 
 
@@ -139,7 +104,7 @@ class EvalResult(_HasSubject, BaseModel):
     seed: int | None = None
     regression: Comparison | None = None
     budget: Decision | None = None
-    judge: JudgeInfo | None = None
+    judge: JudgePin | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
     """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
@@ -275,8 +240,7 @@ def finish_run(
         regression=regression,
         budget=budget,
     )
-    if not store.put_once_if_absent(_result_key(result.run_id), result.model_dump_json().encode()):
-        result = load_result(store, result.run_id)
+    result = write_once(store, _result_key(result.run_id), result)
     aggregate.status = RunStatus.COMPLETED
     aggregate.metrics = metrics
     aggregate.regression = result.regression

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.store import EvidenceStore
-from assay.suites import Suite, parse_suite
+from assay.suites.suite import Suite, parse_suite
 
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*)(?:@(?P<version>\d+))?$")
 _CACHE_SIZE = 4

@@ -15,7 +15,7 @@ passed or not:
 
 Judged checks that were skipped for want of a judge or credentials do not fail the gate; they are
 a declared warning that lists the unjudged cases — never a silent pass. The *recorded* verdict
-never changes; a governed override (`assay.overrides`) changes only the effective verdict.
+never changes; a governed override (`assay.gate.overrides`) changes only the effective verdict.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ from typing import Final, Literal
 from pydantic import BaseModel
 
 from assay.errors import NotFoundError
+from assay.judge.port import JudgePin
 from assay.regression import RegressionStatus
-from assay.runs import EvalResult, JudgeInfo, read_cases
+from assay.runs.records import EvalResult, read_cases
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
-from assay.suites import Suite
+from assay.store.write_once import write_once
+from assay.suites.suite import Suite
 
 GateVerdict = Literal["pass", "fail"]
 
@@ -87,7 +89,7 @@ class GateDecision(BaseModel):
     warnings: list[str]
     rules: list[RuleResult]
     unjudged_cases: list[str]
-    judge: JudgeInfo | None
+    judge: JudgePin | None
     calibrated: bool | None
     decided_at: datetime
 
@@ -200,7 +202,7 @@ def decide(
         uses_judge: Whether the suite has `llm_judge` checks.
         calibrated: Whether the run's judge is calibrated (None when no judge was used).
         unjudged: Case ids whose judge checks were skipped (`unjudged_cases`).
-        run_warnings: The run's declared warnings (`assay.report.warnings`).
+        run_warnings: The run's declared warnings (`assay.runs.render.warnings`).
         now: The decision time (default: now, UTC).
     """
     rules = _rule_results(result, uses_judge, calibrated, unjudged)
@@ -228,8 +230,7 @@ def decide(
 
 def record_decision(store: EvidenceStore, decision: GateDecision) -> GateDecision:
     """Record a decision write-once; a run already decided keeps its first decision."""
-    store.put_once_if_absent(_key(decision.run_id), decision.model_dump_json().encode())
-    return load_decision(store, decision.run_id)
+    return write_once(store, _key(decision.run_id), decision)
 
 
 def load_decision(store: EvidenceStore, run_id: str) -> GateDecision:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from assay import registry
-from assay.baselines import select_baseline
 from assay.regression import Comparison, RunSide, compare, no_baseline
-from assay.runs import RunAggregate, load_aggregate, load_result, read_chunk
+from assay.runs.baselines import select_baseline
+from assay.runs.records import RunAggregate, load_aggregate, load_result, read_chunk
+from assay.runs.scoring import RunMetrics
 from assay.scorers import Status
-from assay.scoring import RunMetrics
 from assay.store import EvidenceStore
+from assay.suites import registry
 
 
 def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> dict[str, bool]:

@@ -1,0 +1,2 @@
+"""Judge calibration (SPEC §9): labelled sets (`labels`), the judge measured against them and the
+ratcheting targets (`report`), and `render`."""

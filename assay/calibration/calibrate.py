@@ -1,0 +1,71 @@
+"""Calibrating a judge: judge every labelled item of a set, measure, record the report.
+
+Verdicts go through the judging service like every other judge call (verdict cache, FinOps
+preflight with budget scope `suite:calibration`, cost ledger). The item text stays in this
+function's memory; the report holds figures only.
+"""
+
+from __future__ import annotations
+
+from assay.calibration.labels import load_set
+from assay.calibration.report import CalibrationReport, current_targets, measure, record_report
+from assay.errors import InputError
+from assay.hashing import OutputHasher, store_secret
+from assay.judge.port import JudgePin, JudgeRequest
+from assay.judge.service import JudgeSetup, cache_key, judge_requests
+from assay.store import EvidenceStore
+
+CALIBRATION_SUITE = "calibration"
+"""The suite name calibration spend is budgeted and recorded under."""
+
+
+def calibrate(
+    store: EvidenceStore, setup: JudgeSetup, calibration_set: str, report_id: str
+) -> CalibrationReport:
+    """Judge every labelled item, measure the judge against the labels, record the report.
+
+    Raises:
+        InputError: No judge is configured, or the set is missing or malformed.
+    """
+    if setup.make_judge is None or setup.model is None or setup.prompt_version is None:
+        raise InputError(
+            "judge", f"{setup.skip_reason}: configure a judge to calibrate (see README, Judge)"
+        )
+    items = load_set(calibration_set)
+    hasher = OutputHasher(store_secret(store))
+    pin = JudgePin(model=setup.model, prompt_version=setup.prompt_version)
+    requests = []
+    for item in items:
+        content = {
+            "input": item.input,
+            "expected": item.expected,
+            "rubric": item.rubric,
+            "output": hasher(item.output),
+        }
+        request = JudgeRequest(
+            case_id=item.item_id,
+            input=item.input,
+            expected=item.expected,
+            rubric=item.rubric,
+            output=item.output,
+        )
+        requests.append((cache_key(hasher, "calibration", pin, content), request))
+    judged = judge_requests(
+        store,
+        setup,
+        requests,
+        run_id=report_id,
+        chunk=0,
+        suite=CALIBRATION_SUITE,
+        subject=f"judge:{setup.model}",
+    )
+    report = measure(
+        items,
+        judged.verdicts,
+        report_id=report_id,
+        targets=current_targets(store),
+        judge=pin,
+        calibration_set=calibration_set,
+    )
+    record_report(store, report)
+    return report

@@ -1,0 +1,185 @@
+"""The cost ledger (SPEC §8): every judge call's priced usage, appended to the evidence store.
+
+Ledger layout in the evidence store (write-once, like all evidence):
+    costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>.json      CostRecord, dated by its `at` (UTC)
+
+The key is deterministic, and records are written with `put_once_if_absent`, so a retried or
+resumed chunk never counts twice (first writer wins). The retry must carry the same `at` as the
+first attempt (e.g. the task's or run's start time); a fresh timestamp that falls on another UTC
+day would land under another day's folder and be counted again.
+
+Reading a period lists one prefix per day of the period, up to and including today, so a check
+costs a handful of listings however large the ledger has grown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from assay.finops.pricing import NonNegativeFloat
+from assay.store import EvidenceStore
+from assay.subject import KIND_ID
+
+Period = Literal["day", "week", "month"]
+
+SCOPE = re.compile(
+    r"^(?:\*"
+    r"|suite:(?P<suite>\S+)"
+    rf"|subject:(?P<subject>{KIND_ID})(?:@(?P<variant>\S+))?)$"
+)
+
+_RUN_ID = re.compile(r"^[^/\s]+$")
+
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class CostRecord(BaseModel):
+    """The judge spend of one chunk of one run: one write-once object in the cost ledger.
+
+    Holds counts and prices only, never case or output text (SPEC §1.4).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str = Field(pattern=_RUN_ID.pattern)
+    chunk: NonNegativeInt
+    suite: str
+    subject: str
+    """`KIND:ID[@VARIANT]`, as in run records."""
+    model: str
+    prompt_version: str
+    calls: NonNegativeInt
+    input_tokens: NonNegativeInt
+    output_tokens: NonNegativeInt
+    cost_usd: NonNegativeFloat
+    at: AwareDatetime
+    """When the spend happened; normalised to UTC. It dates the ledger key."""
+
+    @field_validator("at")
+    @classmethod
+    def _in_utc(cls, at: datetime) -> datetime:
+        return at.astimezone(UTC)
+
+
+def _day_prefix(day: date) -> str:
+    return f"costs/{day:%Y}/{day:%m}/{day:%d}/"
+
+
+def cost_key(record: CostRecord) -> str:
+    """The ledger key of a record: `costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>.json` (UTC)."""
+    return f"{_day_prefix(record.at.date())}{record.run_id}-{record.chunk:06d}.json"
+
+
+def record_cost(store: EvidenceStore, record: CostRecord) -> bool:
+    """Append one chunk's judge spend to the ledger, once.
+
+    The key depends only on the run, the chunk and the UTC day, and the write is
+    `put_once_if_absent`: a retried chunk finds its record there and is not counted again, even
+    if its token counts differ slightly (first writer wins).
+
+    Returns:
+        True when written now, False when the chunk's record was already there.
+    """
+    return store.put_once_if_absent(cost_key(record), record.model_dump_json().encode())
+
+
+def utc_now(now: datetime | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError("`now` must be timezone-aware (budget periods are UTC)")
+    return now.astimezone(UTC)
+
+
+def period_bounds(period: Period, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The current UTC period containing `now`, as `[start, end)`.
+
+    `day` is today; `week` is the ISO week, Monday 00:00 to the next Monday; `month` is the
+    calendar month.
+
+    Raises:
+        ValueError: `now` is naive (a local time would shift the period by hours).
+    """
+    today = utc_now(now).date()
+    if period == "day":
+        first, after = today, today + timedelta(days=1)
+    elif period == "week":
+        first = today - timedelta(days=today.weekday())
+        after = first + timedelta(days=7)
+    else:
+        first = today.replace(day=1)
+        after = (first + timedelta(days=32)).replace(day=1)
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    return start, datetime(after.year, after.month, after.day, tzinfo=UTC)
+
+
+def read_costs(store: EvidenceStore, first: date, last: date) -> list[CostRecord]:
+    """Every ledger record dated from `first` to `last` (UTC days, inclusive), in key order.
+
+    Lists one prefix per day, so the cost is proportional to the days asked for, not to the
+    ledger's size.
+
+    Raises:
+        pydantic.ValidationError: a record is corrupt.
+        Exception: whatever the store raises when it cannot be read.
+    """
+    records: list[CostRecord] = []
+    day = first
+    while day <= last:
+        for key in store.list(_day_prefix(day)):
+            records.append(CostRecord.model_validate_json(store.get(key)))
+        day += timedelta(days=1)
+    return records
+
+
+def scope_matches(scope: str, suite: str, subject: str) -> bool:
+    """Whether a budget scope covers a suite and subject (`KIND:ID[@VARIANT]`).
+
+    `*` covers everything; `suite:NAME` covers that suite; `subject:KIND:ID` covers that subject
+    in every variant, `subject:KIND:ID@VARIANT` only that variant. An unknown scope covers
+    nothing (`Budget` rejects those when it is built).
+    """
+    match = SCOPE.match(scope)
+    if match is None:
+        return False
+    if scope == "*":
+        return True
+    if match["suite"] is not None:
+        return suite == match["suite"]
+    if match["variant"] is not None:
+        return subject == f"{match['subject']}@{match['variant']}"
+    return subject.partition("@")[0] == match["subject"]
+
+
+def spent(store: EvidenceStore, period: Period, scope: str, now: datetime | None = None) -> float:
+    """Judge spend recorded in the current UTC period for a scope, in USD.
+
+    Only the period's days up to today are listed: later days cannot hold records yet.
+
+    Args:
+        store: The evidence store holding the ledger.
+        period: `day`, `week` (ISO, from Monday) or `month`.
+        scope: A budget scope (see `scope_matches`).
+        now: The moment that picks the period; timezone-aware; default the current time.
+
+    Returns:
+        The sum of `cost_usd` over matching records in the period.
+
+    Raises:
+        ValueError: `now` is naive.
+        pydantic.ValidationError: a record is corrupt.
+        Exception: whatever the store raises when it cannot be read.
+    """
+    current = utc_now(now)
+    start, end = period_bounds(period, current)
+    last = min(current.date(), (end - timedelta(days=1)).date())
+    return math.fsum(
+        record.cost_usd
+        for record in read_costs(store, start.date(), last)
+        if start <= record.at < end and scope_matches(scope, record.suite, record.subject)
+    )

@@ -1,0 +1,383 @@
+"""The judging service: every judged verdict in Assay goes through here, and only here.
+
+Suite checks (`assay.runs.judging`), pairwise comparisons (`assay.pairwise`), calibration
+(`assay.calibration.calibrate`) and the outcome score's judged dimensions (`assay.outcome`) build
+their requests and cache keys, then hand them to `judge_requests` (one verdict per output) or
+`judge_pair_requests` (one verdict per presented pair). For every batch, in this order:
+
+1. the verdict cache answers what it can — a hit costs nothing (`fresh` bypasses it);
+2. the FinOps preflight prices what is left and checks the applicable budgets: `blocked`,
+   `throttled` or `refused` stops the spending and every pending verdict is skipped
+   (`budget_blocked`), never passed;
+3. the port is called with bounded concurrency; each verdict is cached (write-once) as it
+   arrives, so a paid-for verdict is kept even if a later call fails;
+4. the tokens are priced and appended to the cost ledger, one record per run and chunk.
+
+With no judge configured, every verdict is skipped with the reason (fail closed).
+
+One cache layout (`cache_key`): `judge-cache/<kind>/<xx>/<digest>.json`, where the digest is a
+keyed hash (the store's HMAC secret) of the kind, the judge pin, what the judge sees and
+`CACHE_LAYOUT`. Keyed, because the content includes live user text that a plain hash of a short
+answer could be guessed back from; versioned, so entries written under an older layout are never
+found again (a miss costs a call; a misread would be a wrong verdict).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Generic, Literal, TypeVar
+
+from assay.canonical import canonical_json
+from assay.errors import AssayError
+from assay.finops.budget import Budget, Decision, preflight
+from assay.finops.ledger import CostRecord, record_cost
+from assay.finops.pricing import Prices, estimate_tokens, price
+from assay.hashing import OutputHasher
+from assay.judge.port import (
+    BUDGET_BLOCKED,
+    Judge,
+    JudgePin,
+    JudgeRequest,
+    PairJudge,
+    PairRequest,
+    PairVerdict,
+    Verdict,
+    judge_all,
+    judge_pairs_all,
+)
+from assay.store import EvidenceStore
+
+T = TypeVar("T")
+RequestT = TypeVar("RequestT", JudgeRequest, PairRequest)
+VerdictT = TypeVar("VerdictT", Verdict, PairVerdict)
+
+CACHE_PREFIX: Final = "judge-cache/"
+CACHE_LAYOUT: Final = 2
+"""Bumped whenever what a cache key covers changes: older entries then become misses."""
+CacheKind = Literal["check", "pairwise", "calibration", "outcome"]
+FREE: Final = Prices(input_per_million=0, output_per_million=0)
+CACHE_WRITERS: Final = 4
+"""Threads writing verdict-cache records while judge calls are in flight."""
+
+
+class JudgeUnsupportedError(AssayError):
+    """The configured judge cannot give the kind of verdict asked for (retrying does not help)."""
+
+
+@dataclass
+class JudgeSetup:
+    """How this run judges: which judge (or why none), concurrency, prices, budgets."""
+
+    make_judge: Callable[[], Judge] | None
+    """Builds the judge inside the batch's event loop; None when no judge is configured."""
+    skip_reason: str
+    """Why verdicts are skipped when `make_judge` is None (`no judge configured`, …)."""
+    model: str | None = None
+    prompt_version: str | None = None
+    max_concurrency: int = 4
+    prices: Prices = field(default_factory=lambda: FREE)
+    budgets: list[Budget] | None = field(default_factory=list)
+    """Applicable budgets; None when they could not be read (spending is then refused)."""
+    fresh: bool = False
+
+    @property
+    def pin(self) -> JudgePin:
+        """The judge pin verdicts are cached and recorded under."""
+        return JudgePin(model=self.model, prompt_version=self.prompt_version)
+
+
+NO_JUDGE_NEEDED = JudgeSetup(None, "no judge configured")
+"""For suites without `llm_judge` checks: nothing to configure, nothing to read."""
+
+
+def cache_key(
+    hasher: OutputHasher, kind: CacheKind, pin: JudgePin, content: Mapping[str, Any]
+) -> str:
+    """The verdict-cache key of one judged question (see the module docstring).
+
+    Args:
+        hasher: The store's keyed hash (`OutputHasher(store_secret(store))`).
+        kind: Which caller's verdicts these are; kinds never share an entry.
+        pin: The judge (model pin, prompt version) the verdict comes from.
+        content: Everything the judge sees that decides the verdict (texts, rubric, threshold).
+    """
+    material = {"layout": CACHE_LAYOUT, "kind": kind, "judge": pin.model_dump(), **content}
+    digest = hasher(canonical_json(material)).removeprefix("hmac-sha256:")
+    return f"{CACHE_PREFIX}{kind}/{digest[:2]}/{digest}.json"
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from sync code, also when this thread already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+@dataclass
+class Judged(Generic[VerdictT]):
+    """What judging a batch of requests produced: one verdict per request, in order (no text)."""
+
+    verdicts: list[VerdictT]
+    calls: int = 0
+    cache_hits: int = 0
+    cost_usd: float = 0.0
+    decision: Decision | None = None
+
+
+@dataclass(frozen=True)
+class _Way(Generic[RequestT, VerdictT]):
+    """How one kind of verdict is asked for, read back, skipped and kept."""
+
+    verdict: type[VerdictT]
+    ask: Callable[
+        [Judge, Sequence[RequestT], int, Callable[[int, VerdictT], None]],
+        Awaitable[list[VerdictT]],
+    ]
+    length: Callable[[RequestT], int]
+    """Characters the judge reads for one request (for the spend estimate)."""
+    skipped: Callable[[str, JudgePin | None], VerdictT]
+    """A skipped verdict with its reason (and the pin, when a judge was involved)."""
+    cacheable: Callable[[VerdictT, JudgePin], bool]
+
+
+async def _ask_verdicts(
+    judge: Judge,
+    requests: Sequence[JudgeRequest],
+    limit: int,
+    on_verdict: Callable[[int, Verdict], None],
+) -> list[Verdict]:
+    return await judge_all(judge, requests, limit, on_verdict)
+
+
+async def _ask_pairs(
+    judge: Judge,
+    requests: Sequence[PairRequest],
+    limit: int,
+    on_verdict: Callable[[int, PairVerdict], None],
+) -> list[PairVerdict]:
+    if not isinstance(judge, PairJudge):
+        raise JudgeUnsupportedError(f"the configured judge ({type(judge).__name__}) cannot compare")
+    return await judge_pairs_all(judge, requests, limit, on_verdict)
+
+
+_VERDICTS: _Way[JudgeRequest, Verdict] = _Way(
+    verdict=Verdict,
+    ask=_ask_verdicts,
+    length=lambda r: len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output),
+    skipped=lambda reason, _pin: Verdict.skipped(reason),
+    cacheable=lambda verdict, _pin: verdict.status != "skipped",
+)
+_PAIRS: _Way[PairRequest, PairVerdict] = _Way(
+    verdict=PairVerdict,
+    ask=_ask_pairs,
+    length=lambda r: (
+        len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.first) + len(r.second)
+    ),
+    skipped=lambda reason, pin: PairVerdict.skipped(
+        reason,
+        model=pin.model if pin else None,
+        prompt_version=pin.prompt_version if pin else None,
+    ),
+    # A verdict stamped with another pin (a judge told to use another prompt) is never kept.
+    cacheable=lambda verdict, pin: (
+        verdict.status == "judged"
+        and verdict.model == pin.model
+        and verdict.prompt_version == pin.prompt_version
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Spender:
+    """Whose spend a batch is: what budgets scope and the cost ledger records."""
+
+    run_id: str
+    """Names the cost records (with the chunk number)."""
+    suite: str
+    """The suite judged (empty outside a suite)."""
+    subject: str
+    """The subject judged (`KIND:ID[@VARIANT]`)."""
+    at: datetime
+    """When the spend happens: dates the ledger and picks budget periods."""
+
+
+def judge_requests(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[tuple[str, JudgeRequest]],
+    *,
+    run_id: str,
+    chunk: int,
+    suite: str,
+    subject: str,
+    now: datetime | None = None,
+) -> Judged[Verdict]:
+    """Judge outputs through the cache, the preflight, the judge and the ledger.
+
+    Args:
+        store: The evidence store (verdict cache, cost ledger, budget spend).
+        setup: How to judge; with no judge, every verdict is skipped with `setup.skip_reason`.
+        requests: `(cache key, request)` pairs; the key comes from `cache_key`.
+        run_id: Names the batch's cost record (with `chunk`).
+        chunk: Numbers the batch within the run: one cost record per run and chunk.
+        suite: The suite judged, for budget scopes and the ledger (empty outside a suite).
+        subject: The subject judged (`KIND:ID[@VARIANT]`), for budget scopes and the ledger.
+        now: When the spend happens (dates the ledger and picks budget periods); default now.
+
+    Returns:
+        One verdict per request, in order, with the calls made, cache hits, cost and the
+        preflight decision (None when nothing needed judging).
+    """
+    spender = Spender(run_id, suite, subject, now or datetime.now(UTC))
+    return _judge(store, setup, requests, _VERDICTS, spender, first_chunk=chunk)
+
+
+def judge_pair_requests(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[tuple[str, PairRequest]],
+    spender: Spender,
+    *,
+    batch_size: int,
+    on_decision: Callable[[Decision], None] | None = None,
+) -> Judged[PairVerdict]:
+    """Judge presented pairs like `judge_requests`, in batches of `batch_size` calls.
+
+    Each batch is cached and priced into its own ledger record (chunk = batch number) before
+    the next starts, so an interrupted comparison keeps, and has recorded, what it paid for.
+    `on_decision` sees the preflight's decision before any call is made.
+
+    Raises:
+        JudgeUnsupportedError: The configured judge cannot compare pairs.
+    """
+    return _judge(
+        store, setup, requests, _PAIRS, spender, batch_size=batch_size, on_decision=on_decision
+    )
+
+
+def _judge(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[tuple[str, RequestT]],
+    way: _Way[RequestT, VerdictT],
+    spender: Spender,
+    *,
+    first_chunk: int = 0,
+    batch_size: int | None = None,
+    on_decision: Callable[[Decision], None] | None = None,
+) -> Judged[VerdictT]:
+    if setup.make_judge is None:
+        return Judged([way.skipped(setup.skip_reason, None)] * len(requests))
+    verdicts: list[VerdictT | None] = [None] * len(requests)
+    judged: Judged[VerdictT] = Judged(verdicts=[])
+    pending: list[int] = []
+    for index, (key, _) in enumerate(requests):
+        if not setup.fresh and store.exists(key):
+            verdicts[index] = way.verdict.model_validate_json(store.get(key))
+            judged.cache_hits += 1
+        else:
+            pending.append(index)
+    if pending:
+        projected = price(
+            setup.prices, *estimate_tokens([way.length(requests[i][1]) for i in pending])
+        )
+        judged.decision = preflight(
+            store, setup.budgets, projected, spender.suite, spender.subject, spender.at
+        )
+        if on_decision is not None:
+            on_decision(judged.decision)
+        if judged.decision.allowed:
+            for number, batch in enumerate(_batches(pending, batch_size or len(pending))):
+                answers = _ask(store, setup, way, [requests[i] for i in batch])
+                for index, verdict in zip(batch, answers, strict=True):
+                    verdicts[index] = verdict
+                cost = _record_spend(store, setup, spender, first_chunk + number, answers)
+                judged.calls += len(batch)
+                judged.cost_usd += cost
+        else:
+            blocked = way.skipped(BUDGET_BLOCKED, setup.pin)
+            for index in pending:
+                verdicts[index] = blocked
+    judged.verdicts = [verdict for verdict in verdicts if verdict is not None]
+    return judged
+
+
+def _batches(items: list[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _ask(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    way: _Way[RequestT, VerdictT],
+    batch: Sequence[tuple[str, RequestT]],
+) -> list[VerdictT]:
+    """Call the judge on one batch; cache each verdict as it arrives."""
+    pin = setup.pin
+    # Each verdict is cached as it arrives, on writer threads, while other calls are in flight:
+    # a paid-for verdict is kept even if a later call fails, and neither the writes' latency
+    # (fsync, or an S3 round trip) nor their I/O blocks the event loop that drives the calls.
+    with concurrent.futures.ThreadPoolExecutor(CACHE_WRITERS) as writers:
+        writes: list[concurrent.futures.Future[bool]] = []
+
+        def cache(position: int, verdict: VerdictT) -> None:
+            if way.cacheable(verdict, pin):
+                data = verdict.model_dump_json().encode()
+                writes.append(writers.submit(store.put_once_if_absent, batch[position][0], data))
+
+        async def call() -> list[VerdictT]:
+            assert setup.make_judge is not None
+            judge = setup.make_judge()
+            try:
+                return await way.ask(
+                    judge, [request for _, request in batch], setup.max_concurrency, cache
+                )
+            finally:
+                close = getattr(judge, "aclose", None)
+                if close is not None:
+                    await close()
+
+        answers = run_sync(call())
+        for write in writes:
+            write.result()  # a failed cache write fails the task, which is retried
+    return answers
+
+
+def _record_spend(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    spender: Spender,
+    chunk: int,
+    answers: Sequence[VerdictT],
+) -> float:
+    """Price one batch's tokens and append them to the ledger; returns the cost."""
+    used_in = sum(verdict.input_tokens for verdict in answers)
+    used_out = sum(verdict.output_tokens for verdict in answers)
+    cost = price(setup.prices, used_in, used_out)
+    # One ledger record per run and chunk (first writer wins): a retried chunk finds its
+    # verdicts in the cache and spends, and records, only what the first attempt did not.
+    record_cost(
+        store,
+        CostRecord(
+            run_id=spender.run_id,
+            chunk=chunk,
+            suite=spender.suite,
+            subject=spender.subject,
+            model=setup.model or "",
+            prompt_version=setup.prompt_version or "",
+            calls=len(answers),
+            input_tokens=used_in,
+            output_tokens=used_out,
+            cost_usd=cost,
+            at=spender.at,
+        ),
+    )
+    return cost

@@ -1,0 +1,82 @@
+"""The monitor report as text: markdown for the artifact and the CLI's lines."""
+
+from __future__ import annotations
+
+from assay.monitor.figures import (
+    Change,
+    CostPerCompleted,
+    Tokens,
+    diff_text,
+    states_text,
+)
+from assay.monitor.report import ABSENCE_NOTE, NO_DATA_KIND, MonitorReport, silent
+from assay.rate import rate_text
+
+
+def relative_text(value: float | None) -> str:
+    """`+152%`, or `n/a`."""
+    return "n/a" if value is None else f"{value:+.0%}"
+
+
+def cost_text(cost: CostPerCompleted) -> str:
+    """`$0.0123 ($0.37 / 30 completed)`; `≥` when some ended sessions reported no cost; the
+    spend of sessions that have not ended, which is in neither figure, after a `+`."""
+    spent = f"(${cost.total_usd:.2f} / {cost.completed} completed)"
+    live = f"; + ${cost.not_ended_usd:.2f} in {cost.not_ended} not ended" if cost.not_ended else ""
+    if cost.value is None:
+        return f"n/a {spent}{live}"
+    return f"{'≥ ' if cost.uncosted else ''}${cost.value:.4f} {spent}{live}"
+
+
+def tokens_text(tokens: Tokens) -> str:
+    """`median / p95 (n=…)`, or `n/a (n=0)`."""
+    if tokens.median is None or tokens.p95 is None:
+        return "n/a (n=0)"
+    return f"{tokens.median:.0f} / {tokens.p95:.0f} (n={tokens.n})"
+
+
+def change_text(moved: Change) -> str:
+    """The change against the previous window, in one short line."""
+    return (
+        f"failure {diff_text(moved.failure)}, completion {diff_text(moved.completion)}, "
+        f"cost {relative_text(moved.cost_per_completed)}"
+    )
+
+
+def markdown_report(report: MonitorReport) -> str:
+    """The report as a markdown artifact: one row per subject, counts beside every rate."""
+    lines = [
+        f"# Session monitor · {report.window} to {report.current.end:%Y-%m-%d %H:%M} UTC",
+        "",
+        f"**{ABSENCE_NOTE}**",
+        "",
+        "| subject | status | sessions | states | unknown | completion | failure | high/critical "
+        "| cost / completed | tokens median / p95 | change (failure, completion, cost) |",
+        "|---|---|---:|---|---:|---|---|---|---|---|---|",
+    ]
+    for h in report.subjects:
+        lines.append(
+            f"| {h.subject} | {h.status.replace('_', ' ')} | {h.sessions} | {states_text(h)} "
+            f"| {h.unknown.sessions} "
+            f"| {rate_text(h.completion.completed, h.completion.n)} "
+            f"| {rate_text(h.failure.failed, h.failure.n)} "
+            f"| {rate_text(h.high_severity.flagged, h.high_severity.n)} "
+            f"| {cost_text(h.cost_per_completed)} | {tokens_text(h.tokens)} "
+            f"| {change_text(h.change)} |"
+        )
+    r = report.records
+    lines += [
+        "",
+        f"{r.lines} signal line(s), {r.sessions} session(s) ({r.superseded} superseded by a "
+        f"later line): {r.current} in the window, {r.previous} in the previous window, "
+        f"{r.outside} outside both, {r.undated} undated, {r.unattributed} without a subject.",
+    ]
+    alerts = [c for h in report.subjects for c in h.findings]
+    if alerts:
+        lines += ["", "**Thresholds crossed**"]
+        lines += [f"- {h.subject}: {c.summary}" for h in report.subjects for c in h.findings]
+    quiet = [h.subject for h in report.subjects if silent(h)]
+    if quiet:
+        lines += ["", f"**Nothing measurable from** {', '.join(quiet)} (`{NO_DATA_KIND}`)"]
+    lines += ["", f"Report `{report.report_id}` · signals `{report.signals}`"]
+    return "\n".join(lines)

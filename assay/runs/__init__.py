@@ -1,0 +1,6 @@
+"""Runs: scoring a suite against outputs, the run's evidence records, baselines and comparisons.
+
+`records` (the EvalResult, the run aggregate, evidence chunks and their layout), `scoring`
+(scorers over cases), `sampling`, `baselines`, `comparison`, `scorecard`, and `render` (the
+human-readable run summary).
+"""

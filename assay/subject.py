@@ -1,0 +1,54 @@
+"""The subject: what was evaluated, `KIND:ID[@VARIANT]` (e.g. `agent:support-bot@v2`).
+
+One grammar and one canonical text form (`str(subject)`), used by the CLI, the flows, run names,
+run records, outcome records and budget scopes. A subject is parsed once where it enters (the
+CLI, a flow's parameters, a record being validated) and carried as that canonical text.
+(Monitor signals apply a stricter rule of their own on top: `assay.monitor.signals`.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, ConfigDict
+
+from assay.errors import InputError
+
+KIND_ID = r"[a-z][a-z0-9_-]*:[^@\s]+"
+"""`KIND:ID` without the variant, for patterns that embed a subject (budget scopes)."""
+_SUBJECT = re.compile(r"^(?P<kind>[a-z][a-z0-9_-]*):(?P<id>[^@\s]+)(?:@(?P<variant>[^\s]+))?$")
+
+
+class Subject(BaseModel):
+    """What was evaluated: `KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    id: str
+    variant: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Subject:
+        """Parse `KIND:ID[@VARIANT]`; raises InputError otherwise."""
+        match = _SUBJECT.match(text)
+        if match is None:
+            raise InputError(
+                "--subject", f"{text!r} is not KIND:ID[@VARIANT] (e.g. agent:support-bot@v2)"
+            )
+        return cls(kind=match["kind"], id=match["id"], variant=match["variant"])
+
+    @classmethod
+    def default_for(cls, outputs: str) -> Subject:
+        """`agent:<name of the outputs file or folder>` when no subject is given."""
+        name = PurePosixPath(outputs.rstrip("/")).stem or "unnamed"
+        return cls(kind="agent", id=name)
+
+    @classmethod
+    def given_or_default(cls, text: str | None, outputs: str) -> Subject:
+        """The `--subject` given (parsed), else the default for the outputs reference."""
+        return cls.parse(text) if text else cls.default_for(outputs)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.id}" + (f"@{self.variant}" if self.variant else "")

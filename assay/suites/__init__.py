@@ -1,0 +1,1 @@
+"""Suites: the versioned golden data sets (`suite`) and their content-addressed registry."""
