@@ -538,7 +538,7 @@ def nightly_rows(workdir: Path, small: Generated, workers: int) -> list[Row]:
     root = Path(__file__).resolve().parent.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from tests.prefect_server import api_call, prefect_server_process, run_cli
+    from tests.prefect_server import api_call, pool_and_deployments, prefect_server_process
 
     base = workdir / "runs" / "nightly"
     shutil.rmtree(base, ignore_errors=True)
@@ -547,17 +547,7 @@ def nightly_rows(workdir: Path, small: Generated, workers: int) -> list[Row]:
     with prefect_server_process(base / "prefect-home", base / "server.log") as server_env:
         env = server_env | {"PREFECT_WORKER_QUERY_SECONDS": "1"}
         api = env["PREFECT_API_URL"]
-        run_cli(env, "prefect", "work-pool", "create", "assay", "--type", "process")
-        run_cli(
-            env,
-            "prefect",
-            "--no-prompt",
-            "deploy",
-            "--prefect-file",
-            "deployments/prefect.yaml",
-            "--name",
-            "nightly-job",
-        )
+        pool_and_deployments(env, "nightly-job")
         for count in sorted({1, workers}):
             started = [
                 subprocess.Popen(

@@ -28,6 +28,7 @@ from tests.servers import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+DEPLOYMENTS = "deployments/prefect.yaml"
 HEALTHY_SECONDS = 120.0
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -68,6 +69,14 @@ def run_cli(env: dict[str, str], *command: str) -> str:
     )
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def pool_and_deployments(env: dict[str, str], *names: str) -> None:
+    """Create the `assay` process pool and deploy `names` from deployments/prefect.yaml (all
+    of them when none are named)."""
+    run_cli(env, "prefect", "work-pool", "create", "assay", "--type", "process")
+    chosen = [arg for name in names for arg in ("--name", name)] or ["--all"]
+    run_cli(env, "prefect", "--no-prompt", "deploy", "--prefect-file", DEPLOYMENTS, *chosen)
 
 
 @contextmanager

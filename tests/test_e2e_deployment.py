@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.prefect_server import api_call, run_cli
+from tests.prefect_server import api_call, pool_and_deployments, run_cli
 from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server
 
 pytestmark = pytest.mark.e2e
@@ -73,16 +73,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
         "--secret-access-key",
         SECRET_ACCESS_KEY,
     )
-    run_cli(env, "prefect", "work-pool", "create", "assay", "--type", "process")
-    run_cli(
-        env,
-        "prefect",
-        "--no-prompt",
-        "deploy",
-        "--prefect-file",
-        "deployments/prefect.yaml",
-        "--all",
-    )
+    pool_and_deployments(env)
     deployments = api_call(api, "/deployments/filter", {})
     assert {d["name"] for d in deployments} == {
         "nightly",

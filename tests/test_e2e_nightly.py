@@ -17,7 +17,7 @@ import pytest
 
 from assay.runs.records import list_runs
 from assay.store import FileStore
-from tests.prefect_server import BIN, api_call, prefect_server_process, run_cli
+from tests.prefect_server import BIN, api_call, pool_and_deployments, prefect_server_process
 
 pytestmark = pytest.mark.e2e
 
@@ -74,19 +74,7 @@ def test_nightly_fans_out_over_two_workers_and_a_retrigger_starts_no_job_twice(
     env = server_on_postgres | {"PREFECT_WORKER_QUERY_SECONDS": "1"}
     api = env["PREFECT_API_URL"]
     store = tmp_path / "evidence"
-    run_cli(env, "prefect", "work-pool", "create", "assay", "--type", "process")
-    run_cli(
-        env,
-        "prefect",
-        "--no-prompt",
-        "deploy",
-        "--prefect-file",
-        "deployments/prefect.yaml",
-        "--name",
-        "nightly",
-        "--name",
-        "nightly-job",
-    )
+    pool_and_deployments(env, "nightly", "nightly-job")
     nightly_id = _deployment_id(api, "nightly")
     job_deployment_id = _deployment_id(api, "nightly-job")
     parameters = {
