@@ -538,13 +538,26 @@ def nightly_rows(workdir: Path, small: Generated, workers: int) -> list[Row]:
     root = Path(__file__).resolve().parent.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from tests.prefect_server import api_call, pool_and_deployments, prefect_server_process
+    from tests.prefect_server import (
+        api_call,
+        pool_and_deployments,
+        postgres_bin,
+        prefect_server_process,
+        throwaway_postgres,
+    )
 
     base = workdir / "runs" / "nightly"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     rows = []
-    with prefect_server_process(base / "prefect-home", base / "server.log") as server_env:
+    binaries = postgres_bin()
+    with contextlib.ExitStack() as stack:
+        # SQLite serialises the writes of concurrent flow runs ("database is locked" retries).
+        database = stack.enter_context(throwaway_postgres(binaries)) if binaries else None
+        print(f"  nightly: Prefect server on {'PostgreSQL' if database else 'SQLite'}", flush=True)
+        server_env = stack.enter_context(
+            prefect_server_process(base / "prefect-home", base / "server.log", database)
+        )
         env = server_env | {"PREFECT_WORKER_QUERY_SECONDS": "1"}
         api = env["PREFECT_API_URL"]
         pool_and_deployments(env, "nightly-job")

@@ -124,7 +124,7 @@ def prefect_server(tmp_path: Path) -> Iterator[dict[str, str]]:
         yield env
 
 
-def _postgres_bin() -> Path | None:
+def postgres_bin() -> Path | None:
     """Where initdb and pg_ctl are: on PATH, else Debian's versioned folder."""
     found = shutil.which("initdb")
     if found:
@@ -133,14 +133,10 @@ def _postgres_bin() -> Path | None:
     return Path(versions[-1]).parent if versions else None
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a free loopback port; yields an asyncpg URL to it."""
-    binaries = _postgres_bin()
-    if binaries is None:
-        pytest.skip(
-            "PostgreSQL binaries (initdb, pg_ctl) are not installed: apt-get install postgresql"
-        )
+@contextmanager
+def throwaway_postgres(binaries: Path) -> Iterator[str]:
+    """A PostgreSQL cluster in a temporary folder on a free loopback port; yields an asyncpg
+    URL to its `postgres` database (user `prefect`, trust auth); removed afterwards."""
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     root = Path(tempfile.mkdtemp(prefix="assay-test-pg-"))
     if as_postgres:
@@ -163,3 +159,13 @@ def postgres_url() -> Iterator[str]:
     finally:
         pg("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster for this test; skipped when PostgreSQL is not installed."""
+    binaries = postgres_bin()
+    if binaries is None:
+        pytest.skip("PostgreSQL is not installed (no initdb/pg_ctl): apt-get install postgresql")
+    with throwaway_postgres(binaries) as url:
+        yield url
