@@ -72,12 +72,12 @@ def _chunks(store: FileStore, run_id: str) -> list[Any]:
 
 
 def _tasks_done(cluster: DaskCluster) -> dict[str, int]:
+    """Task transitions each live worker has made, by worker name."""
     with cluster.client() as client:
-        counts: dict[str, int] = client.run(
-            lambda dask_worker: dask_worker.state.transition_counter
+        counts = client.run(
+            lambda dask_worker: (dask_worker.name, dask_worker.state.transition_counter)
         )
-        names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
-    return {names[address]: count for address, count in counts.items()}
+    return dict(counts.values())
 
 
 def test_two_worker_cluster_equals_the_sequential_run_case_for_case(
@@ -126,8 +126,11 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(
     with dask_cluster.client() as client:
         deadline = time.monotonic() + WATCH_SECONDS
         while time.monotonic() < deadline and runner.is_alive():
-            names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
-            busy = {names[a] for a, keys in client.processing().items() if keys}
+            busy = client.run_on_scheduler(
+                lambda dask_scheduler: {
+                    w.name for w in dask_scheduler.workers.values() if w.processing
+                }
+            )
             if victim in busy and _tasks_done(dask_cluster).get(victim, 0) > 0:
                 break
             time.sleep(0.05)
