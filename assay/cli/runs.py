@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
@@ -65,6 +66,9 @@ def execute_run(
     from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
 
     runner = guarded(lambda: reachable_chunk_runner(dask, workers))
+    # A temporary cluster's scheduler lives in this process and logs every worker's coming and
+    # going at INFO through Prefect's console handler; a terminal wants warnings only.
+    logging.getLogger("distributed").setLevel(logging.WARNING)
     flow = suite_run.with_options(task_runner=runner)
 
     name = registry.parse_ref(ref)[0]
