@@ -431,6 +431,7 @@ def report(
 
 # ---------------------------------------------------------------- scale-out
 
+SCALE_OUT_WORKLOADS = ("chunks", "judge", "nightly")
 JUDGE_CASES = 1_000
 JUDGE_LATENCY = 0.1
 JUDGE_CHUNK = 100
@@ -643,9 +644,12 @@ def scale_out(args: argparse.Namespace, workdir: Path, small: Generated, large: 
     try:
         if not args.no_warmup:
             run_parallel(workdir, "warmup", small.suite, small.outputs, runners[0][1], 2000)
-        rows += chunk_rows(workdir, small, large, runners)
-        rows += judge_rows(workdir, runners)
-        rows += nightly_rows(workdir, small, args.workers or 1)
+        if "chunks" in args.only:
+            rows += chunk_rows(workdir, small, large, runners)
+        if "judge" in args.only:
+            rows += judge_rows(workdir, runners)
+        if "nightly" in args.only:
+            rows += nightly_rows(workdir, small, args.workers or 1)
     except BenchError as exc:
         print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
         return 1
@@ -673,6 +677,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--dask", metavar="ADDRESS", help="scale-out: also measure on this existing Dask cluster"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SCALE_OUT_WORKLOADS,
+        default=list(SCALE_OUT_WORKLOADS),
+        help="scale-out: measure only these workloads",
     )
     parser.add_argument("--floor-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--suite", type=Path, help=argparse.SUPPRESS)
