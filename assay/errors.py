@@ -53,3 +53,12 @@ class NotFoundError(AssayError):
 
 class EvidenceConflictError(AssayError):
     """A write-once evidence object already exists with different content."""
+
+
+class StoreUnavailableError(AssayError):
+    """The evidence store could not be reached, even after bounded retries.
+
+    The message names the endpoint, bucket or key, the operation, the attempts made and the last
+    error type, never object content. It is an `AssayError` so that Prefect does not retry it
+    again on top of the retries that already ran out.
+    """

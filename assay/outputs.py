@@ -1,4 +1,5 @@
-"""Candidate outputs: JSON Lines from a file, a folder or an S3 prefix, streamed and validated.
+"""Candidate outputs: JSON Lines (or OTLP trace exports, read through `assay.otel.outputs`) from
+a file, a folder or an S3 prefix, streamed and validated.
 
 Outputs never travel as data between pipeline steps. `index_outputs` validates the whole input in
 one streaming pass and returns an `OutputsIndex` of byte ranges (`OutputSlice`s); each scoring
@@ -9,18 +10,21 @@ Prefect records (parameters, results) ever holds output text.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
+from urllib.parse import parse_qsl, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay import staging
 from assay.errors import InputError
 from assay.jsonl import numbered_lines, parse_record
 
 if TYPE_CHECKING:
-    from assay.store.s3 import S3Store
+    from assay.otel.outputs import TraceSlice
+    from assay.s3 import ObjectReader
 
 
 class Usage(BaseModel):
@@ -43,15 +47,64 @@ class CandidateOutput(BaseModel):
     guardrail_triggers: int = Field(default=0, ge=0)
 
 
-class OutputSlice(BaseModel):
-    """A run of whole lines in one outputs object: bytes [start, end), first line `first_line`."""
+class ByteRange(BaseModel):
+    """Whole lines of one outputs object: bytes [start, end), first line `first_line`."""
 
     path: str
     """Local path or `s3://bucket/key`."""
     start: int
     end: int
     first_line: int
+
+
+class OutputSlice(ByteRange):
+    """The outputs of one scoring chunk: a run of whole lines in one outputs object.
+
+    A slice of trace exports (`format` "otlp") also names its case ids and the other byte
+    ranges that hold spans of its traces (see `assay.otel.outputs`).
+    """
+
     cases: int
+    format: Literal["jsonl", "otlp"] = "jsonl"
+    case_attribute: str | None = None
+    case_ids: list[str] | None = None
+    extra: list[ByteRange] = []
+
+
+OutputsFormat = Literal["auto", "jsonl", "otlp"]
+DEFAULT_CASE_ATTRIBUTE: Final = "assay.case_id"
+
+
+class OutputsReference(BaseModel):
+    """Where outputs are and how to read them, as one string that flows carry as a parameter.
+
+    `PATH_OR_URI` alone reads JSONL or OTLP trace exports, told apart by content;
+    `PATH_OR_URI?format=otlp&case_attribute=NAME` forces the format or names the case attribute.
+    """
+
+    location: str
+    format: OutputsFormat = "auto"
+    case_attribute: str = Field(default=DEFAULT_CASE_ATTRIBUTE, min_length=1, max_length=255)
+
+    @classmethod
+    def parse(cls, uri: str) -> OutputsReference:
+        """Split a reference; a `?` followed by anything but these options is part of the path."""
+        location, mark, query = uri.rpartition("?")
+        options = dict(parse_qsl(query)) if mark else {}
+        if not options or not options.keys() <= {"format", "case_attribute"}:
+            return cls(location=uri)
+        try:
+            return cls(location=location, **options)
+        except ValueError:
+            raise InputError(uri, "format must be auto, jsonl or otlp") from None
+
+    def __str__(self) -> str:
+        options = {
+            key: value
+            for key, value in (("format", self.format), ("case_attribute", self.case_attribute))
+            if value != type(self).model_fields[key].default
+        }
+        return f"{self.location}?{urlencode(options)}" if options else self.location
 
 
 class OutputsIndex(BaseModel):
@@ -76,9 +129,11 @@ class OutputSource:
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object."""
+        if staging.is_staged(self.name):
+            return staging.read(self.name, start, end)
         if self.name.startswith("s3://"):
             bucket, key = _split_s3(self.name)
-            return _bucket(bucket).get_range(key, start, end)
+            return _reader().read(bucket, key, start, end)
         with open(self.name, "rb") as handle:
             handle.seek(start)
             return handle.read(end - start)
@@ -99,34 +154,40 @@ def _split_s3(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _bucket(bucket: str) -> S3Store:
-    return _bucket_at(bucket, os.environ.get("AWS_ENDPOINT_URL"))
+def _reader() -> ObjectReader:
+    return _reader_at(os.environ.get("AWS_ENDPOINT_URL"))
 
 
-@lru_cache(maxsize=16)
-def _bucket_at(bucket: str, endpoint: str | None) -> S3Store:
-    from assay.s3 import make_client
-    from assay.store.s3 import S3Store
+@lru_cache(maxsize=4)
+def _reader_at(endpoint: str | None) -> ObjectReader:
+    from assay.s3 import ObjectReader, make_client
 
-    return S3Store(bucket, client=make_client(endpoint_url=endpoint))
+    return ObjectReader(make_client(endpoint_url=endpoint))
 
 
-def output_sources(uri: str) -> list[OutputSource]:
+def output_sources(uri: str, suffixes: tuple[str, ...] = (".jsonl",)) -> list[OutputSource]:
     """The JSONL objects behind an outputs reference, in key/path order: one file, every
-    `*.jsonl` under a folder, or every `.jsonl` object under an `s3://bucket/prefix/`."""
+    `*.jsonl` (or other `suffixes`) under a folder, every such object under an
+    `s3://bucket/prefix/`, or inline outputs staged in this process (`inline://…`, see
+    `assay.staging`)."""
+    if staging.is_staged(uri):
+        if not staging.exists(uri):
+            raise InputError(uri, "no such staged outputs in this process")
+        return [OutputSource(uri)]
+    named = " or ".join(suffixes)
     if uri.startswith("s3://"):
         from assay.s3 import parse_s3_uri
 
         bucket, prefix = parse_s3_uri(uri)
-        keys = [k for k in _bucket(bucket).list(prefix) if k.endswith(".jsonl")]
+        keys = [k for k in _reader().keys(bucket, prefix) if k.endswith(suffixes)]
         if not keys:
-            raise InputError(uri, "no .jsonl objects under this S3 prefix")
+            raise InputError(uri, f"no {named} objects under this S3 prefix")
         return [OutputSource(f"s3://{bucket}/{key}") for key in keys]
     path = Path(uri.removeprefix("file://"))
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
         if not files:
-            raise InputError(uri, "the folder holds no .jsonl files")
+            raise InputError(uri, f"the folder holds no {named} files")
         return [OutputSource(str(p)) for p in files]
     if not path.is_file():
         raise InputError(uri, "no such outputs file or folder")
@@ -138,13 +199,33 @@ def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
     return parse_record(CandidateOutput, raw, source, line)
 
 
+def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, bool]]:
+    """Each object behind `reference` and whether it is an OTLP trace export.
+
+    Auto-detection reads the first bytes of each object. A folder or prefix also offers its
+    `.json` objects, which are taken only when they are trace exports (or OTLP is forced).
+    """
+    from assay.otel.traces import looks_like_traces
+
+    if reference.format == "jsonl":
+        return [(source, False) for source in output_sources(reference.location)]
+    sources = output_sources(reference.location, (".jsonl", ".json"))
+    chosen: list[tuple[OutputSource, bool]] = []
+    for source in sources:
+        traces = reference.format == "otlp" or looks_like_traces(source.read(0, 256))
+        if traces or len(sources) == 1 or source.name.endswith(".jsonl"):
+            chosen.append((source, traces))
+    return chosen
+
+
 def index_outputs(
     uri: str, known: Collection[str], selected: Collection[str], chunk_size: int
 ) -> OutputsIndex:
-    """Validate every output line and cut the selected ones into slices of `chunk_size` cases.
+    """Validate every output (JSONL lines or OTLP traces) and cut the selected ones into slices
+    of `chunk_size` cases.
 
     Args:
-        uri: Outputs file or folder.
+        uri: Outputs file or folder, as an `OutputsReference` string.
         known: Every case id of the suite; an output for any other id is an input error.
         selected: The case ids this run scores (all, or a seeded sample), in suite order.
         chunk_size: Selected outputs per slice.
@@ -152,53 +233,123 @@ def index_outputs(
     Raises:
         InputError: malformed line, unknown case id or duplicate output — naming file and line.
     """
+    reference = OutputsReference.parse(uri)
     first_seen: dict[str, tuple[str, int]] = {}
     wanted = selected if isinstance(selected, set | frozenset) else set(selected)
-    slices: list[OutputSlice] = []
-    for output in output_sources(uri):
-        source = output.name
-        start, first_line, count, previous_end = 0, 1, 0, 0
-        for number, line_start, end, raw in numbered_lines(output.blocks()):
-            record = parse_line(raw, source, number)
-            case_id = record.case_id
-            if case_id not in known:
-                raise InputError(
-                    source, f"output for unknown case id {case_id!r}", line=number, field="case_id"
-                )
-            if case_id in first_seen:
-                where, line = first_seen[case_id]
-                raise InputError(
-                    source,
-                    f"duplicate output for case {case_id!r} (first at {where} line {line})",
-                    line=number,
-                    field="case_id",
-                )
-            first_seen[case_id] = (source, number)
-            if case_id not in wanted:
-                continue
-            if count == 0:
-                start, first_line = line_start, number
-            count += 1
-            previous_end = end
-            if count == chunk_size:
-                slices.append(
-                    OutputSlice(
-                        path=source, start=start, end=end, first_line=first_line, cases=count
-                    )
-                )
-                count = 0
-        if count:
-            slices.append(
-                OutputSlice(
-                    path=source, start=start, end=previous_end, first_line=first_line, cases=count
-                )
+
+    def claim(case_id: str, source: str, line: int, field: str) -> None:
+        if case_id not in known:
+            raise InputError(
+                source, f"output for unknown case id {case_id!r}", line=line, field=field
             )
-    missing = [case_id for case_id in selected if case_id not in first_seen]
-    return OutputsIndex(slices=slices, seen=len(first_seen), missing=missing)
+        if case_id in first_seen:
+            where, first = first_seen[case_id]
+            raise InputError(
+                source,
+                f"duplicate output for case {case_id!r} (first at {where} line {first})",
+                line=line,
+                field=field,
+            )
+        first_seen[case_id] = (source, line)
+
+    slices: list[OutputSlice] = []
+    traces: list[OutputSource] = []
+    for output, is_traces in formatted_sources(reference):
+        if is_traces:
+            traces.append(output)
+        else:
+            slices.extend(_index_jsonl(output, wanted, chunk_size, claim))
+    without_text: set[str] = set()
+    if traces:
+        from assay.otel.outputs import index_traces
+
+        found = index_traces(traces, reference.case_attribute, wanted, chunk_size, claim)
+        slices.extend(_trace_slice(piece, reference.case_attribute) for piece in found.slices)
+        without_text = found.without_text
+    missing = [c for c in selected if c not in first_seen or c in without_text]
+    return OutputsIndex(slices=slices, seen=len(first_seen) - len(without_text), missing=missing)
+
+
+def _trace_slice(piece: TraceSlice, case_attribute: str) -> OutputSlice:
+    home, *others = piece.ranges
+    return OutputSlice(
+        path=home.path,
+        start=home.start,
+        end=home.end,
+        first_line=home.first_line,
+        cases=len(piece.case_ids),
+        format="otlp",
+        case_attribute=case_attribute,
+        case_ids=piece.case_ids,
+        extra=[
+            ByteRange(path=r.path, start=r.start, end=r.end, first_line=r.first_line)
+            for r in others
+        ],
+    )
+
+
+def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
+    from assay.otel.outputs import Range, TraceSlice, read_trace_slice
+
+    assert piece.case_attribute is not None and piece.case_ids is not None
+    ranges = [Range(r.path, r.start, r.end, r.first_line) for r in [piece, *piece.extra]]
+    traces = TraceSlice(case_ids=piece.case_ids, ranges=ranges)
+    for traced in read_trace_slice(traces, piece.case_attribute, selected, OutputSource):
+        figures = traced.usage
+        known = (figures.input_tokens, figures.output_tokens, figures.cost_usd) != (None,) * 3
+        yield CandidateOutput(
+            case_id=traced.case_id,
+            output=traced.text,
+            duration_ms=traced.duration_ms,
+            usage=Usage(
+                input_tokens=figures.input_tokens,
+                output_tokens=figures.output_tokens,
+                cost_usd=figures.cost_usd,
+            )
+            if known
+            else None,
+        )
+
+
+def _index_jsonl(
+    output: OutputSource,
+    wanted: Collection[str],
+    chunk_size: int,
+    claim: Callable[[str, str, int, str], None],
+) -> Iterator[OutputSlice]:
+    source = output.name
+    start, first_line, count, previous_end = 0, 1, 0, 0
+    for number, line_start, end, raw in numbered_lines(output.blocks()):
+        record = parse_line(raw, source, number)
+        claim(record.case_id, source, number, "case_id")
+        if record.case_id not in wanted:
+            continue
+        if count == 0:
+            start, first_line = line_start, number
+        count += 1
+        previous_end = end
+        if count == chunk_size:
+            yield OutputSlice(path=source, start=start, end=end, first_line=first_line, cases=count)
+            count = 0
+    if count:
+        yield OutputSlice(
+            path=source, start=start, end=previous_end, first_line=first_line, cases=count
+        )
+
+
+def validate_outputs(uri: str, known: Collection[str]) -> int:
+    """Check every output line with the rules `index_outputs` (ingest) applies, keeping no text
+    and no slices; returns how many valid lines were read. The CLI calls this before any Prefect
+    API starts, so a bad file is answered at once; the flow's ingest still re-reads the file
+    (see docs/cli.md, "Input errors")."""
+    return index_outputs(uri, known, (), chunk_size=1).seen
 
 
 def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
     """Stream the selected outputs of one slice (lines of unselected cases are skipped)."""
+    if piece.format == "otlp":
+        yield from _read_traces(piece, selected)
+        return
     data = OutputSource(piece.path).read(piece.start, piece.end)
     for number, raw in enumerate(data.split(b"\n"), start=piece.first_line):
         stripped = raw.strip()

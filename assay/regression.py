@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -118,6 +119,19 @@ def _paired(baseline: RunSide, candidate: RunSide) -> PairedAnalysis | None:
         interval=None if interval is None else [interval.lo, interval.hi],
         mcnemar_p=mcnemar_exact(cells["baseline_only"], cells["candidate_only"]),
     )
+
+
+CaseChange = Literal["newly failing", "newly passing", "unchanged", "not compared"]
+
+
+def case_change(before: bool | None, after: bool | None) -> CaseChange:
+    """One case against the baseline: pass (True) or fail (False) in each run; None when the
+    case was skipped or absent there, which compares nothing."""
+    if before is None or after is None:
+        return "not compared"
+    if before == after:
+        return "unchanged"
+    return "newly passing" if after else "newly failing"
 
 
 def what_changed(baseline: RunSide, candidate: RunSide) -> list[str]:

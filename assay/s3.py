@@ -8,6 +8,7 @@ jittered backoff and the same clear error when the server stays unreachable.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from threading import Lock
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from tenacity import (
 )
 from urllib3.exceptions import ProtocolError
 
-from assay.store.base import StoreUnavailableError
+from assay.errors import NotFoundError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -104,12 +105,18 @@ def make_client(
     secret_access_key: str | None = None,
     session_token: str | None = None,
     region: str | None = None,
+    *,
+    session: boto3.Session | None = None,
+    client_parameters: Mapping[str, Any] | None = None,
 ) -> S3Client:
     """An S3 client for AWS or any S3-compatible server (MinIO, Ceph, R2, rclone, moto).
 
     Arguments left as None fall back to boto3's standard configuration: the credential chain
     (environment, profile, instance role), `AWS_ENDPOINT_URL`/`AWS_ENDPOINT_URL_S3`, and the
-    region settings.
+    region settings. `session` (e.g. a prefect-aws `AwsCredentials.get_boto3_session()`, which
+    carries its profile) creates the client instead of boto3's default session;
+    `client_parameters` (`AwsClientParameters.get_params_override()`: `use_ssl`, `verify`,
+    `api_version`, `endpoint_url`, `config`) are passed on, their `config` merged over ours.
 
     The client makes one attempt per call (tenacity owns retries, see `retrying`), times out
     instead of hanging, uses path-style addressing when an endpoint is configured (custom hosts
@@ -117,6 +124,8 @@ def make_client(
     default full-object checksums break ranged reads on rclone and are known to trip other
     S3-compatible servers. Safe to call from several threads.
     """
+    extra = dict(client_parameters or {})
+    endpoint_url = endpoint_url or extra.pop("endpoint_url", None)
     custom_endpoint = (
         endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     )
@@ -128,8 +137,10 @@ def make_client(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
+    if "config" in extra:
+        config = config.merge(extra.pop("config"))
     with _CLIENT_LOCK:
-        return boto3.client(
+        return (session or boto3).client(
             "s3",
             endpoint_url=endpoint_url,
             aws_access_key_id=access_key_id,
@@ -137,6 +148,7 @@ def make_client(
             aws_session_token=session_token,
             region_name=region,
             config=config,
+            **extra,
         )
 
 
@@ -221,3 +233,60 @@ def retrying(
         wait=wait_random_exponential(multiplier=0.25, max=4),
         retry_error_callback=give_up,
     )
+
+
+class ObjectReader:
+    """Reads objects of any bucket by key and byte range: candidate outputs and session signals.
+
+    These are the user's data, not evidence, so they are read through this small reader rather
+    than through an evidence store: nothing here writes, and no store semantics (write-once,
+    key prefixes, the conditional-write probe) apply. Every call retries like the store's.
+    """
+
+    def __init__(self, client: S3Client | None = None) -> None:
+        self.client = client if client is not None else make_client()
+
+    def _where(self, bucket: str, key: str) -> str:
+        return f"s3://{bucket}/{key} at {self.client.meta.endpoint_url}"
+
+    def keys(self, bucket: str, prefix: str) -> list[str]:
+        """Every key under `prefix` (a key prefix, not a folder), sorted; pages through all."""
+
+        def call() -> list[str]:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+        return sorted(retrying("list_objects_v2", self._where(bucket, prefix))(call))
+
+    def read(self, bucket: str, key: str, start: int, end: int) -> bytes:
+        """Bytes `start` (inclusive) to `end` (exclusive) of an object, like `data[start:end]`.
+
+        One HTTP Range request, so reading a slice of a large object transfers only the slice.
+        A range reaching past the end of the object returns the bytes that exist; an empty range
+        returns `b""` without a request.
+
+        Raises:
+            NotFoundError: no object under `key`.
+            ValueError: `start` is negative or after `end`.
+        """
+        if start < 0 or end < start:
+            raise ValueError(f"invalid byte range [{start}, {end}) for {key}")
+        if start == end:
+            return b""
+
+        def call() -> bytes:
+            response = self.client.get_object(
+                Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}"
+            )
+            return response["Body"].read()
+
+        try:
+            return retrying("get_object", self._where(bucket, key))(call)
+        except ClientError as exc:
+            if error_code(exc) == "InvalidRange":  # starts at or after the end of the object
+                return b""
+            if error_code(exc) == "NoSuchKey":
+                raise NotFoundError(f"no object s3://{bucket}/{key}") from None
+            raise

@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict
 
 from assay.errors import InputError
+from assay.outputs import OutputsReference
 
 KIND_ID = r"[a-z][a-z0-9_-]*:[^@\s]+"
 """`KIND:ID` without the variant, for patterns that embed a subject (budget scopes)."""
@@ -42,7 +43,8 @@ class Subject(BaseModel):
     @classmethod
     def default_for(cls, outputs: str) -> Subject:
         """`agent:<name of the outputs file or folder>` when no subject is given."""
-        name = PurePosixPath(outputs.rstrip("/")).stem or "unnamed"
+        location = OutputsReference.parse(outputs).location
+        name = PurePosixPath(location.rstrip("/")).stem or "unnamed"
         return cls(kind="agent", id=name)
 
     @classmethod

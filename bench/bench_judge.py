@@ -259,9 +259,10 @@ class Run:
 
 
 def judge_setup(base_url: str, concurrency: int) -> JudgeSetup:
-    """The setup `tasks.judge.judge_setup` builds from `ASSAY_JUDGE_MODEL`, `OPENAI_API_KEY`,
-    `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` and the price variables — without reading the
-    FinOps budgets from Prefect (no Prefect API here): no budget applies, the preflight allows."""
+    """The setup `blocks.judge_settings.judge_setup` builds from `ASSAY_JUDGE_MODEL`,
+    `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` and the price variables —
+    without reading the FinOps budgets from Prefect (no Prefect API here): no budget applies, the
+    preflight allows."""
     prompt = load_prompt()
     return JudgeSetup(
         make_judge=partial(OpenAIJudge, MODEL, base_url=base_url, api_key="bench", prompt=prompt),

@@ -15,7 +15,9 @@ class EvidenceStorage(Block):
     """Where Assay keeps its append-only evidence: a local folder or an S3-compatible bucket.
 
     Credentials come from, in order: `aws_credentials` (a saved prefect-aws AwsCredentials
-    block), the key pair below, or boto3's standard chain (environment, profile, instance role).
+    block, honoured whole: keys, session token, region, `profile_name` and
+    `aws_client_parameters`), the key pair below, or boto3's standard chain (environment,
+    profile, instance role). `endpoint_url` and `region_name` here win over the block's.
 
     Example:
         Save S3-compatible storage once, then name it in flows (`storage_block="nightly"`):
@@ -74,12 +76,11 @@ class EvidenceStorage(Block):
         options: dict[str, Any] = {"endpoint_url": self.endpoint_url, "region": self.region_name}
         creds = self.aws_credentials
         if creds is not None:
-            secret = creds.aws_secret_access_key
+            # The block's session carries its keys, token, region and `profile_name`; its
+            # `aws_client_parameters` (endpoint, TLS, botocore config) are passed on too.
             options |= {
-                "access_key_id": creds.aws_access_key_id,
-                "secret_access_key": secret.get_secret_value() if secret else None,
-                "session_token": creds.aws_session_token,
-                "region": self.region_name or creds.region_name,
+                "session": creds.get_boto3_session(),
+                "client_parameters": creds.aws_client_parameters.get_params_override(),
             }
         elif self.aws_access_key_id is not None:
             secret = self.aws_secret_access_key

@@ -1,9 +1,48 @@
-"""The JudgeSettings block: which judge model Assay calls, and what it costs."""
+"""The JudgeSettings block: which judge model Assay calls, and what it costs.
+
+`judge_setup` is how every task judges: the named JudgeSettings block, else the environment
+(`ASSAY_JUDGE_MODEL` + `OPENAI_API_KEY`, `OPENAI_BASE_URL`, the price and concurrency variables
+below), else no judge (checks skipped with the reason) — with every saved FinOpsBudget.
+"""
 
 from __future__ import annotations
 
+import os
+from functools import partial
+from threading import Lock
+from typing import TYPE_CHECKING, cast
+
 from prefect.blocks.core import Block
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
+
+from assay.finops.budget import Budget
+from assay.finops.pricing import Prices
+from assay.judge.prompts import load_prompt
+from assay.judge.redaction import RedactionSettings
+from assay.judge.service import FREE, JudgeSetup
+from blocks.finops_budget import read_budgets
+
+if TYPE_CHECKING:
+    from assay.judge.modes import ModeMemory
+
+INPUT_PRICE_ENV = "ASSAY_JUDGE_INPUT_PRICE"
+OUTPUT_PRICE_ENV = "ASSAY_JUDGE_OUTPUT_PRICE"
+CONCURRENCY_ENV = "ASSAY_JUDGE_CONCURRENCY"
+
+_MEMORIES: dict[tuple[str | None, str], ModeMemory] = {}
+_MEMORIES_LOCK = Lock()
+
+
+def _mode_memory(base_url: str | None, model: str) -> ModeMemory:
+    """One structured-output mode memory per (endpoint, model) for this process.
+
+    The adapter keeps what it learned per instance; judges built from the same configuration
+    share one memory, so a chunk does not re-probe an endpoint the previous chunk already probed.
+    """
+    from assay.judge.modes import ModeMemory
+
+    with _MEMORIES_LOCK:
+        return _MEMORIES.setdefault((base_url, model), ModeMemory())
 
 
 class JudgeSettings(Block):
@@ -47,4 +86,112 @@ class JudgeSettings(Block):
     )
     output_price_per_million: float = Field(
         default=0.0, ge=0, description="USD per 1M output tokens, for the cost ledger and budgets."
+    )
+    judge_repeats: int = Field(
+        default=1,
+        ge=1,
+        le=15,
+        description="Verdicts asked per llm_judge check; the majority decides, an even split is "
+        "skipped (`judge split`), and the flip rate is reported.",
+    )
+    redact: list[str] | None = Field(
+        default=None,
+        description="Kinds replaced by placeholders before any judge call: email, phone, "
+        "credit_card, secret (empty list: none); unset: ASSAY_JUDGE_REDACT, else all four. "
+        "Part of the recorded prompt version.",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="Extra RE2 patterns redacted as `[REDACTED:custom]` (part of the prompt "
+        "version).",
+    )
+
+    @model_validator(mode="after")
+    def _redaction_is_valid(self) -> JudgeSettings:
+        RedactionSettings.parse(self.redact, self.redact_patterns)  # names the bad kind/pattern
+        return self
+
+    def redaction(self, name: str | None = None) -> RedactionSettings:
+        """What this block's judge (and embedder) redacts: `redact` / `redact_patterns`, with
+        the environment's kinds where `redact` is unset."""
+        source = f"JudgeSettings {name}" if name else "JudgeSettings"
+        return RedactionSettings.configured(self.redact, self.redact_patterns, source=source)
+
+    def judge_setup(
+        self, budgets: list[Budget] | None, fresh: bool, repeats: int | None = None
+    ) -> JudgeSetup:
+        """How a task judges with this block (no key: every check skipped, `no credentials`)."""
+        from assay.judge.openai_adapter import OpenAIJudge
+
+        key = self.api_key.get_secret_value() if self.api_key else None
+        if not key:
+            return JudgeSetup(None, "no credentials", budgets=budgets, fresh=fresh)
+        prompt = load_prompt(self.prompt_version)
+        redaction = self.redaction(self._block_document_name)
+        return JudgeSetup(
+            make_judge=partial(
+                OpenAIJudge,
+                self.model,
+                base_url=self.base_url,
+                api_key=key,
+                prompt=prompt,
+                modes=_mode_memory(self.base_url, self.model),
+                redaction=redaction,
+            ),
+            skip_reason="",
+            model=self.model,
+            prompt_version=redaction.prompt_version(prompt.version),
+            redaction=redaction,
+            repeats=repeats or self.judge_repeats,
+            max_concurrency=self.max_concurrency,
+            prices=Prices(
+                input_per_million=self.input_price_per_million,
+                output_per_million=self.output_price_per_million,
+            ),
+            budgets=budgets,
+            fresh=fresh,
+        )
+
+
+def judge_setup(judge_block: str | None, fresh: bool, repeats: int | None = None) -> JudgeSetup:
+    """How this run judges: the named JudgeSettings block, else `ASSAY_JUDGE_MODEL` +
+    `OPENAI_API_KEY` (+ `OPENAI_BASE_URL`), else no judge (checks skipped with the reason).
+
+    `repeats` (`--judge-repeats`) overrides the block's `judge_repeats` (default 1); redaction
+    comes from the block, else `ASSAY_JUDGE_REDACT` (default: every kind)."""
+    budgets = read_budgets()
+    if judge_block:
+        settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
+        return settings.judge_setup(budgets, fresh, repeats)
+    from assay.judge.openai_adapter import OpenAIJudge, judge_skip_reason
+
+    reason = judge_skip_reason()
+    if reason is not None:
+        return JudgeSetup(None, reason, budgets=budgets, fresh=fresh)
+    model = os.environ["ASSAY_JUDGE_MODEL"].strip()
+    prompt = load_prompt()
+    redaction = RedactionSettings.configured()
+    priced = INPUT_PRICE_ENV in os.environ or OUTPUT_PRICE_ENV in os.environ
+    return JudgeSetup(
+        make_judge=partial(
+            OpenAIJudge,
+            model,
+            prompt=prompt,
+            modes=_mode_memory(os.environ.get("OPENAI_BASE_URL"), model),
+            redaction=redaction,
+        ),
+        skip_reason="",
+        model=model,
+        prompt_version=redaction.prompt_version(prompt.version),
+        redaction=redaction,
+        repeats=repeats or 1,
+        max_concurrency=int(os.environ.get(CONCURRENCY_ENV, "4")),
+        prices=Prices(
+            input_per_million=float(os.environ.get(INPUT_PRICE_ENV, "0")),
+            output_per_million=float(os.environ.get(OUTPUT_PRICE_ENV, "0")),
+        )
+        if priced
+        else FREE,
+        budgets=budgets,
+        fresh=fresh,
     )

@@ -12,8 +12,10 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.calibration.report import CalibrationReport
+from assay.verdicts import calibration_verdict
 from tasks._store import store_reference
 from tasks.calibration import calibrate_judge, publish_calibration_artifact
+from tasks.verdicts import verdict_state
 
 
 def _run_name() -> str:
@@ -44,4 +46,4 @@ def calibration(
     store_uri = store_reference(store, storage_block)
     report = calibrate_judge(store_uri, calibration_set, str(flow_run.id), judge_block, fresh_judge)
     publish_calibration_artifact(report)
-    return report
+    return verdict_state(calibration_verdict(report), report)

@@ -12,11 +12,13 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.gate.decision import GateRun
+from assay.verdicts import gate_verdict
 from flows.suite_run import run_name as suite_run_name
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
+from tasks.verdicts import verdict_state
 
 
 def _run_name() -> str:
@@ -36,6 +38,9 @@ def gate(
     judge_block: str | None = None,
     fresh_judge: bool = False,
     notification_block: str | None = None,
+    calibration: str | None = None,
+    judge_repeats: int | None = None,
+    max_judge_flip_rate: float | None = None,
 ) -> GateRun:
     """Run a suite against outputs, then turn regression, pass rate, calibration and budget
     into one recorded verdict.
@@ -52,6 +57,10 @@ def gate(
         judge_block: Name of a saved JudgeSettings block (default: the environment).
         fresh_judge: Ignore cached verdicts and judge again.
         notification_block: NotificationTarget block that findings are sent to.
+        calibration: Calibration set for the PPI++ judge-corrected pass rate (see suite-run).
+        judge_repeats: Verdicts per `llm_judge` check (see suite-run).
+        max_judge_flip_rate: Fail the gate when the judge's flip rate over repeats is above
+            this (or was not measured); no limit by default.
 
     Returns:
         The recorded gate decision and the run's EvalResult.
@@ -68,10 +77,12 @@ def gate(
         notification_block=notification_block,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
     )
-    decision = decide_gate(store_uri, result)
+    decision = decide_gate(store_uri, result, max_judge_flip_rate)
     publish_gate_artifact(decision)
     findings = report_gate_findings(store_uri, decision, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)
-    return GateRun(decision=decision, result=result)
+    return verdict_state(gate_verdict(decision), GateRun(decision=decision, result=result))

@@ -13,10 +13,11 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.errors import InputError
+from assay.monitor.receiver import signals_reference
 from assay.monitor.report import MonitorReport
 from assay.monitor.thresholds import MonitorThresholds
 from assay.monitor.windows import parse_now, utc
-from tasks._store import store_reference
+from tasks._store import evidence_store, store_reference
 from tasks.findings import notify_findings
 from tasks.monitor import assess_signals, publish_monitor_artifact, report_monitor_findings
 
@@ -43,7 +44,7 @@ def _end(now: object) -> datetime:
 
 @flow(name="monitor", flow_run_name=_run_name, persist_result=False, log_prints=False)
 def monitor(
-    signals: str,
+    signals: str | None = None,
     window: str = "24h",
     now: datetime | None = None,
     expect: list[str] | None = None,
@@ -55,7 +56,8 @@ def monitor(
     """Report session health per subject over [now − window, now) against the window before.
 
     Args:
-        signals: Path or URI of a JSONL file, folder or `s3://` prefix of session signals.
+        signals: Path or URI of a JSONL file, folder or `s3://` prefix of session signals
+            (default: the signals `POST /v1/traces` appended to the evidence store).
         window: Window length: `30m`, `6h`, `24h`, `7d`.
         now: End of the window (default: when the flow runs).
         expect: Subjects (`KIND:ID[@VARIANT]`) that should be reporting; one without signals
@@ -76,7 +78,7 @@ def monitor(
     store_uri = store_reference(store, storage_block)
     report = assess_signals(
         store_uri,
-        signals,
+        signals or signals_reference(evidence_store(store_uri)),
         window,
         now or datetime.now(UTC),
         str(flow_run.id),

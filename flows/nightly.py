@@ -20,10 +20,12 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from assay.runs.records import EvalResult
+from assay.verdicts import nightly_verdict
 from flows.suite_run import suite_run
 from tasks._store import store_reference
-from tasks.artifacts import publish_scorecard
+from tasks.artifacts import publish_scorecard, run_link
 from tasks.nightly import LaunchedJob, run_job
+from tasks.verdicts import verdict_state
 
 DEFAULT_MAX_PARALLEL = 4
 
@@ -52,6 +54,9 @@ class JobOutcome(BaseModel):
     run_id: str | None = None
     passed: bool | None = None
     pass_rate: float | None = None
+    regression: str | None = None
+    """The comparison with the baseline: `regressed`, `inconclusive_noise`, `no_regression`,
+    `no_baseline`."""
     error: str | None = None
 
 
@@ -71,6 +76,7 @@ def _outcome(job: NightlyJob, result: EvalResult | None, error: str | None) -> J
         run_id=result.run_id,
         passed=result.passed,
         pass_rate=result.pass_rate,
+        regression=result.regression.status.value if result.regression else None,
     )
 
 
@@ -82,14 +88,16 @@ def _outcome_table(outcomes: list[JobOutcome]) -> str:
     lines = [
         "# Nightly evaluation",
         "",
-        "| suite | subject | status | pass rate | verdict | run / error |",
-        "|---|---|---|---:|---|---|",
+        "| suite | subject | status | pass rate | verdict | regression | run / error |",
+        "|---|---|---|---:|---|---|---|",
     ]
     for o in outcomes:
         rate = "—" if o.pass_rate is None else f"{o.pass_rate:.3f}"
         verdict = "—" if o.passed is None else ("passed" if o.passed else "did not pass")
+        regression = (o.regression or "—").replace("_", " ")
         lines.append(
-            f"| {o.suite} | {o.subject} | {o.status} | {rate} | {verdict} | {o.run_id or o.error} |"
+            f"| {o.suite} | {o.subject} | {o.status} | {rate} | {verdict} | {regression} "
+            f"| {run_link(o.run_id) if o.run_id else o.error} |"
         )
     return "\n".join(lines)
 
@@ -187,4 +195,5 @@ def nightly(
         raise NightlyJobsFailedError(
             f"{len(failed)} of {len(outcomes)} nightly jobs failed: {names}"
         )
-    return outcomes
+    jobs_passed = [(f"{o.suite} · {o.subject}", o.passed) for o in outcomes]
+    return verdict_state(nightly_verdict(jobs_passed), outcomes)

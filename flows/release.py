@@ -12,8 +12,10 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.release import ReleaseReport
+from assay.verdicts import release_verdict
 from tasks._store import store_reference
 from tasks.release import publish_release_artifact, release_report
+from tasks.verdicts import verdict_state
 
 
 def _run_name() -> str:
@@ -43,4 +45,4 @@ def release(
         store_reference(store, storage_block), trials, contract, str(flow_run.id)
     )
     publish_release_artifact(report)
-    return report
+    return verdict_state(release_verdict(report), report)

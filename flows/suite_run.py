@@ -20,19 +20,25 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from assay.finops.budget import Decision, strictest
+from assay.judge.redaction import add_counts
+from assay.judge.reliability import run_reliability
 from assay.outputs import OutputSlice
 from assay.runs.records import EvalResult, RunPlan, fail_run
 from assay.runs.scoring import RunMetrics
 from assay.subject import Subject
 from assay.suites import registry
+from assay.verdicts import run_verdict
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import compare_task, finish_run_task, start_run_task
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
+from tasks.naming import label_flow_run
+from tasks.reliability import correct_judged_pass_rate
 from tasks.scoring import CaseRow, ChunkSummary, score_chunk
 from tasks.suites import resolve_suite
+from tasks.verdicts import verdict_state
 
 DEFAULT_CHUNK_SIZE = 2000
 
@@ -69,6 +75,8 @@ def suite_run(
     notification_block: str | None = None,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    calibration: str | None = None,
+    judge_repeats: int | None = None,
 ) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -88,6 +96,12 @@ def suite_run(
         judge_block: Name of a saved JudgeSettings block (default: `ASSAY_JUDGE_MODEL`,
             `OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped).
         fresh_judge: Ignore cached verdicts and judge again.
+        calibration: Path of a calibration set: adds the PPI++ judge-corrected pass rate of
+            the run's `llm_judge` checks (`judge_corrected`), when the set was calibrated for
+            this run's judge (else `judge_corrected` is null, with a warning saying why).
+        judge_repeats: Judge each `llm_judge` check this many times (default: the JudgeSettings
+            block's `judge_repeats`, else 1): majority verdict, an even split skipped
+            (`judge split`), the flip rate reported in `judge_consistency`.
         run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
             already written is kept; identical chunks are not written twice.
     """
@@ -95,6 +109,7 @@ def suite_run(
     version = resolve_suite(store_uri, suite)
     _, golden = registry.resolve(evidence_store(store_uri), version.ref)
     who = Subject.given_or_default(subject, outputs)
+    label_flow_run(run_name({"suite": version.ref, "subject": str(who)}), version.suite, str(who))
     index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
     missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
     pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices] + [
@@ -131,6 +146,7 @@ def suite_run(
                 plan.subject,
                 judge_block,
                 fresh_judge,
+                judge_repeats,
             )
             for number, (piece, ids) in enumerate(pieces)
         ]
@@ -143,22 +159,40 @@ def suite_run(
         # Merged in chunk order, not completion order: float sums then match a sequential run.
         metrics = RunMetrics()
         budget: Decision | None = None
+        redactions: dict[str, int] | None = None
+        repeats = 1
         rows: list[CaseRow] = []
         for summary in sorted(summaries, key=lambda done: done.chunk):
             metrics.merge(summary.metrics)
             budget = strictest(budget, summary.budget)
             aggregate.judge = summary.judge or aggregate.judge
+            if summary.judge is not None:
+                redactions = add_counts(redactions or {}, summary.redactions)
+                repeats = max(repeats, summary.judge_repeats)
             rows.extend(summary.rows)
         regression = compare_task(
             store_uri, aggregate, metrics, golden.regression_threshold, baseline
         )
-        result = finish_run_task(store_uri, aggregate, metrics, regression, budget)
+        correction = (
+            None
+            if calibration is None
+            else correct_judged_pass_rate(store_uri, aggregate.judge, metrics, calibration)
+        )
+        reliability = run_reliability(
+            repeats=repeats,
+            repeated=metrics.repeated_checks,
+            unanimous=metrics.unanimous_checks,
+            split=metrics.split_checks,
+            redactions=redactions,
+            correction=correction,
+        )
+        result = finish_run_task(store_uri, aggregate, metrics, regression, budget, reliability)
     except BaseException as exc:
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
-    publish_run_artifacts(result, rows)
+    publish_run_artifacts(store_uri, result, rows)
     findings = report_findings(store_uri, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)
-    return result
+    return verdict_state(run_verdict(result), result)

@@ -12,11 +12,14 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
+from prefect.settings import PREFECT_UI_URL
 
 from assay import progress
+from assay.regression import CaseChange, case_change
+from assay.runs.comparison import case_verdicts
 from assay.runs.records import EvalResult, RunAggregate, update_aggregate
 from assay.runs.render import markdown_summary
-from assay.runs.scorecard import scorecard
+from assay.runs.scorecard import readable, scorecard
 from assay.runs.scoring import RunMetrics
 from tasks._store import evidence_store
 from tasks.scoring import CaseRow
@@ -25,35 +28,88 @@ TABLE_ROW_LIMIT = 1000
 
 
 def artifact_key(*parts: str) -> str:
-    """An artifact key from free text: lowercase letters, digits and dashes only."""
-    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
+    """`assay-FLOW-NAMES…` from free text: lowercase letters, digits and dashes only, and no
+    words repeated where one part begins with what the key already ends with (suite
+    `support-bot`, subject `support-bot`, variant `v2` → `assay-run-support-bot-v2`)."""
+    words: list[str] = []
+    for part in parts:
+        new = [w for w in re.sub(r"[^a-z0-9]+", "-", part.lower()).split("-") if w]
+        overlap = next(
+            (n for n in range(min(len(words), len(new)), 0, -1) if words[-n:] == new[:n]), 0
+        )
+        words += new[overlap:]
+    return "-".join(words)
 
 
-def publish_run_artifacts(result: EvalResult, rows: list[CaseRow]) -> None:
-    """Markdown summary and per-case table (worst cases first; capped, and says so)."""
-    key = artifact_key("assay", result.suite, result.subject_id, result.variant or "")
+def run_link(flow_run_id: str) -> str:
+    """A run id as a markdown link to its page in the Prefect UI (relative when the UI's
+    address is unknown, which the UI resolves against itself)."""
+    ui = PREFECT_UI_URL.value()
+    base = str(ui).rstrip("/") if ui else ""
+    return f"[`{flow_run_id}`]({base}/runs/flow-run/{flow_run_id})"
+
+
+CHANGE_ORDER: dict[CaseChange, int] = {
+    "newly failing": 0,
+    "unchanged": 1,
+    "not compared": 1,
+    "newly passing": 2,
+}
+
+
+def _case_table(store: str, result: EvalResult, rows: list[CaseRow]) -> list[dict[str, object]]:
+    """Rows with a `vs baseline` column; newly failing cases first, then the other failures."""
+    regression = result.regression
+    baseline = (
+        case_verdicts(evidence_store(store), regression.baseline_run)
+        if regression is not None and regression.baseline_run
+        else None
+    )
+    table = []
+    for row in rows:
+        now = None if row.status == "skipped" else row.status == "pass"
+        change = "no baseline" if baseline is None else case_change(baseline.get(row.case_id), now)
+        score = None if row.score is None else round(row.score, 3)
+        table.append({**row.model_dump(), "score": score, "vs baseline": change})
+    table.sort(
+        key=lambda r: (
+            CHANGE_ORDER.get(cast(CaseChange, r["vs baseline"]), 1),
+            r["status"] == "pass",
+            str(r["case_id"]),
+        )
+    )
+    return table[:TABLE_ROW_LIMIT]
+
+
+def publish_run_artifacts(store: str, result: EvalResult, rows: list[CaseRow]) -> None:
+    """Markdown summary and per-case table (newly failing and failing cases first; capped, and
+    says so)."""
+    key = artifact_key("assay-run", result.suite, result.subject_id, result.variant or "")
     create_markdown_artifact(
-        markdown=markdown_summary(result),
+        markdown=markdown_summary(result, run_link),
         key=f"{key}-summary",
         description=f"Assay run summary for {result.suite}@{result.suite_version}",
     )
-    shown = sorted(rows, key=lambda row: (row.status == "pass", row.case_id))[:TABLE_ROW_LIMIT]
+    shown = _case_table(store, result, rows)
     total = result.metrics.cases
     note = "" if len(shown) == total else f" (showing {len(shown)} of {total}, failures first)"
     create_table_artifact(
-        table=[row.model_dump() for row in shown],
+        table=shown,
         key=f"{key}-cases",
-        description=f"Per-case verdicts and redacted labels{note}; no output text.",
+        description=f"Per-case verdicts, change against the baseline and redacted labels{note}; "
+        "no output text.",
     )
 
 
 def publish_scorecard(store: str) -> None:
-    """The scorecard of every subject × suite as a table artifact (after each nightly run)."""
+    """The scorecard of every subject × suite as a table artifact (after each nightly run):
+    the readable figures; `assay scorecard --format json` exports every one."""
     rows = scorecard(evidence_store(store))
     create_table_artifact(
-        table=[row.model_dump(mode="json") for row in rows],
+        table=[readable(row) for row in rows],
         key="assay-scorecard",
-        description="Per subject and suite: latest and pooled pass rate (Wilson 95%), trend.",
+        description="Per subject and suite: runs, latest pass rate (Wilson 95%), trend per run. "
+        "Every figure: `assay scorecard --format json`.",
     )
 
 

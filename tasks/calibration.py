@@ -8,10 +8,10 @@ from prefect.artifacts import create_markdown_artifact
 from assay.calibration.calibrate import calibrate
 from assay.calibration.render import markdown_report
 from assay.calibration.report import CalibrationReport
+from blocks.judge_settings import judge_setup
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
-from tasks.judge import judge_setup
 
 
 @task(name="calibrate-judge", **IO_RETRIES)

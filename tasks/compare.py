@@ -13,10 +13,10 @@ from assay.pairwise.compare import compare_outputs, pairwise_setup
 from assay.pairwise.render import markdown_report
 from assay.pairwise.report import PairwiseReport
 from assay.suites import registry
+from blocks.judge_settings import judge_setup
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
-from tasks.judge import judge_setup
 
 
 @task(name="compare-pairwise", task_run_name="compare {label_a} vs {label_b}", **IO_RETRIES)

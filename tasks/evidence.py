@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from assay.finops.budget import Decision
+from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.comparison import compare_with_baseline
 from assay.runs.records import EvalResult, RunAggregate, RunPlan, finish_run, start_run
@@ -38,6 +39,7 @@ def finish_run_task(
     metrics: RunMetrics,
     regression: Comparison,
     budget: Decision | None,
+    reliability: JudgeReliability | None = None,
 ) -> EvalResult:
     """Write the run's EvalResult (with its comparison) and mark the aggregate completed."""
-    return finish_run(evidence_store(store), aggregate, metrics, regression, budget)
+    return finish_run(evidence_store(store), aggregate, metrics, regression, budget, reliability)

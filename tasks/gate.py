@@ -11,23 +11,26 @@ from assay.gate.decision import (
     UNCALIBRATED,
     GateDecision,
     decide,
-    markdown_decision,
     record_decision,
     unjudged_cases,
     uses_judge,
 )
+from assay.gate.render import markdown_decision
 from assay.judge.port import JudgePin
 from assay.runs.records import EvalResult
 from assay.runs.render import warnings
+from assay.subject import Subject
 from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
-from tasks.artifacts import artifact_key
+from tasks.artifacts import artifact_key, run_link
 from tasks.findings import announce
 
 
 @task(name="decide-gate", **IO_RETRIES)
-def decide_gate(store: str, result: EvalResult) -> GateDecision:
+def decide_gate(
+    store: str, result: EvalResult, max_judge_flip_rate: float | None = None
+) -> GateDecision:
     """Apply the gate rules to the run and record the decision (write-once per run)."""
     target = evidence_store(store)
     _, suite = registry.resolve(target, f"{result.suite}@{result.suite_version}")
@@ -39,6 +42,7 @@ def decide_gate(store: str, result: EvalResult) -> GateDecision:
         calibrated=calibrated,
         unjudged=unjudged_cases(target, result),
         run_warnings=warnings(result),
+        max_judge_flip_rate=max_judge_flip_rate,
     )
     return record_decision(target, decision)
 
@@ -67,8 +71,9 @@ def report_gate_findings(store: str, decision: GateDecision, result: EvalResult)
 
 def publish_gate_artifact(decision: GateDecision) -> None:
     """The gate decision (verdict, every rule, warnings) as a markdown artifact."""
+    subject = Subject.parse(decision.subject)
     create_markdown_artifact(
-        markdown=markdown_decision(decision),
-        key=artifact_key("assay-gate", decision.suite, decision.subject),
+        markdown=markdown_decision(decision, run_link),
+        key=artifact_key("assay-gate", decision.suite, subject.id, subject.variant or ""),
         description=f"Gate verdict for run {decision.run_id}: {decision.verdict}",
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prefect import task
 
-from assay.outputs import OutputsIndex, index_outputs
-from assay.runs.sampling import select_cases
+from assay.outputs import OutputsIndex
+from assay.runs.sampling import index_run_outputs
 from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
@@ -17,6 +17,4 @@ def ingest_outputs(
 ) -> OutputsIndex:
     """Stream-validate the outputs against the suite; return byte ranges, never text."""
     _, suite = registry.resolve(evidence_store(store), suite_ref)
-    case_ids = [case.id for case in suite.cases]
-    selected = select_cases(case_ids, sample, seed)
-    return index_outputs(outputs, set(case_ids), selected, chunk_size)
+    return index_run_outputs(suite, outputs, sample, seed, chunk_size)

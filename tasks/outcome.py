@@ -15,6 +15,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from assay.findings import Finding, budget_finding, record
 from assay.judge.embeddings import OpenAIEmbedder, embedder_from_env, embedder_skip_reason
+from assay.judge.redaction import RedactionSettings
 from assay.outcome import (
     ALERTING,
     OutcomeReport,
@@ -24,11 +25,11 @@ from assay.outcome import (
     score_outcomes,
 )
 from blocks import JudgeSettings
+from blocks.judge_settings import judge_setup
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 from tasks.findings import announce
-from tasks.judge import judge_setup
 
 
 def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]:
@@ -36,14 +37,16 @@ def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]
     (the JudgeSettings block's when one is named, else `OPENAI_API_KEY`/`OPENAI_BASE_URL`), or
     None and why not."""
     api_key = base_url = None
+    redaction = RedactionSettings.configured()
     if judge_block:
         settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         base_url = settings.base_url
+        redaction = settings.redaction(judge_block)
     reason = embedder_skip_reason(api_key=api_key)
     if reason is not None:
         return None, reason
-    return embedder_from_env(api_key=api_key, base_url=base_url), ""
+    return embedder_from_env(api_key=api_key, base_url=base_url, redaction=redaction), ""
 
 
 @task(name="score-outcomes", **IO_RETRIES)

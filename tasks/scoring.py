@@ -24,10 +24,12 @@ from assay.runs.judging import ChunkJudgement, judge_chunk
 from assay.runs.records import EvidenceChunk, write_chunk
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.scorers import Status
 from assay.suites import registry
+from blocks.judge_settings import judge_setup
+from tasks._log import run_log
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
-from tasks.judge import judge_setup
 
 TABLE_ROWS_PER_CHUNK = 200
 _PREPARING = threading.Lock()
@@ -55,6 +57,10 @@ class ChunkSummary(BaseModel):
     """The FinOps preflight's decision, when this chunk had judge calls to make."""
     judge: JudgePin | None = None
     """The judge this chunk was set up with, when the suite has llm_judge checks."""
+    redactions: dict[str, int] = {}
+    judge_repeats: int = 1
+    """Verdicts asked per llm_judge check (the judge setup's K)."""
+    """Redactions per kind in this chunk's judge prompts (counts only)."""
 
 
 def _prepared(
@@ -102,6 +108,7 @@ def score_chunk(
     subject: str,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    judge_repeats: int | None = None,
 ) -> ChunkSummary:
     """Score the outputs in `piece` (or the `missing` cases, which have none) and persist them.
 
@@ -117,7 +124,7 @@ def score_chunk(
         hasher = OutputHasher(store_secret(target))
         outputs = list(read_slice(piece, selected))
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
-            setup = judge_setup(judge_block, fresh_judge)
+            setup = judge_setup(judge_block, fresh_judge, judge_repeats)
             judged = judge_chunk(
                 target,
                 compiled,
@@ -134,7 +141,29 @@ def score_chunk(
     summary.metrics.judge_calls = judged.calls
     summary.metrics.judge_cache_hits = judged.cache_hits
     summary.metrics.judge_cost_usd = judged.cost_usd
+    verdicts = [o.status for o in judged.outcomes.values() if o.status is not Status.SKIPPED]
+    summary.metrics.judged_checks = len(verdicts)
+    summary.metrics.judged_checks_passed = verdicts.count(Status.PASS)
+    summary.metrics.repeated_checks = judged.repeated
+    summary.metrics.unanimous_checks = judged.unanimous
+    summary.metrics.split_checks = judged.split
     summary.budget = judged.decision
+    summary.redactions = judged.redactions
+    summary.judge_repeats = setup.repeats
     if setup.model and setup.prompt_version:
         summary.judge = setup.pin
+    m = summary.metrics
+    run_log().info(
+        "chunk %d: %d case(s), %d passed, %d failed, %d skipped, %d missing, %d error(s); "
+        "%d judge call(s), %d cache hit(s)",
+        chunk,
+        m.cases,
+        m.passed,
+        m.failed,
+        m.skipped,
+        m.missing,
+        m.errors,
+        m.judge_calls,
+        m.judge_cache_hits,
+    )
     return summary

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import task
 
 from assay.suites import registry
 from assay.suites.registry import SuiteVersion
-from assay.suites.suite import load_suite
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
@@ -17,9 +14,5 @@ from tasks._store import evidence_store
 def resolve_suite(store: str, suite: str) -> SuiteVersion:
     """`NAME[@VERSION]` → that published version; a suite file → published first (a no-op when
     identical to the latest version), so deployments can point at files in the repo."""
-    target = evidence_store(store)
-    if Path(suite).is_file():
-        version, _ = registry.publish(target, load_suite(suite))
-        return version
-    version, _ = registry.resolve(target, suite)
+    version, _ = registry.publish_or_resolve(evidence_store(store), suite)
     return version

@@ -357,6 +357,12 @@ def _respond(reply: Reply, recorded: RecordedRequest) -> JSONResponse:
     if reply.status != 200:
         error = {"message": reply.message, "type": "scripted_error", "code": str(reply.status)}
         return JSONResponse({"error": error}, status_code=reply.status, headers=dict(reply.headers))
+    content, finish_reason, usage = reply.content, "stop", reply.usage
+    cap = recorded.body.get("max_tokens")
+    if isinstance(cap, int) and usage is not None and usage[1] > cap:
+        # As a real server does: the answer stops at max_tokens (and is billed as such).
+        content = content[: cap * 4] if content is not None else None
+        finish_reason, usage = "length", (usage[0], cap)
     body: dict[str, Any] = {
         "id": f"chatcmpl-{int(recorded.arrived * 1e6)}",
         "object": "chat.completion",
@@ -365,14 +371,14 @@ def _respond(reply: Reply, recorded: RecordedRequest) -> JSONResponse:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply.content},
-                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish_reason,
                 "logprobs": None,
             }
         ],
     }
-    if reply.usage is not None:
-        prompt_tokens, completion_tokens = reply.usage
+    if usage is not None:
+        prompt_tokens, completion_tokens = usage
         body["usage"] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,

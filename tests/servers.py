@@ -47,10 +47,20 @@ def free_port() -> int:
 class ServerProcess:
     """One server subprocess with a fixed command line and port; can be stopped and restarted."""
 
-    def __init__(self, command: list[str], port: int, log: Path) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        port: int,
+        log: Path,
+        *,
+        env: dict[str, str] | None = None,
+        timeout: float = START_TIMEOUT_SECONDS,
+    ) -> None:
         self.command = command
         self.port = port
         self.log = log
+        self.env = env
+        self.timeout = timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._log_handle: IO[bytes] | None = None
 
@@ -63,9 +73,9 @@ class ServerProcess:
         """Start the server and wait until it answers HTTP (any status counts as an answer)."""
         self._log_handle = self.log.open("ab")
         self._process = subprocess.Popen(
-            self.command, stdout=self._log_handle, stderr=subprocess.STDOUT
+            self.command, stdout=self._log_handle, stderr=subprocess.STDOUT, env=self.env
         )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise RuntimeError(f"{self.command[0]} exited at start:\n{self._log_tail()}")
@@ -73,7 +83,7 @@ class ServerProcess:
                 return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"{self.command[0]} did not answer within {START_TIMEOUT_SECONDS}s")
+        raise RuntimeError(f"{self.command[0]} did not answer within {self.timeout}s")
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 5 s); the port is free when this returns."""

@@ -123,7 +123,12 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
     assert len(runs) == 1
     run = runs[0]
     assert run["state_type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-3000:]
-    assert run["name"] == "support-suite.yaml · agent:support-bot@e2e"
+    # A deployment run is renamed SUITE@VERSION · SUBJECT and tagged once its suite resolves.
+    assert run["name"] == "support-bot@1 · agent:support-bot@e2e"
+    assert {"assay", "suite:support-bot", "subject:agent:support-bot@e2e"} <= set(run["tags"])
+    scored = _scored_in_process(outputs)
+    passed = scored["passed"] / scored["scored"] >= 0.8  # the example suite's pass threshold
+    assert run["state_name"] == ("Passed" if passed else "Not passed")  # named for the verdict
     artifacts = api_call(
         api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
     )

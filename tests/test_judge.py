@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,8 @@ from assay.judge import (
     judge_skip_reason,
     load_prompt,
 )
-from assay.judge.openai_adapter import retry_after_seconds
+from assay.judge.endpoint import retry_after_seconds
+from assay.judge.modes import ModeMemory
 from assay.judge.prompts import VERDICT_SCHEMA, parse_prompt, parse_verdict_reply, untrusted_block
 from tests.judge_server import (
     JudgeServer,
@@ -52,14 +52,6 @@ from tests.judge_server import (
 CANARY_OUTPUT = "CANARY-OUTPUT-9d41c7e2"
 CANARY_REASONING = "CANARY-REASONING-5be08a13"
 CASE_ID = re.compile(r"item-(\d+)")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_mode_memory() -> Iterator[None]:
-    """Each test starts with no remembered structured-output modes."""
-    OpenAIJudge.forget_endpoint_modes()
-    yield
-    OpenAIJudge.forget_endpoint_modes()
 
 
 def make_judge(server: JudgeServer, **options: Any) -> OpenAIJudge:
@@ -168,10 +160,11 @@ def test_llama_cpp_falls_back_to_json_object_and_the_endpoint_mode_is_remembered
     judge_server: JudgeServer,
 ) -> None:
     judge_server.script(llama_cpp=True, default=verdict("pass", 0.75))
-    judge = make_judge(judge_server)
+    memory = ModeMemory()
+    judge = make_judge(judge_server, modes=memory)
 
     first = judge_one(judge)
-    second = judge_one(make_judge(judge_server))  # a new instance: the memory is per endpoint
+    second = judge_one(make_judge(judge_server, modes=memory))  # a new instance, one memory
 
     assert (first.status, first.mode) == ("pass", "json_object")
     assert (second.status, second.mode) == ("pass", "json_object")
@@ -181,6 +174,22 @@ def test_llama_cpp_falls_back_to_json_object_and_the_endpoint_mode_is_remembered
     json_object = judge_server.requests[-1].body["response_format"]
     assert json_object == {"type": "json_object", "schema": VERDICT_SCHEMA}
     assert judge.endpoint_mode == "json_object"
+
+
+def test_a_judge_with_its_own_memory_learns_the_endpoint_afresh(
+    judge_server: JudgeServer,
+) -> None:
+    judge_server.script(llama_cpp=True, default=verdict("pass", 0.75))
+    judge_one(make_judge(judge_server))  # learns json_object in its own memory
+
+    other = make_judge(judge_server)
+    judge_server.reset()
+    judge_server.script(llama_cpp=True, default=verdict("pass", 0.75))
+    result = judge_one(other)
+
+    assert other.endpoint_mode == "json_object"
+    assert (result.status, result.mode) == ("pass", "json_object")
+    assert judge_server.modes == ["json_schema", "json_schema", "json_object"]
 
 
 def test_rejections_fall_back_to_the_prompt_and_are_remembered(judge_server: JudgeServer) -> None:

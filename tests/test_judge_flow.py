@@ -4,6 +4,7 @@ OpenAI-compatible server: verdicts, cache, costs, budget stop, missing credentia
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ pytestmark = pytest.mark.usefixtures("prefect_api")
 SUITE = str(EXAMPLES / "support-suite.yaml")
 JUDGED_CHECKS = 8  # llm_judge checks in the example suite, all with outputs in v1
 CANARY = "CANARY-judge-3c9e-never-stored"
+BATCH = re.compile(r"-s[0-9a-f]{32}\.json$")
+"""A judged batch's summary record in the cost ledger."""
 
 
 @pytest.fixture
@@ -58,7 +61,8 @@ def test_judged_cached_priced_and_nothing_stored(
     # 8 calls x (120 prompt + 30 completion tokens) at $1 / $2 per million
     assert m.judge_cost_usd == pytest.approx(8 * (120 * 1.0 + 30 * 2.0) / 1e6)
     store = FileStore(store_dir)
-    (ledger_key,) = [k for k in store.list("costs/") if first.run_id in k]
+    # One summary per judged batch, standing for the records written as each call returned.
+    (ledger_key,) = [k for k in store.list("costs/") if first.run_id in k and BATCH.search(k)]
     assert json.loads(store.get(ledger_key))["calls"] == JUDGED_CHECKS
 
     second = suite_run(suite=SUITE, outputs=outputs, subject="agent:judge@v1")

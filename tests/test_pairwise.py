@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -25,6 +25,7 @@ from assay.finops.pricing import Prices
 from assay.judge import OpenAIJudge, load_prompt
 from assay.judge.port import PairRequest, PairVerdict, judge_pairs_all
 from assay.judge.prompts import PAIR_SCHEMA, MalformedReply, parse_pair_reply
+from assay.judge.redaction import RedactionSettings
 from assay.judge.service import JudgeSetup
 from assay.pairwise.compare import compare_outputs, pair_outcome, pairwise_setup, side_of
 from assay.pairwise.render import markdown_report
@@ -50,13 +51,6 @@ MARK_A = "MARK-A-3f1c"
 MARK_B = "MARK-B-77d0"
 CANARY = "CANARY-pairwise-b51e-never-stored"
 MODEL = "judge-pairwise-1"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_mode_memory() -> Iterator[None]:
-    OpenAIJudge.forget_endpoint_modes()
-    yield
-    OpenAIJudge.forget_endpoint_modes()
 
 
 def _outputs(tmp_path: Path, name: str, suffix: str, drop: frozenset[str] = frozenset()) -> str:
@@ -394,11 +388,15 @@ def test_position_biased_judge_is_inconsistent_on_every_pair_and_cached_per_orde
     assert first.calls == len(judge_env.requests) == 2 * PAIRS
     assert all(request.is_pairwise for request in judge_env.requests)
     assert first.cost_usd == pytest.approx(2 * PAIRS * (120 * 1.0 + 30 * 2.0) / 1e6)
-    assert first.judge.prompt_version == load_prompt("pairwise").version
+    # the default redaction settings are part of the recorded version
+    pairwise_version = RedactionSettings().prompt_version(load_prompt("pairwise").version)
+    assert first.judge.prompt_version == pairwise_version
     store = FileStore(store_dir)
     assert len(list(store.list("judge-cache/pairwise/"))) == 2 * PAIRS
     assert load_report(store, first.comparison_id) == first
-    (ledger,) = [key for key in store.list("costs/") if first.comparison_id in key]
+    # One summary per judged batch, standing for the records written as each call returned.
+    batch = re.compile(r"-s[0-9a-f]{32}\.json$")
+    (ledger,) = [k for k in store.list("costs/") if first.comparison_id in k and batch.search(k)]
     assert json.loads(store.get(ledger))["calls"] == 2 * PAIRS
 
     second = compare(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")

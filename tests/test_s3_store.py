@@ -17,17 +17,30 @@ from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    EndpointConnectionError,
+    ProfileNotFound,
+    ReadTimeoutError,
+)
 
 from assay import progress
 from assay.errors import EvidenceConflictError, NotFoundError
 from assay.runs.records import RunStatus, chunk_key, load_aggregate, load_result, read_chunk
-from assay.s3 import DEADLINE_ENV, MAX_ATTEMPTS_ENV, is_transient, make_client, parse_s3_uri
+from assay.s3 import (
+    DEADLINE_ENV,
+    MAX_ATTEMPTS_ENV,
+    ObjectReader,
+    is_transient,
+    make_client,
+    parse_s3_uri,
+)
 from assay.store import StoreUnavailableError, open_store
 from assay.store.s3 import PROBE_PREFIX, S3Store
 from assay.suites import registry
 from assay.suites.suite import load_suite
 from flows.suite_run import suite_run
+from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 
 if TYPE_CHECKING:
     from tests.servers import RestartableS3Server, S3Server
@@ -186,19 +199,68 @@ def test_put_get_exists_and_missing_objects(store: S3Store) -> None:
     with pytest.raises(NotFoundError, match=r"runs/r1/result\.json"):
         store.get("runs/r1/result.json")
     with pytest.raises(NotFoundError):
-        store.get_range("runs/r1/result.json", 0, 4)
+        ObjectReader(store.client).read(store.bucket, f"{store.prefix}runs/r1/result.json", 0, 4)
     with pytest.raises(ValueError, match="invalid evidence key"):
         store.get("runs//x")
 
 
-def test_get_range_reads_a_slice_like_bytes_slicing(store: S3Store) -> None:
+def test_the_object_reader_reads_a_slice_like_bytes_slicing(store: S3Store) -> None:
     data = b"0123456789"
     store.put("outputs/part.jsonl", data)
+    reader, key = ObjectReader(store.client), f"{store.prefix}outputs/part.jsonl"
 
     for start, end in [(0, 10), (2, 5), (9, 10), (8, 20), (4, 4), (10, 12), (12, 20)]:
-        assert store.get_range("outputs/part.jsonl", start, end) == data[start:end]
+        assert reader.read(store.bucket, key, start, end) == data[start:end]
     with pytest.raises(ValueError, match="invalid byte range"):
-        store.get_range("outputs/part.jsonl", 5, 2)
+        reader.read(store.bucket, key, 5, 2)
+    assert reader.keys(store.bucket, f"{store.prefix}outputs/") == [key]
+
+
+def test_evidence_storage_honours_its_aws_credentials_profile_and_client_parameters(
+    moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the AwsCredentials block says where and as whom: a named profile (keys and region
+    in the shared files) and `aws_client_parameters.endpoint_url`, nothing in the environment."""
+    from prefect_aws import AwsClientParameters, AwsCredentials
+
+    from blocks import EvidenceStorage
+
+    (tmp_path / "credentials").write_text(
+        f"[assay-test]\naws_access_key_id = {ACCESS_KEY_ID}\n"
+        f"aws_secret_access_key = {SECRET_ACCESS_KEY}\n"
+    )
+    (tmp_path / "config").write_text(f"[profile assay-test]\nregion = {REGION}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    for variable in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_REGION",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    bucket = moto_s3.create_bucket()
+
+    def storage(profile: str) -> EvidenceStorage:
+        return EvidenceStorage(
+            url=f"s3://{bucket}/assay",
+            aws_credentials=AwsCredentials(
+                profile_name=profile,
+                aws_client_parameters=AwsClientParameters(endpoint_url=moto_s3.endpoint_url),
+            ),
+        )
+
+    store = storage("assay-test").open()
+    assert store.put_once("runs/r1/result.json", b"{}") is True
+    assert store.get("runs/r1/result.json") == b"{}"
+    assert store.client.meta.endpoint_url == moto_s3.endpoint_url
+    assert store.client.meta.region_name == REGION
+    with pytest.raises(ProfileNotFound):
+        storage("no-such-profile").open()
 
 
 def test_keys_live_under_the_prefix_and_list_is_relative_sorted_and_folder_scoped(

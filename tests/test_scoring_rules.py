@@ -319,6 +319,11 @@ def test_merge_adds_every_count() -> None:
         "judge_calls": 0,
         "judge_cache_hits": 0,
         "judge_cost_usd": 0.0,
+        "judged_checks": 0,
+        "judged_checks_passed": 0,
+        "repeated_checks": 0,
+        "unanimous_checks": 0,
+        "split_checks": 0,
         "write_guard": None,  # set by the store when the run finishes, never summed
     }
     assert first.score == pytest.approx(2.5 / 4)

@@ -131,13 +131,9 @@ def suite_from(text: str) -> Suite:
 
 
 @pytest.fixture
-def forget_cache(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+def forget_cache() -> Callable[[], None]:
     """Empty the in-process suite cache so `resolve` must rebuild suites from the store."""
-
-    def forget() -> None:
-        monkeypatch.setattr(registry, "_cache", registry._SuiteCache())
-
-    return forget
+    return registry.clear_cache
 
 
 def test_first_publish_creates_version_one(store: FileStore) -> None:

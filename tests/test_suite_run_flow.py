@@ -103,7 +103,7 @@ def test_flow_run_is_named_tagged_and_has_artifacts(store_dir: Path) -> None:
     assert "45/50" in str(by_type["markdown"].data)
     table = json.loads(str(by_type["table"].data))
     assert len(table) == 50
-    assert set(table[0]) == {"case_id", "status", "score", "label"}
+    assert set(table[0]) == {"case_id", "status", "score", "label", "vs baseline"}
     assert table[0]["status"] == "fail"  # failures first
     assert {t.name.split(" ")[0].split("-")[0] for t in task_runs} >= {"ingest", "score"}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -84,6 +84,14 @@ class Targets(BaseModel):
     kappa: float = Field(default=DEFAULT_KAPPA, ge=-1.0, le=1.0)
 
 
+class ItemVerdict(BaseModel):
+    """One labelled item as figures: the human label and the judge's verdict (1 pass, 0 fail;
+    None when the judge skipped it). No text, no id: the PPI++ correction needs only these."""
+
+    label: Literal[0, 1]
+    verdict: Literal[0, 1] | None
+
+
 class CalibrationReport(BaseModel):
     """One calibration run's measurements (append-only evidence; no item text).
 
@@ -95,6 +103,8 @@ class CalibrationReport(BaseModel):
         ratcheted_targets: The targets after this report (higher only when it passed).
         passed: Agreement and a defined kappa met their targets.
         verdict: One sentence saying why the judge is or is not calibrated.
+        item_verdicts: Per item, in set order, the human label and the judge's verdict (None
+            in reports written before they were kept).
     """
 
     report_id: str
@@ -115,6 +125,7 @@ class CalibrationReport(BaseModel):
     verdict: str
     judge: JudgePin
     at: datetime
+    item_verdicts: list[ItemVerdict] | None = None
 
 
 def set_hash(items: Sequence[CalibrationItem]) -> str:
@@ -212,6 +223,13 @@ def measure(
         verdict=_verdict_text(shortfalls, kappa, agreement.rate),
         judge=judge,
         at=now or datetime.now(UTC),
+        item_verdicts=[
+            ItemVerdict(
+                label=1 if item.label == "pass" else 0,
+                verdict=None if verdict.status == "skipped" else int(verdict.status == "pass"),
+            )
+            for item, verdict in zip(items, verdicts, strict=True)
+        ],
     )
 
 
@@ -220,8 +238,11 @@ def judge_key(judge: JudgePin) -> str:
     return content_hash(judge.model_dump(mode="json")).removeprefix("sha256:")[:32]
 
 
+_REPORTS_PREFIX: Final = "calibration/reports/"
+
+
 def _report_prefix(judge: JudgePin) -> str:
-    return f"calibration/reports/{judge_key(judge)}/"
+    return f"{_REPORTS_PREFIX}{judge_key(judge)}/"
 
 
 def record_report(store: EvidenceStore, report: CalibrationReport) -> None:
@@ -235,11 +256,11 @@ def record_report(store: EvidenceStore, report: CalibrationReport) -> None:
         _append_targets(store, report.ratcheted_targets)
 
 
-def reports(store: EvidenceStore, judge: JudgePin) -> list[CalibrationReport]:
-    """Every report for one judge, oldest first."""
+def reports(store: EvidenceStore, judge: JudgePin | None = None) -> list[CalibrationReport]:
+    """Every report for one judge (oldest first), or for every judge when `judge` is None."""
+    prefix = _REPORTS_PREFIX if judge is None else _report_prefix(judge)
     return [
-        CalibrationReport.model_validate_json(store.get(key))
-        for key in sorted(store.list(_report_prefix(judge)))
+        CalibrationReport.model_validate_json(store.get(key)) for key in sorted(store.list(prefix))
     ]
 
 

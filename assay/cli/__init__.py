@@ -20,6 +20,8 @@ from assay.cli import (
     release,
     runs,
     scorecard,
+    serve,
+    server,
     suites,
 )
 from assay.cli._common import app
@@ -40,6 +42,8 @@ __all__ = [
     "release",
     "runs",
     "scorecard",
+    "serve",
+    "server",
     "suites",
 ]
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar, cast, get_args
 
 import typer
 from pydantic import ValidationError
@@ -18,10 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from assay import progress
+from assay.cli import orchestration
 from assay.errors import AssayError, InputError, NotFoundError
+from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
 from assay.store import EvidenceStore, open_store
 from assay.suites import registry
-from assay.suites.suite import load_suite
 
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -31,6 +32,18 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _global_options(
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show Prefect's run log lines in the terminal."),
+    ] = False,
+) -> None:
+    orchestration.set_verbose(verbose)
+
+
 out = Console()
 err = Console(stderr=True)
 
@@ -43,8 +56,52 @@ JudgeBlockOption = Annotated[
     str | None,
     typer.Option("--judge-block", help="Saved JudgeSettings block (default: the environment)."),
 ]
+CalibrationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="Calibration set: add the PPI++ judge-corrected pass rate (same judge only).",
+    ),
+]
+JudgeRepeatsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--judge-repeats",
+        help="Judge each llm_judge check K times: majority verdict, even split skipped, "
+        "flip rate reported (default: the JudgeSettings block's, else 1).",
+    ),
+]
 FreshJudgeOption = Annotated[
     bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
+]
+OutputsFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--outputs-format",
+        help="auto (by content), jsonl, or otlp (OTLP/JSON trace exports).",
+    ),
+]
+CaseAttributeOption = Annotated[
+    str,
+    typer.Option(
+        "--case-attribute", help="Span (or resource) attribute naming the case in OTLP traces."
+    ),
+]
+SubjectOption = Annotated[
+    str | None,
+    typer.Option(
+        "--subject",
+        help="KIND:ID\\[@VARIANT], e.g. agent:bot@v2 (default: agent:OUTPUTS-NAME, the outputs "
+        "file or folder name without its suffix).",
+    ),
+]
+SampleOption = Annotated[
+    int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample.")]
+BaselineOption = Annotated[
+    str | None,
+    typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
 ]
 
 T = TypeVar("T")
@@ -77,17 +134,53 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> str:
+    """The outputs reference a flow receives: the location, plus the format and case attribute
+    when they are not the defaults."""
+    if outputs_format not in get_args(OutputsFormat):
+        fail("--outputs-format must be auto, jsonl or otlp")
+    reference = guarded(
+        lambda: OutputsReference(
+            location=outputs, format=outputs_format, case_attribute=case_attribute
+        )
+    )
+    return str(reference)
+
+
 def open_evidence(uri: str | None) -> EvidenceStore:
     return guarded(lambda: open_store(uri))
 
 
-def prefect_defaults() -> None:
-    """Quiet, offline-friendly Prefect defaults for a terminal; users' own settings win."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    # The ephemeral API migrates a fresh SQLite database on first use; Prefect's 20 s default
-    # times out on a busy 2-core machine (see ../shared/PREFECT-NOTES.md).
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+def prefect_defaults() -> str | None:
+    """Connect to a Prefect server (or fall back to an ephemeral API) with a quiet terminal;
+    users' own settings win. Returns the server's API URL, or None when ephemeral."""
+    return orchestration.connect()
+
+
+_ui_note_shown = False
+
+
+def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) -> T:
+    """Run `flow` in this process and return its result; raises what the flow raised.
+
+    Prints the run's Prefect UI link on stderr (unless `quiet`); on an ephemeral API, says
+    once how to get a UI instead."""
+    global _ui_note_shown
+    state = cast(Any, flow)(**parameters, return_state=True)
+    link = orchestration.ui_link(state.state_details.flow_run_id)
+    if quiet:
+        pass
+    elif link is not None:
+        err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)
+    elif not _ui_note_shown:
+        _ui_note_shown = True
+        err.print(
+            "note: no Prefect server, so this run used a temporary API and is not kept; "
+            "`assay server start` keeps runs and shows them in the Prefect UI.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return cast(T, state.result())
 
 
 @contextmanager
@@ -114,12 +207,15 @@ def progress_bar(enabled: bool) -> Iterator[None]:
         yield
 
 
-def resolve_suite_arg(evidence: EvidenceStore, suite: str) -> str:
-    """A suite file is published first; a NAME[@VERSION] must exist. Returns `name@version`."""
-    if Path(suite).is_file():
-        version, _ = guarded(lambda: registry.publish(evidence, load_suite(suite)))
-    else:
-        version, _ = guarded(lambda: registry.resolve(evidence, suite))
+def resolve_suite_arg(evidence: EvidenceStore, suite: str, *outputs: str) -> str:
+    """A suite file is published first; a NAME[@VERSION] must exist. Returns `name@version`.
+
+    Each of `outputs` is then validated against that suite here, in the CLI process, before any
+    Prefect API is started or contacted: a bad line exits 2 at once, with no flow run created."""
+    version, golden = guarded(lambda: registry.publish_or_resolve(evidence, suite))
+    known = {case.id for case in golden.cases}
+    for uri in outputs:
+        guarded(partial(validate_outputs, uri, known))
     return version.ref
 
 

@@ -13,23 +13,14 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from assay.cli._common import (
-    JsonOption,
-    StoreOption,
-    app,
-    err,
-    guarded,
-    open_evidence,
-    out,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.gate import access
 from assay.gate.access import AccessDeniedError, Tier
 
 EXIT_REFUSED: Final = 1
 
 access_app = typer.Typer(help="Principals, tiers and tokens.", no_args_is_help=True)
-app.add_typer(access_app, name="access")
+common.app.add_typer(access_app, name="access")
 
 
 def caller_token() -> str | None:
@@ -40,7 +31,7 @@ def caller_token() -> str | None:
 
 def refused(message: str) -> NoReturn:
     """Say why on stderr and exit 1: the request was understood and not allowed."""
-    err.print(Text.assemble(("refused: ", "red"), message), highlight=False, soft_wrap=True)
+    common.err.print(Text.assemble(("refused: ", "red"), message), highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_REFUSED)
 
 
@@ -52,14 +43,14 @@ def access_add(
         bool,
         typer.Option("--rotate", help="Issue an existing principal a new token (and tier)."),
     ] = False,
-    store: StoreOption = None,
+    store: common.StoreOption = None,
 ) -> None:
     """Add a principal and print its new token once (only its hash is stored).
 
     The store's first principal must be an admin; after that, ASSAY_TOKEN must be an admin's.
     The token goes to stdout alone, so `TOKEN=$(assay access add …)` captures it.
     """
-    evidence = open_evidence(store)
+    evidence = common.open_evidence(store)
 
     def add() -> str:
         try:
@@ -69,9 +60,9 @@ def access_add(
         except AccessDeniedError as exc:
             refused(str(exc))
 
-    token = guarded(add)
+    token = common.guarded(add)
     typer.echo(token)
-    err.print(
+    common.err.print(
         Text(
             f"{'Rotated' if rotate else 'Added'} {name} ({tier}). This token cannot be shown "
             "again: keep it as a secret and pass it as ASSAY_TOKEN."
@@ -81,14 +72,14 @@ def access_add(
 
 
 @access_app.command("list")
-def access_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
+def access_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
     """List principals with their tiers (never tokens or hashes)."""
-    found = guarded(lambda: access.principals(open_evidence(store)))
+    found = common.guarded(lambda: access.principals(common.open_evidence(store)))
     if as_json:
-        print_json([principal.model_dump(mode="json") for principal in found])
+        common.print_json([principal.model_dump(mode="json") for principal in found])
         return
     if not found:
-        out.print(
+        common.out.print(
             "No principals yet: add the first admin with `assay access add NAME --tier admin`."
         )
         return
@@ -100,4 +91,4 @@ def access_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
             f"{principal.since:%Y-%m-%d %H:%M:%S}",
             Text(principal.added_by),
         )
-    out.print(table)
+    common.out.print(table)

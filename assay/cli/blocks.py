@@ -10,18 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Column, Table
 
-from assay.cli._common import (
-    JsonOption,
-    StoreOption,
-    app,
-    block_name,
-    fail,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.cli.costs import read_ledger
 from assay.finops.budget import BUDGET_BLOCK_FIELDS, Budget, usd
 from assay.finops.costs import budget_status
@@ -30,13 +19,13 @@ store_app = typer.Typer(help="Save evidence storage as a Prefect block.", no_arg
 budget_app = typer.Typer(
     help="Save FinOps budgets as Prefect blocks and see what they have left.", no_args_is_help=True
 )
-app.add_typer(store_app, name="store")
-app.add_typer(budget_app, name="budget")
+common.app.add_typer(store_app, name="store")
+common.app.add_typer(budget_app, name="budget")
 
 
 @store_app.command("save")
 def store_save(
-    name: Annotated[str, typer.Argument(help="Block name ([a-z0-9-]).")],
+    name: Annotated[str, typer.Argument(help="Block name (\\[a-z0-9-]).")],
     url: Annotated[str, typer.Option("--url", help="file://PATH or s3://BUCKET/PREFIX.")],
     endpoint_url: Annotated[
         str | None, typer.Option("--endpoint-url", help="S3-compatible endpoint URL.")
@@ -55,12 +44,12 @@ def store_save(
     ] = None,
 ) -> None:
     """Save an EvidenceStorage block; flows use it with `storage_block=NAME`."""
-    prefect_defaults()
+    common.prefect_defaults()
     from pydantic import SecretStr
 
     from blocks import EvidenceStorage
 
-    block = guarded(
+    block = common.guarded(
         lambda: EvidenceStorage(
             url=url,
             endpoint_url=endpoint_url,
@@ -69,61 +58,63 @@ def store_save(
             aws_secret_access_key=SecretStr(secret_access_key) if secret_access_key else None,
         )
     )
-    guarded(lambda: block.save(block_name(name), overwrite=True))
-    out.print(f"Saved evidence storage [bold]{name}[/bold] → {url}")
+    common.guarded(lambda: block.save(common.block_name(name), overwrite=True))
+    common.out.print(f"Saved evidence storage [bold]{name}[/bold] → {url}")
 
 
 @budget_app.command("set")
 def budget_set(
-    name: Annotated[str, typer.Argument(help="Block name ([a-z0-9-]).")],
+    name: Annotated[str, typer.Argument(help="Block name (\\[a-z0-9-]).")],
     limit_usd: Annotated[float, typer.Option("--limit-usd", help="Limit per period, USD.")],
     period: Annotated[str, typer.Option("--period", help="day, week or month.")] = "month",
     mode: Annotated[str, typer.Option("--mode", help="block, throttle or alert.")] = "block",
     scope: Annotated[str, typer.Option("--scope", help="*, suite:NAME or subject:KIND:ID.")] = "*",
 ) -> None:
     """Save a FinOpsBudget block, checked before every judge task."""
-    prefect_defaults()
+    common.prefect_defaults()
     from blocks import FinOpsBudget
 
-    block = guarded(
+    block = common.guarded(
         lambda: FinOpsBudget.model_validate(
             {"limit_usd": limit_usd, "period": period, "mode": mode, "scope": scope}
         )
     )
     # The block does not check the scope's form; the preflight does, and refuses all judge
     # spending when a saved budget is malformed, so reject it before it is saved.
-    guarded(lambda: Budget(name=name, **block.model_dump(include=BUDGET_BLOCK_FIELDS)))
-    guarded(lambda: block.save(block_name(name), overwrite=True))
-    out.print(f"Saved budget [bold]{name}[/bold]: {limit_usd} USD per {period}, {mode}, {scope}")
+    common.guarded(lambda: Budget(name=name, **block.model_dump(include=BUDGET_BLOCK_FIELDS)))
+    common.guarded(lambda: block.save(common.block_name(name), overwrite=True))
+    common.out.print(
+        f"Saved budget [bold]{name}[/bold]: {limit_usd} USD per {period}, {mode}, {scope}"
+    )
 
 
 @budget_app.command("show")
-def budget_show(json_output: JsonOption = False, store: StoreOption = None) -> None:
+def budget_show(json_output: common.JsonOption = False, store: common.StoreOption = None) -> None:
     """Every saved FinOpsBudget with its spend in the current period and what is left.
 
     Spend is read from the cost ledger in the evidence store (`--store`), for the budget's scope
     and its current UTC period. Budgets that cannot be read exit 2: the judge refuses to spend
     then, so this is never shown as "no budgets".
     """
-    prefect_defaults()
+    common.prefect_defaults()
     from prefect.settings import PREFECT_API_URL
 
-    from tasks.judge import read_budgets
+    from blocks.finops_budget import read_budgets
 
     budgets = read_budgets()
     if budgets is None:
         api = PREFECT_API_URL.value() or "ephemeral local server"
-        fail(
+        common.fail(
             f"budgets unreadable: the Prefect API ({api}) did not answer, or a saved "
             "FinOpsBudget block is malformed; judge spending is refused until this is fixed"
         )
-    evidence = open_evidence(store)
+    evidence = common.open_evidence(store)
     statuses = read_ledger(evidence, lambda: budget_status(evidence, budgets))
     if json_output:
-        print_json([status.model_dump(mode="json") for status in statuses])
+        common.print_json([status.model_dump(mode="json") for status in statuses])
         return
     if not statuses:
-        out.print("No budgets saved (judge spending is not limited).")
+        common.out.print("No budgets saved (judge spending is not limited).")
         return
     # Two-line cells and no outer edge keep the table within 80 columns.
     table = Table(
@@ -149,4 +140,4 @@ def budget_show(json_output: JsonOption = False, store: StoreOption = None) -> N
             f"{status.used_pct:.1f}%",
             remaining if status.remaining_usd >= 0 else f"[red]{remaining}[/red]",
         )
-    out.print(table)
+    common.out.print(table)

@@ -23,20 +23,7 @@ from rich.text import Text
 from assay.calibration.labels import Label, LabelTask, append_item, load_set, tasks_to_label
 from assay.calibration.render import markdown_report
 from assay.calibration.report import CalibrationReport
-from assay.cli._common import (
-    FreshJudgeOption,
-    JsonOption,
-    JudgeBlockOption,
-    StoreOption,
-    app,
-    fail,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-    resolve_suite_arg,
-)
+from assay.cli import _common as common
 from assay.suites import registry
 
 EXIT_UNCALIBRATED = 1
@@ -44,37 +31,41 @@ ANSWERS: dict[str, Label] = {"p": "pass", "f": "fail"}
 
 
 def _show(task: LabelTask, number: int) -> None:
-    out.rule(Text(f"item {number} · {task.item_id}"))
+    common.out.rule(Text(f"item {number} · {task.item_id}"))
     fields = [("input", task.input), ("expected", task.expected), ("rubric", task.rubric)]
     for title, value in [*fields, ("output", task.output)]:
         if value:
             # Text, never markup: the labeller must see exactly what the judge will see
             # (an output holding `[/INST]` or `[red]` is shown as written).
-            out.print(Panel(Text(value), title=title, title_align="left"), highlight=False)
+            common.out.print(Panel(Text(value), title=title, title_align="left"), highlight=False)
 
 
-@app.command("label")
+@common.app.command("label")
 def label_command(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs: Annotated[str, typer.Option("--outputs", help="Outputs to label (JSONL/folder).")],
     into: Annotated[Path, typer.Option("--into", help="Calibration set (JSONL) to append to.")],
     labeler: Annotated[
         str | None, typer.Option("--labeler", help="Who is labelling (default: $USER).")
     ] = None,
-    store: StoreOption = None,
+    store: common.StoreOption = None,
 ) -> None:
     """Label the suite's judged cases pass/fail by hand, appending to a calibration set.
 
     The set stores the case and the output text: labelling is the operator's opt-in to keep
     them (each field clamped to 4,000 characters). Resumes where the last session stopped.
     """
-    evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
-    _, golden = guarded(lambda: registry.resolve(evidence, ref))
-    done = {item.item_id for item in guarded(lambda: load_set(into))} if into.exists() else set()
+    evidence = common.open_evidence(store)
+    ref = common.resolve_suite_arg(evidence, suite)
+    _, golden = common.guarded(lambda: registry.resolve(evidence, ref))
+    done = (
+        {item.item_id for item in common.guarded(lambda: load_set(into))}
+        if into.exists()
+        else set()
+    )
     who = labeler or os.environ.get("USER") or getpass.getuser()
-    pending = guarded(lambda: list(tasks_to_label(golden, outputs, done)))
-    out.print(
+    pending = common.guarded(lambda: list(tasks_to_label(golden, outputs, done)))
+    common.out.print(
         f"[bold]{ref}[/bold]: {len(pending)} item(s) to label, {len(done)} already in {into}. "
         "Answer p(ass), f(ail), s(kip) or q(uit).",
         highlight=False,
@@ -82,42 +73,44 @@ def label_command(
     labelled = 0
     for number, task in enumerate(pending, start=1):
         _show(task, number)
-        answer = Prompt.ask("label", choices=["p", "f", "s", "q"], console=out)
+        answer = Prompt.ask("label", choices=["p", "f", "s", "q"], console=common.out)
         if answer == "q":
             break
         if answer == "s":
             continue
         append_item(into, task.labelled(ANSWERS[answer], who))
         labelled += 1
-    out.print(
+    common.out.print(
         f"Labelled {labelled} item(s); the set holds {len(done) + labelled}.", highlight=False
     )
 
 
-@app.command("calibrate")
+@common.app.command("calibrate")
 def calibrate_command(
     calibration_set: Annotated[Path, typer.Argument(help="Calibration set (JSONL).")],
-    judge_block: JudgeBlockOption = None,
-    fresh_judge: FreshJudgeOption = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    judge_block: common.JudgeBlockOption = None,
+    fresh_judge: common.FreshJudgeOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Measure the configured judge against the human labels; exit 1 unless it is calibrated."""
-    evidence = open_evidence(store)
-    guarded(lambda: load_set(calibration_set))
+    evidence = common.open_evidence(store)
+    common.guarded(lambda: load_set(calibration_set))
     from assay.judge import judge_skip_reason  # imports the openai SDK: only when calibrating
 
     missing = None if judge_block else judge_skip_reason()
     if missing is not None:
-        fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")
-    prefect_defaults()
+        common.fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")
+    common.prefect_defaults()
     from prefect import tags
 
     from flows.calibration import calibration
 
     with tags("assay", "calibration"):
-        report: CalibrationReport = guarded(
-            lambda: calibration(
+        report: CalibrationReport = common.guarded(
+            lambda: common.launch(
+                calibration,
+                quiet=as_json,
                 calibration_set=str(calibration_set),
                 store=evidence.uri,
                 judge_block=judge_block,
@@ -125,7 +118,7 @@ def calibrate_command(
             )
         )
     if as_json:
-        print_json(report.model_dump(mode="json"))
+        common.print_json(report.model_dump(mode="json"))
     else:
-        out.print(Markdown(markdown_report(report)))
+        common.out.print(Markdown(markdown_report(report)))
     raise typer.Exit(0 if report.passed else EXIT_UNCALIBRATED)

@@ -6,46 +6,37 @@ from typing import Annotated
 
 import typer
 
-from assay.cli._common import (
-    FreshJudgeOption,
-    JsonOption,
-    JudgeBlockOption,
-    StoreOption,
-    app,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-    resolve_suite_arg,
-)
+from assay.cli import _common as common
 from assay.rate import rate_text
 from assay.suites import registry
 
 
-@app.command("compare")
+@common.app.command("compare")
 def compare_command(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
     outputs_a: Annotated[str, typer.Option("--a", help="Outputs of side A (JSONL file/folder).")],
     outputs_b: Annotated[str, typer.Option("--b", help="Outputs of side B.")],
     label_a: Annotated[str, typer.Option("--label-a", help="Name of side A.")] = "A",
     label_b: Annotated[str, typer.Option("--label-b", help="Name of side B.")] = "B",
-    judge_block: JudgeBlockOption = None,
-    fresh_judge: FreshJudgeOption = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    judge_block: common.JudgeBlockOption = None,
+    fresh_judge: common.FreshJudgeOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
-    """Pairwise A/B: judge each shared case twice with the order swapped."""
-    evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
-    prefect_defaults()
+    """Pairwise A/B: judge each shared case that has an llm_judge check twice, with the order
+    swapped. Cases without an llm_judge check are not compared (the rubric is what is judged)."""
+    evidence = common.open_evidence(store)
+    ref = common.resolve_suite_arg(evidence, suite, outputs_a, outputs_b)
+    common.prefect_defaults()
     from prefect import tags
 
     from flows.compare import compare
 
     with tags("assay", f"suite:{registry.parse_ref(ref)[0]}", "compare"):
-        report = guarded(
-            lambda: compare(
+        report = common.guarded(
+            lambda: common.launch(
+                compare,
+                quiet=as_json,
                 suite=ref,
                 outputs_a=outputs_a,
                 outputs_b=outputs_b,
@@ -57,28 +48,28 @@ def compare_command(
             )
         )
     if as_json:
-        print_json(report.model_dump(mode="json"))
+        common.print_json(report.model_dump(mode="json"))
         return
     n = report.judged
-    out.print(f"[bold]{report.suite}@{report.suite_version}[/bold] · {label_a} vs {label_b}")
-    out.print(
+    common.out.print(f"[bold]{report.suite}@{report.suite_version}[/bold] · {label_a} vs {label_b}")
+    common.out.print(
         f"  {label_a} wins {report.wins_a}/{n} · {label_b} wins {report.wins_b}/{n} · "
         f"ties {report.ties}/{n} · inconsistent {report.inconsistent}/{n} · "
         f"unjudged {report.unjudged}/{report.cases_compared}",
         highlight=False,
     )
-    out.print(f"  win rate {label_a} {rate_text(report.wins_a, n)}", highlight=False)
-    out.print(f"  win rate {label_b} {rate_text(report.wins_b, n)}", highlight=False)
+    common.out.print(f"  win rate {label_a} {rate_text(report.wins_a, n)}", highlight=False)
+    common.out.print(f"  win rate {label_b} {rate_text(report.wins_b, n)}", highlight=False)
     consistency = report.position_consistency
-    out.print(
+    common.out.print(
         f"  position consistency {rate_text(consistency.consistent, consistency.judged)}",
         highlight=False,
     )
     for reason, count in report.unjudged_reasons.items():
-        out.print(
+        common.out.print(
             f"  [yellow]warning:[/yellow] {count} pair(s) unjudged: {reason}", highlight=False
         )
-    out.print(
+    common.out.print(
         f"  comparison [cyan]{report.comparison_id}[/cyan] · {report.calls} call(s), "
         f"{report.cache_hits} cache hit(s), ${report.cost_usd:.4f}",
         highlight=False,

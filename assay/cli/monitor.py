@@ -7,17 +7,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from assay.cli._common import (
-    JsonOption,
-    StoreOption,
-    app,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.monitor.figures import diff_text, states_text
+from assay.monitor.receiver import signals_reference
 from assay.monitor.render import cost_text, relative_text, tokens_text
 from assay.monitor.report import (
     ABSENCE_NOTE,
@@ -34,11 +26,18 @@ from assay.rate import rate_text
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 
 
-@app.command("monitor")
+@common.app.command("monitor")
 def monitor_command(
     signals: Annotated[
-        str, typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix.")
-    ],
+        str | None,
+        typer.Argument(help="Session signals: a JSONL file, folder or s3:// prefix."),
+    ] = None,
+    from_store: Annotated[
+        bool,
+        typer.Option(
+            "--from-store", help="Read the signals POST /v1/traces appended to the store."
+        ),
+    ] = False,
     window: Annotated[
         str, typer.Option("--window", help="Window length ending now: 30m, 6h, 24h, 7d.")
     ] = "24h",
@@ -50,42 +49,53 @@ def monitor_command(
         list[str] | None,
         typer.Option("--expect", help="A subject that should be reporting (repeatable)."),
     ] = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Per subject: completion, failure, high-severity share, cost and tokens, against the
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
-    end = guarded(lambda: parse_now(now))
-    evidence = open_evidence(store)
+    end = common.guarded(lambda: parse_now(now))
+    evidence = common.open_evidence(store)
+    if (signals is None) == (not from_store):
+        common.fail("give a SIGNALS file, folder or prefix, or --from-store (not both)")
+    source = signals or signals_reference(evidence)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
-    guarded(lambda: (windows(window, end), expected_subjects(expect or []), read_signals(signals)))
-    prefect_defaults()
+    common.guarded(
+        lambda: (windows(window, end), expected_subjects(expect or []), read_signals(source))
+    )
+    common.prefect_defaults()
     from prefect import tags
 
     from flows.monitor import monitor
 
     with tags("assay", "monitor"):
-        report = guarded(
-            lambda: monitor(
-                signals=signals, window=window, now=end, expect=expect, store=evidence.uri
+        report = common.guarded(
+            lambda: common.launch(
+                monitor,
+                quiet=as_json,
+                signals=source,
+                window=window,
+                now=end,
+                expect=expect,
+                store=evidence.uri,
             )
         )
     if as_json:
-        print_json(report.model_dump(mode="json"))
+        common.print_json(report.model_dump(mode="json"))
         return
     _print(report)
 
 
 def _print(report: MonitorReport) -> None:
-    out.print(
+    common.out.print(
         f"[bold]Session monitor[/bold] · {report.window} · "
         f"{report.current.start:%Y-%m-%d %H:%M} to {report.current.end:%Y-%m-%d %H:%M} UTC",
         highlight=False,
     )
     if not report.subjects:
-        out.print("  No subjects: no signals, and none expected.")
+        common.out.print("  No subjects: no signals, and none expected.")
     for h in report.subjects:
-        out.print(
+        common.out.print(
             f"\n[bold]{h.subject}[/bold]  [{_STATUS_STYLE[h.status]}]"
             f"{h.status.replace('_', ' ')}[/]  {h.sessions} session(s), previous window "
             f"{h.previous.sessions}",
@@ -93,39 +103,39 @@ def _print(report: MonitorReport) -> None:
         )
         if silent(h):
             reason = "expected" if h.expected else "reported in the previous window"
-            out.print(
+            common.out.print(
                 f"  [yellow]{NO_DATA_KIND}:[/yellow] {reason}, nothing measurable now",
                 highlight=False,
             )
         if h.status == "no_data":
-            out.print("  no signals in the window: nothing is known about this subject")
+            common.out.print("  no signals in the window: nothing is known about this subject")
             continue
-        out.print(f"  states: {states_text(h)}", highlight=False)
+        common.out.print(f"  states: {states_text(h)}", highlight=False)
         if h.status == "insufficient":
-            out.print(
+            common.out.print(
                 "  [yellow]no session is known to have ended: nothing can be measured yet[/yellow]",
                 highlight=False,
             )
         else:
-            out.print(_figures(h), highlight=False)
+            common.out.print(_figures(h), highlight=False)
         for crossing in h.findings:
-            out.print(f"  [red]alert:[/red] {crossing.summary}", highlight=False)
+            common.out.print(f"  [red]alert:[/red] {crossing.summary}", highlight=False)
         if h.unknown.sessions:
             fields = ", ".join(f"{name} {count}" for name, count in h.unknown.fields.items())
-            out.print(
+            common.out.print(
                 f"  [yellow]unknown:[/yellow] {h.unknown.sessions} session(s) with missing "
                 f"fields ({fields}), left out of the figures that need them",
                 highlight=False,
             )
     r = report.records
-    out.print(
+    common.out.print(
         f"\n{r.sessions} session(s) from {r.lines} line(s): {r.current} in the window, "
         f"{r.previous} in the previous one, {r.outside} outside both, {r.undated} undated, "
         f"{r.unattributed} without a subject",
         highlight=False,
     )
-    out.print(f"[yellow]{ABSENCE_NOTE}[/yellow]", highlight=False)
-    out.print(f"report [cyan]{report.report_id}[/cyan]", highlight=False)
+    common.out.print(f"[yellow]{ABSENCE_NOTE}[/yellow]", highlight=False)
+    common.out.print(f"report [cyan]{report.report_id}[/cyan]", highlight=False)
 
 
 def _figures(h: SubjectHealth) -> Table:

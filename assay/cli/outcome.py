@@ -7,18 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from assay.cli._common import (
-    FreshJudgeOption,
-    JsonOption,
-    JudgeBlockOption,
-    StoreOption,
-    app,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.outcome import DIMENSIONS, OutcomeReport, check_records, load_contract
 
 _BAND_STYLE = {
@@ -30,35 +19,37 @@ _BAND_STYLE = {
 }
 
 
-@app.command("outcome")
+@common.app.command("outcome")
 def outcome_command(
     records: Annotated[str, typer.Argument(help="Invocation records (JSONL file or folder).")],
     contract: Annotated[
         str | None, typer.Option("--contract", help="Outcome contract (YAML or JSON).")
     ] = None,
-    judge_block: JudgeBlockOption = None,
+    judge_block: common.JudgeBlockOption = None,
     notification_block: Annotated[
         str | None,
         typer.Option(
             "--notification-block", help="Saved NotificationTarget block (Marginal and below)."
         ),
     ] = None,
-    fresh_judge: FreshJudgeOption = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    fresh_judge: common.FreshJudgeOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Score invocation records per subject: six dimensions, composite, band and action."""
-    evidence = open_evidence(store)
-    guarded(lambda: load_contract(contract))  # bad input fails before Prefect starts
-    guarded(lambda: check_records(records))
-    prefect_defaults()
+    evidence = common.open_evidence(store)
+    common.guarded(lambda: load_contract(contract))  # bad input fails before Prefect starts
+    common.guarded(lambda: check_records(records))
+    common.prefect_defaults()
     from prefect import tags
 
     from flows.outcome import outcome
 
     with tags("assay", "outcome"):
-        report = guarded(
-            lambda: outcome(
+        report = common.guarded(
+            lambda: common.launch(
+                outcome,
+                quiet=as_json,
                 records=records,
                 contract=contract,
                 store=evidence.uri,
@@ -68,7 +59,7 @@ def outcome_command(
             )
         )
     if as_json:
-        print_json(
+        common.print_json(
             {
                 "report_id": report.report_id,
                 "subjects": [subject.model_dump(mode="json") for subject in report.subjects],
@@ -98,29 +89,31 @@ def _print_report(report: OutcomeReport) -> None:
                 _score(score.mean),
                 f"{score.n}/{subject.invocations}",
             )
-        out.print(table)
+        common.out.print(table)
         composite = subject.composite
         missing = f" · missing {', '.join(composite.missing)}" if composite.missing else ""
         renormalised = " (weights renormalised over the dimensions present)" * (
             composite.status == "partial"
         )
-        out.print(
+        common.out.print(
             f"  composite {_score(composite.value)} · {composite.status}{missing}{renormalised}",
             highlight=False,
         )
         if subject.band is None:
-            out.print("  band: none (an incomplete composite claims no band)", highlight=False)
+            common.out.print(
+                "  band: none (an incomplete composite claims no band)", highlight=False
+            )
         else:
             style = _BAND_STYLE[subject.band]
-            out.print(f"  band [{style}]{subject.band}[/{style}] → {subject.action}")
+            common.out.print(f"  band [{style}]{subject.band}[/{style}] → {subject.action}")
     for dimension, reasons in report.unavailable.items():
         listed = ", ".join(f"{reason}: {count}" for reason, count in reasons.items())
         count = sum(reasons.values())
-        out.print(
+        common.out.print(
             f"[yellow]warning:[/yellow] {dimension} unavailable for {count} record(s): {listed}",
             highlight=False,
         )
-    out.print(
+    common.out.print(
         f"report [cyan]{report.report_id}[/cyan] · {report.judge_calls} judge call(s), "
         f"{report.judge_cache_hits} cache hit(s), ${report.judge_cost_usd:.4f}",
         highlight=False,

@@ -12,13 +12,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from assay.cli._common import JsonOption, StoreOption, app, guarded, open_evidence, out, print_json
+from assay.cli import _common as common
 from assay.cli.access import caller_token, refused
 from assay.gate import overrides
 from assay.gate.overrides import MIN_REASON
 
 
-@app.command("override")
+@common.app.command("override")
 def override(
     run_id: Annotated[str, typer.Argument(help="The gate run whose failure is a false alarm.")],
     reason: Annotated[
@@ -27,22 +27,24 @@ def override(
             "--reason", help=f"Why, in at least {MIN_REASON} characters (kept in the audit)."
         ),
     ],
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Override a failed gate (admin tier, ASSAY_TOKEN): changes the effective verdict only.
 
     The recorded verdict and the EvalResult stay as they were; every attempt, granted or
     refused, appends an audit record (`assay audit`).
     """
-    evidence = open_evidence(store)
-    record = guarded(lambda: overrides.request_override(evidence, run_id, caller_token(), reason))
+    evidence = common.open_evidence(store)
+    record = common.guarded(
+        lambda: overrides.request_override(evidence, run_id, caller_token(), reason)
+    )
     if as_json:
-        print_json(record.model_dump(mode="json"))
+        common.print_json(record.model_dump(mode="json"))
     if record.refusal is not None:
         refused(f"{record.refusal} (attempt audited)")
     if not as_json:
-        out.print(
+        common.out.print(
             Text(
                 f"Override granted: run {run_id} is effectively pass; its recorded verdict "
                 f"stays {record.recorded_verdict}. Audited as {record.principal} ({record.tier})."
@@ -50,19 +52,19 @@ def override(
         )
 
 
-@app.command("audit")
+@common.app.command("audit")
 def audit(
     run: Annotated[str | None, typer.Option("--run", help="Only this run's records.")] = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """List audited override attempts, granted and refused, newest last."""
-    records = guarded(lambda: overrides.audit_records(open_evidence(store), run))
+    records = common.guarded(lambda: overrides.audit_records(common.open_evidence(store), run))
     if as_json:
-        print_json([record.model_dump(mode="json") for record in records])
+        common.print_json([record.model_dump(mode="json") for record in records])
         return
     if not records:
-        out.print("No audit records" + (f" for run {run}." if run else "."))
+        common.out.print("No audit records" + (f" for run {run}." if run else "."))
         return
     table = Table("at (UTC) · run", "principal", "verdict", "outcome · reason")
     for record in records:
@@ -77,4 +79,4 @@ def audit(
             f"{record.recorded_verdict or 'none'} → {record.effective_verdict or 'none'}",
             Text.assemble(outcome, "\n", record.reason),
         )
-    out.print(table)
+    common.out.print(table)

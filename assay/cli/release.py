@@ -9,16 +9,7 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
-from assay.cli._common import (
-    JsonOption,
-    StoreOption,
-    app,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.release import (
     COLUMNS,
     ReleaseReport,
@@ -63,7 +54,7 @@ def _signals_table(report: ReleaseReport) -> Table:
     styles = ["green" if variant.gate.passed else "red" for variant in report.variants]
     for wrap, short_gate in LAYOUTS:
         laid_out = [_cells(cells, wrap, short_gate) for cells in rows]
-        if _width(headers, laid_out) <= out.width:
+        if _width(headers, laid_out) <= common.out.width:
             table = Table(title=title)
             for column, header in zip(COLUMNS, headers, strict=True):
                 words = column in ("variant", "gate")
@@ -84,16 +75,16 @@ def _signals_table(report: ReleaseReport) -> Table:
 
 
 def _print_report(report: ReleaseReport) -> None:
-    out.print(_signals_table(report))
+    common.out.print(_signals_table(report))
     for line in stop_lines(report):
-        out.print(Text.assemble(("stopped:", "red"), " ", line), highlight=False)
-    out.print(
+        common.out.print(Text.assemble(("stopped:", "red"), " ", line), highlight=False)
+    common.out.print(
         f"report [cyan]{report.report_id}[/cyan] · {report_key(report.report_id)}",
         highlight=False,
     )
 
 
-@app.command("release")
+@common.app.command("release")
 def release_command(
     trials: Annotated[
         str, typer.Argument(help="Trials JSONL (path or s3:// URI), one trial per line.")
@@ -102,22 +93,26 @@ def release_command(
         str | None,
         typer.Option("--contract", help="Release contract YAML (default: built-in thresholds)."),
     ] = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Gate each variant on its release signals; exit 0 when all pass, 1 when any fails."""
-    evidence = open_evidence(store)
+    evidence = common.open_evidence(store)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
-    guarded(lambda: (load_contract(contract), load_trials(trials)))
-    prefect_defaults()
+    common.guarded(lambda: (load_contract(contract), load_trials(trials)))
+    common.prefect_defaults()
     from prefect import tags
 
     from flows.release import release
 
     with tags("assay", "release"):
-        report = guarded(lambda: release(trials=trials, contract=contract, store=evidence.uri))
+        report = common.guarded(
+            lambda: common.launch(
+                release, quiet=as_json, trials=trials, contract=contract, store=evidence.uri
+            )
+        )
     if as_json:
-        print_json(report.model_dump(mode="json"))
+        common.print_json(report.model_dump(mode="json"))
     else:
         _print_report(report)
     if not report.passed:

@@ -3,35 +3,26 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from contextlib import nullcontext
+from importlib import import_module
+from typing import Annotated, Any, cast
 
 import typer
 from rich.table import Table
 
-from assay.cli._common import (
-    EXAMPLES,
-    FreshJudgeOption,
-    JsonOption,
-    JudgeBlockOption,
-    StoreOption,
-    app,
-    fail,
-    guarded,
-    open_evidence,
-    out,
-    prefect_defaults,
-    print_json,
-    progress_bar,
-    resolve_suite_arg,
-)
+from assay.cli import _common as common
+from assay.cli.judging import check_judge_options
+from assay.judge.reliability import judge_lines
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings
+from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
-app.add_typer(runs_app, name="runs")
+common.app.add_typer(runs_app, name="runs")
 
 
 def execute_run(
@@ -46,52 +37,92 @@ def execute_run(
     baseline: str | None = None,
     judge_block: str | None = None,
     fresh_judge: bool = False,
+    calibration: str | None = None,
+    judge_repeats: int | None = None,
     dask: str | None = None,
     workers: int | None = None,
     chunk_size: int | None = None,
 ) -> EvalResult:
     """Publish (if a file), then run the suite-run flow in this process; its chunks are scored
     on threads here, on an existing Dask cluster (`dask`) or on `workers` local processes."""
-    evidence = open_evidence(store)
-    ref = resolve_suite_arg(evidence, suite)
-    who = guarded(lambda: Subject.given_or_default(subject, outputs))
-    if sample is not None and sample < 1:
-        fail("--sample must be at least 1")
     if chunk_size is not None and chunk_size < 1:
-        fail("--chunk-size must be at least 1")
-    prefect_defaults()
-    from prefect import tags
+        common.fail("--chunk-size must be at least 1")
+    _, result = launch_suite_flow(
+        "suite_run",
+        (),
+        show_progress,
+        suite=suite,
+        outputs=outputs,
+        subject=subject,
+        sample=sample,
+        seed=seed,
+        store=store,
+        run_id=resume,
+        baseline=baseline,
+        judge_block=judge_block,
+        fresh_judge=fresh_judge,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
+        chunks_on=(dask, workers),
+        **({"chunk_size": chunk_size} if chunk_size else {}),
+    )
+    return cast(EvalResult, result)
 
-    from flows.runners import api_for_workers, reachable_chunk_runner
-    from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
 
-    runner = guarded(lambda: reachable_chunk_runner(dask, workers))
-    # A temporary cluster's scheduler lives in this process and logs every worker's coming and
-    # going at INFO through Prefect's console handler; a terminal wants warnings only.
-    logging.getLogger("distributed").setLevel(logging.WARNING)
-    flow = suite_run.with_options(task_runner=runner)
+def launch_suite_flow(
+    flow: str,
+    tags: tuple[str, ...],
+    show_progress: bool,
+    *,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    store: str | None,
+    chunks_on: tuple[str | None, int | None] | None = None,
+    **parameters: Any,
+) -> tuple[EvidenceStore, Any]:
+    """Publish the suite (if a file), parse the subject once, then run `flows.<flow>` (the
+    suite-run flow or the gate, which take the same parameters) in this process."""
+    if sample is not None and sample < 1:
+        common.fail("--sample must be at least 1")
+    who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
+    check_judge_options(
+        parameters.get("calibration"),
+        parameters.get("judge_repeats"),
+        parameters.get("max_judge_flip_rate"),
+    )
+    evidence = common.open_evidence(store)
+    ref = common.resolve_suite_arg(evidence, suite, outputs)
+    common.prefect_defaults()
+    from prefect import tags as run_tags
 
+    run = getattr(import_module(f"flows.{flow}"), flow)
+    on_workers: Any = nullcontext()
+    if chunks_on is not None:  # `--dask`/`--workers` (or ASSAY_DASK_ADDRESS) for the chunks
+        from flows.runners import api_for_workers, reachable_chunk_runner
+
+        runner = common.guarded(lambda: reachable_chunk_runner(*chunks_on))
+        # A temporary cluster's scheduler lives in this process and logs every worker's coming
+        # and going at INFO through Prefect's console handler; a terminal wants warnings only.
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+        run, on_workers = run.with_options(task_runner=runner), api_for_workers(runner)
     name = registry.parse_ref(ref)[0]
-    with (
-        tags("assay", f"suite:{name}", f"subject:{who}"),
-        api_for_workers(runner),
-        progress_bar(show_progress),
-    ):
-        return guarded(
-            lambda: flow(
+    labels = ("assay", *tags, f"suite:{name}", f"subject:{who}")
+    with run_tags(*labels), on_workers, common.progress_bar(show_progress):
+        result = common.guarded(
+            lambda: common.launch(
+                run,
+                quiet=not show_progress,
                 suite=ref,
                 outputs=outputs,
                 subject=str(who),
                 sample=sample,
-                seed=seed,
                 store=evidence.uri,
-                run_id=resume,
-                baseline=baseline,
-                judge_block=judge_block,
-                fresh_judge=fresh_judge,
-                chunk_size=chunk_size or DEFAULT_CHUNK_SIZE,
+                **parameters,
             )
         )
+    return evidence, result
 
 
 def _result_json(result: EvalResult) -> dict[str, Any]:
@@ -103,48 +134,50 @@ def print_result(result: EvalResult) -> None:
     verdict = "[green]PASSED[/green]" if result.passed else "[red]DID NOT PASS[/red]"
     subject = result.subject
     score = "n/a" if result.score is None else f"{result.score:.3f}"
-    out.print(f"[bold]{result.suite}@{result.suite_version}[/bold] · {subject}  {verdict}")
-    out.print(
+    common.out.print(f"[bold]{result.suite}@{result.suite_version}[/bold] · {subject}  {verdict}")
+    common.out.print(
         f"  pass rate {rate_text(m.passed, m.scored)} · threshold "
         f"{result.pass_threshold:.2f} · mean score {score}",
         highlight=False,
     )
-    out.print(
+    common.out.print(
         f"  cases {m.cases} · scored {m.scored} · passed {m.passed} · failed {m.failed} · "
         f"skipped {m.skipped} · missing {m.missing} · errors {m.errors}",
         highlight=False,
     )
+    for line in judge_lines(result):
+        common.out.print(f"  {line}", highlight=False)
     for note in warnings(result):
-        out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
+        common.out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
     for line in regression_lines(result.regression):
-        out.print(f"  {line}", highlight=False)
-    out.print(f"  run [cyan]{result.run_id}[/cyan]", highlight=False)
+        common.out.print(f"  {line}", highlight=False)
+    common.out.print(f"  run [cyan]{result.run_id}[/cyan]", highlight=False)
 
 
-@app.command("run")
+@common.app.command("run")
 def run(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME[@VERSION].")],
-    outputs: Annotated[str, typer.Option("--outputs", help="JSONL file or folder of outputs.")],
-    subject: Annotated[
-        str | None, typer.Option("--subject", help="KIND:ID[@VARIANT], e.g. agent:bot@v2.")
-    ] = None,
-    sample: Annotated[
-        int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
-    store: StoreOption = None,
+    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
+    outputs: Annotated[
+        str,
+        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
+    ],
+    subject: common.SubjectOption = None,
+    sample: common.SampleOption = None,
+    seed: common.SeedOption = 0,
+    store: common.StoreOption = None,
     resume: Annotated[
         str | None,
         typer.Option(
             "--resume", help="Re-run an interrupted run under its RUN_ID; keeps evidence."
         ),
     ] = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
-    ] = None,
-    judge_block: JudgeBlockOption = None,
-    fresh_judge: FreshJudgeOption = False,
+    baseline: common.BaselineOption = None,
+    judge_block: common.JudgeBlockOption = None,
+    fresh_judge: common.FreshJudgeOption = False,
+    outputs_format: common.OutputsFormatOption = "auto",
+    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
+    calibration: common.CalibrationOption = None,
+    judge_repeats: common.JudgeRepeatsOption = None,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -160,12 +193,12 @@ def run(
     chunk_size: Annotated[
         int | None, typer.Option("--chunk-size", help="Cases per scoring chunk (default 2000).")
     ] = None,
-    as_json: JsonOption = False,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
     result = execute_run(
         suite,
-        outputs,
+        common.outputs_reference(outputs, outputs_format, case_attribute),
         subject,
         sample,
         seed,
@@ -175,23 +208,25 @@ def run(
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
+        calibration=calibration,
+        judge_repeats=judge_repeats,
         dask=dask,
         workers=workers,
         chunk_size=chunk_size,
     )
     if as_json:
-        print_json(_result_json(result))
+        common.print_json(_result_json(result))
     else:
         print_result(result)
 
 
 @runs_app.command("list")
-def runs_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
+def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
     """List recorded runs, newest first."""
-    evidence = open_evidence(store)
+    evidence = common.open_evidence(store)
     runs = list_runs(evidence)
     if as_json:
-        print_json([run.model_dump(mode="json") for run in runs])
+        common.print_json([run.model_dump(mode="json") for run in runs])
         return
     table = Table("run", "suite", "subject", "status", "pass rate", "started (UTC)")
     for r in runs:
@@ -206,45 +241,46 @@ def runs_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
             rate,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
         )
-    out.print(table if runs else "No runs recorded yet.")
+    common.out.print(table if runs else "No runs recorded yet.")
 
 
 @runs_app.command("show")
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="Run id (the Prefect flow run id).")],
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
-    evidence = open_evidence(store)
-    aggregate = guarded(lambda: load_aggregate(evidence, run_id))
+    evidence = common.open_evidence(store)
+    aggregate = common.guarded(lambda: load_aggregate(evidence, run_id))
     if aggregate.status != "completed":
         if as_json:
-            print_json(aggregate.model_dump(mode="json"))
+            common.print_json(aggregate.model_dump(mode="json"))
         else:
-            out.print(
+            common.out.print(
                 f"run {run_id}: {aggregate.status}"
                 + (f" — {aggregate.error}" if aggregate.error else "")
             )
         return
-    result = guarded(lambda: load_result(evidence, run_id))
+    result = common.guarded(lambda: load_result(evidence, run_id))
     if as_json:
-        print_json(_result_json(result))
+        common.print_json(_result_json(result))
     else:
         print_result(result)
 
 
-@app.command("demo")
-def demo(store: StoreOption = None) -> None:
+@common.app.command("demo")
+def demo(store: common.StoreOption = None) -> None:
     """Run the example support-bot suite end to end for two agent versions."""
-    suite_file = EXAMPLES / "support-suite.yaml"
-    out.print(
+    suite_file = common.EXAMPLES / "support-suite.yaml"
+    common.out.print(
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
-        f"{open_evidence(store).uri}, ephemeral Prefect (first start takes ~15 s)\n"
+        f"{common.open_evidence(store).uri}, Prefect: the `assay server start` server if it is "
+        "up, else an ephemeral API (its first start takes ~15 s)\n"
     )
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
-        outputs = EXAMPLES / "outputs" / f"support-bot-{version}.jsonl"
+        outputs = common.EXAMPLES / "outputs" / f"support-bot-{version}.jsonl"
         result = execute_run(
             str(suite_file),
             str(outputs),
@@ -256,7 +292,7 @@ def demo(store: StoreOption = None) -> None:
             baseline=results[0].run_id if results else None,
         )
         print_result(result)
-        out.print()
+        common.out.print()
         results.append(result)
     table = Table("subject", "pass rate", "score", "missing", "verdict", title="Side by side")
     for r in results:
@@ -268,8 +304,8 @@ def demo(store: StoreOption = None) -> None:
             str(m.missing),
             "passed" if r.passed else "did not pass",
         )
-    out.print(table)
-    out.print(
+    common.out.print(table)
+    common.out.print(
         "\nNext: [bold]assay runs list[/bold], [bold]assay suite show support-bot[/bold], "
-        "or open the runs in the Prefect UI (see docs/prefect-ui.md)."
+        "or the runs in the Prefect UI (`assay server start` keeps them; docs/prefect-ui.md)."
     )

@@ -8,19 +8,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from assay.cli._common import (
-    StoreOption,
-    app,
-    fail,
-    open_evidence,
-    out,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.rate import rate_text
-from assay.runs.scorecard import scorecard, to_csv
+from assay.runs.scorecard import scorecard, to_csv, trend_text
 
 
-@app.command("scorecard")
+@common.app.command("scorecard")
 def scorecard_command(
     subject: Annotated[
         str | None, typer.Option("--subject", help="KIND:ID (all variants) or KIND:ID@VARIANT.")
@@ -28,25 +21,20 @@ def scorecard_command(
     suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
     last: Annotated[int, typer.Option("--last", help="Runs in the trend.", min=3)] = 10,
-    store: StoreOption = None,
+    store: common.StoreOption = None,
 ) -> None:
     """Per subject and suite: runs, latest and pooled pass rate with Wilson intervals, trend."""
     if output_format not in ("table", "csv", "json"):
-        fail("--format must be table, csv or json")
-    rows = scorecard(open_evidence(store), subject, suite, last)
+        common.fail("--format must be table, csv or json")
+    rows = scorecard(common.open_evidence(store), subject, suite, last)
     if output_format == "json":
-        print_json([row.model_dump(mode="json") for row in rows])
+        common.print_json([row.model_dump(mode="json") for row in rows])
         return
     if output_format == "csv":
         sys.stdout.write(to_csv(rows))
         return
     table = Table("subject", "suite", "runs", "latest", "pooled", "mean score", "trend / run")
     for row in rows:
-        slope = (
-            "too few runs"
-            if row.trend_slope is None
-            else f"{row.trend_slope:+.3f} ({row.trend_lo:+.3f}…{row.trend_hi:+.3f})"
-        )
         table.add_row(
             row.subject,
             row.suite,
@@ -54,6 +42,6 @@ def scorecard_command(
             rate_text(row.latest_passed, row.latest_scored),
             rate_text(row.pooled_passed, row.pooled_scored),
             "n/a" if row.mean_score is None else f"{row.mean_score:.3f}",
-            slope,
+            trend_text(row),
         )
-    out.print(table if rows else "No completed runs yet.")
+    common.out.print(table if rows else "No completed runs yet.")

@@ -8,60 +8,54 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from assay.cli._common import (
-    JsonOption,
-    StoreOption,
-    app,
-    guarded,
-    open_evidence,
-    out,
-    print_json,
-)
+from assay.cli import _common as common
 from assay.suites import registry
 from assay.suites.suite import load_suite
 
 suite_app = typer.Typer(
     help="Publish, show and list versioned golden suites.", no_args_is_help=True
 )
-app.add_typer(suite_app, name="suite")
+common.app.add_typer(suite_app, name="suite")
 
 
 @suite_app.command("publish")
 def suite_publish(
     file: Annotated[Path, typer.Argument(help="Suite file (.yaml, .yml or .json).")],
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Publish a suite file as a new immutable version (identical content is a no-op)."""
-    evidence = open_evidence(store)
-    suite = guarded(lambda: load_suite(file))
-    version, created = guarded(lambda: registry.publish(evidence, suite))
+    evidence = common.open_evidence(store)
+    suite = common.guarded(lambda: load_suite(file))
+    version, created = common.guarded(lambda: registry.publish(evidence, suite))
     if as_json:
-        print_json({**version.model_dump(mode="json", exclude={"case_hashes"}), "created": created})
+        common.print_json(
+            {**version.model_dump(mode="json", exclude={"case_hashes"}), "created": created}
+        )
         return
     if created:
-        out.print(
+        common.out.print(
             f"Published [bold]{version.ref}[/bold] ({version.cases} cases, "
             f"{version.content_hash[:19]}…)"
         )
     else:
-        out.print(f"Unchanged: identical to [bold]{version.ref}[/bold] — nothing published")
+        common.out.print(f"Unchanged: identical to [bold]{version.ref}[/bold] — nothing published")
 
 
 @suite_app.command("show")
 def suite_show(
     ref: Annotated[str, typer.Argument(help="NAME or NAME@VERSION.")],
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
 ) -> None:
     """Show a published suite version exactly as it was published."""
-    evidence = open_evidence(store)
-    version, suite = guarded(lambda: registry.resolve(evidence, ref))
+    evidence = common.open_evidence(store)
+    version, suite = common.guarded(lambda: registry.resolve(evidence, ref))
     if as_json:
-        print_json(suite.document())
+        common.print_json(suite.document())
         return
-    out.print(f"[bold]{version.ref}[/bold] — {suite.description or 'no description'}")
-    out.print(
+    common.out.print(f"[bold]{version.ref}[/bold] — {suite.description or 'no description'}")
+    common.out.print(
         f"published {version.published_at:%Y-%m-%d %H:%M} UTC · {version.content_hash} · "
         f"pass threshold {suite.pass_threshold} · regression threshold "
         f"{suite.regression_threshold}"
@@ -71,17 +65,17 @@ def suite_show(
         labels = [spec.build().label for spec in suite.scorers_for(case)]
         suffix = " (defaults)" if not case.scorers else ""
         table.add_row(case.id, case.query_class or "", "; ".join(labels) + suffix)
-    out.print(table)
+    common.out.print(table)
 
 
 @suite_app.command("list")
-def suite_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
+def suite_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
     """List published suites with their latest version."""
-    evidence = open_evidence(store)
+    evidence = common.open_evidence(store)
     latest = [registry.latest_version(evidence, name) for name in registry.suite_names(evidence)]
     rows = [v for v in latest if v is not None]
     if as_json:
-        print_json([v.model_dump(mode="json", exclude={"case_hashes"}) for v in rows])
+        common.print_json([v.model_dump(mode="json", exclude={"case_hashes"}) for v in rows])
         return
     table = Table("suite", "latest", "cases", "published (UTC)", "content hash")
     for v in rows:
@@ -92,4 +86,4 @@ def suite_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
             f"{v.published_at:%Y-%m-%d %H:%M}",
             v.content_hash[:19] + "…",
         )
-    out.print(table if rows else "No suites published yet.")
+    common.out.print(table if rows else "No suites published yet.")

@@ -17,10 +17,11 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from assay.finops.ledger import SCOPE, Period, scope_matches, spent, utc_now
+from assay.finops.ledger import SCOPE, Period, read_costs, scope_matches, spent, utc_now
+from assay.finops.reservations import Reservation, live_reservations, reserved
 from assay.store import EvidenceStore
 
-Mode = Literal["block", "throttle", "alert"]
+BudgetMode = Literal["block", "throttle", "alert"]
 
 DecisionStatus = Literal["allowed", "no_budget", "alert", "blocked", "throttled", "refused"]
 
@@ -39,7 +40,7 @@ _SEVERITY: dict[DecisionStatus, int] = {
     "refused": 5,
 }
 
-_EXCEEDED: dict[Mode, DecisionStatus] = {
+_EXCEEDED: dict[BudgetMode, DecisionStatus] = {
     "block": "blocked",
     "throttle": "throttled",
     "alert": "alert",
@@ -60,7 +61,7 @@ class Budget(BaseModel):
     name: str = Field(min_length=1)
     limit_usd: float = Field(gt=0, allow_inf_nan=False)
     period: Period = "month"
-    mode: Mode = "block"
+    mode: BudgetMode = "block"
     scope: str = "*"
 
     @field_validator("scope")
@@ -90,6 +91,16 @@ class Decision(BaseModel):
     spent_usd: float | None
     projected_usd: float
     reason: str
+    reserved_usd: float | None = None
+    """What other batches' live reservations held against the deciding budget (None: nothing)."""
+
+    @property
+    def contended(self) -> bool:
+        """Stopped only because of other batches' reservations: with them released, it fits."""
+        if self.allowed or None in (self.limit_usd, self.spent_usd) or not self.reserved_usd:
+            return False
+        assert self.limit_usd is not None and self.spent_usd is not None
+        return self.spent_usd + self.projected_usd <= self.limit_usd + TOLERANCE_USD
 
 
 def usd(amount: float) -> str:
@@ -104,11 +115,15 @@ def preflight(
     suite: str,
     subject: str,
     now: datetime | None = None,
+    reservation: Reservation | None = None,
 ) -> Decision:
     """Decide, before a judge task spends anything, whether it may.
 
     For each budget whose scope covers the suite and subject, the period's recorded spend is
-    read from the ledger; when spent + projected exceeds the limit the budget's mode decides:
+    read from the ledger, and what other batches have reserved but not yet recorded is added
+    (`assay.finops.reservations`; the caller reserves its own projection *before* calling, so two
+    concurrent batches always see at least one of each other's reservations); when spent +
+    reserved + projected exceeds the limit the budget's mode decides:
     `block` → `blocked` and `throttle` → `throttled` (both stop spending: the task's judge cases
     are skipped as `budget_blocked`; a throttle budget additionally tells the caller to lower
     its judge concurrency for the next task, which this function does not do), `alert` →
@@ -125,10 +140,11 @@ def preflight(
         suite: The suite the task judges.
         subject: The subject, `KIND:ID[@VARIANT]`.
         now: The moment that picks the periods; timezone-aware; default the current time.
+        reservation: The caller's own reservation of `projected_usd`, not counted twice.
 
     Returns:
-        The decision. `refused` (fail closed) when `budgets` is None or the ledger cannot be
-        read; `no_budget` (allowed) when no budget applies.
+        The decision. `refused` (fail closed) when `budgets` is None or the ledger or the
+        reservations cannot be read; `no_budget` (allowed) when no budget applies.
 
     Raises:
         ValueError: `projected_usd` is negative or not finite, or `now` is naive.
@@ -137,15 +153,7 @@ def preflight(
         raise ValueError("projected spend must be a finite, non-negative amount")
     current = utc_now(now)
     if budgets is None:
-        return Decision(
-            allowed=False,
-            status="refused",
-            budget=None,
-            limit_usd=None,
-            spent_usd=None,
-            projected_usd=projected_usd,
-            reason="budget store unreadable: judge spending refused (fail closed)",
-        )
+        return refused(projected_usd, "budget store unreadable")
     applicable = [b for b in budgets if scope_matches(b.scope, suite, subject)]
     if not applicable:
         return Decision(
@@ -160,32 +168,27 @@ def preflight(
     spent_by: dict[tuple[Period, str], float] = {}
     best: tuple[int, float] | None = None
     decision: Decision | None = None
+    holding: tuple[list[Reservation], dict[str, float]] | None = None
     for budget in applicable:
         try:
+            if holding is None:
+                holding = _others_holding(store, current, reservation)
             already = spent_by.get((budget.period, budget.scope))
             if already is None:
                 already = spent(store, budget.period, budget.scope, current)
                 spent_by[(budget.period, budget.scope)] = already
         except Exception as exc:  # any failure, of any kind, refuses spending (fail closed)
-            return Decision(
-                allowed=False,
-                status="refused",
-                budget=budget.name,
-                limit_usd=budget.limit_usd,
-                spent_usd=None,
-                projected_usd=projected_usd,
-                reason=(
-                    f"cost ledger unreadable for budget {budget.name} "
-                    f"({type(exc).__name__}): judge spending refused (fail closed)"
-                ),
-            )
-        total = already + projected_usd
+            why = f"cost ledger unreadable for budget {budget.name} ({type(exc).__name__})"
+            return refused(projected_usd, why, budget)
+        held = reserved(holding[0], budget.scope, holding[1])
+        total = already + held + projected_usd
         exceeded = projected_usd > 0 and total > budget.limit_usd + TOLERANCE_USD
         status: DecisionStatus = _EXCEEDED[budget.mode] if exceeded else "allowed"
         relation = ">" if exceeded else "≤"
+        held_text = f" + reserved {usd(held)}" if held else ""
         reason = (
             f"budget {budget.name} ({budget.mode}, {budget.period}, {budget.scope}): spent "
-            f"{usd(already)} + projected {usd(projected_usd)} {relation} limit "
+            f"{usd(already)}{held_text} + projected {usd(projected_usd)} {relation} limit "
             f"{usd(budget.limit_usd)}"
         )
         rank = (_SEVERITY[status], total - budget.limit_usd)
@@ -199,9 +202,39 @@ def preflight(
                 spent_usd=already,
                 projected_usd=projected_usd,
                 reason=reason,
+                reserved_usd=held or None,
             )
     assert decision is not None
     return decision
+
+
+def refused(projected_usd: float, why: str, budget: Budget | None = None) -> Decision:
+    """The fail-closed decision: spending refused because of `why` (an unreadable budget…)."""
+    return Decision(
+        allowed=False,
+        status="refused",
+        budget=budget.name if budget else None,
+        limit_usd=budget.limit_usd if budget else None,
+        spent_usd=None,
+        projected_usd=projected_usd,
+        reason=f"{why}: judge spending refused (fail closed)",
+    )
+
+
+def _others_holding(
+    store: EvidenceStore, now: datetime, own: Reservation | None
+) -> tuple[list[Reservation], dict[str, float]]:
+    """Other batches' live reservations, and what each has recorded in the ledger so far."""
+    others = [r for r in live_reservations(store, now) if own is None or r.id != own.id]
+    recorded: dict[str, float] = {}
+    if others:
+        first = min(r.at for r in others).date()
+        for record in read_costs(store, first, now.date()):
+            if record.reservation is not None:
+                recorded[record.reservation] = recorded.get(record.reservation, 0.0) + (
+                    record.cost_usd
+                )
+    return others, recorded
 
 
 def strictest(first: Decision | None, second: Decision | None) -> Decision | None:

@@ -1,12 +1,18 @@
 """The cost ledger (SPEC §8): every judge call's priced usage, appended to the evidence store.
 
-Ledger layout in the evidence store (write-once, like all evidence):
-    costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>.json      CostRecord, dated by its `at` (UTC)
+Ledger layout in the evidence store (write-once, like all evidence), dated by `at` (UTC):
+    costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>-p<part>.json     one call's spend
+    costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>-s<batch>.json    a finished batch: its total,
+                                                                 covering its calls' records
+    costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>.json             one chunk (older ledgers)
 
-The key is deterministic, and records are written with `put_once_if_absent`, so a retried or
-resumed chunk never counts twice (first writer wins). The retry must carry the same `at` as the
-first attempt (e.g. the task's or run's start time); a fresh timestamp that falls on another UTC
-day would land under another day's folder and be counted again.
+Spend is recorded *as each call returns*, before its verdict is cached: a run killed at any
+moment has recorded every call whose verdict it kept, and a resumed or retried chunk — with any
+chunk layout — re-judges, and records, only what is not in the cache. Nothing is counted twice
+(a call is recorded once, by the attempt that paid for it), and nothing paid is lost but the
+calls in flight at a kill. When a batch finishes, one summary record covers its call records,
+so a reader fetches the summaries and only the call records no summary covers (those of a
+killed batch): reading costs one listing per day and one fetch per batch, not per call.
 
 Reading a period lists one prefix per day of the period, up to and including today, so a check
 costs a handful of listings however large the ledger has grown.
@@ -34,6 +40,8 @@ SCOPE = re.compile(
 )
 
 _RUN_ID = re.compile(r"^[^/\s]+$")
+_PART = re.compile(r"^[0-9a-f]{32}$")
+_CALL_KEY = re.compile(r"-p(?P<part>[0-9a-f]{32})\.json$")
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
@@ -59,6 +67,14 @@ class CostRecord(BaseModel):
     cost_usd: NonNegativeFloat
     at: AwareDatetime
     """When the spend happened; normalised to UTC. It dates the ledger key."""
+    part: str | None = Field(default=None, pattern=_PART.pattern)
+    """Set on one call's record: its id (see the module docstring)."""
+    batch: str | None = Field(default=None, pattern=_PART.pattern)
+    """Set on a finished batch's summary: its id."""
+    covers: list[str] = Field(default_factory=list)
+    """The call records (`part` ids) a batch summary stands for; readers skip those."""
+    reservation: str | None = None
+    """The budget reservation this spend was made under (`assay.finops.reservations`)."""
 
     @field_validator("at")
     @classmethod
@@ -71,19 +87,17 @@ def _day_prefix(day: date) -> str:
 
 
 def cost_key(record: CostRecord) -> str:
-    """The ledger key of a record: `costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>.json` (UTC)."""
-    return f"{_day_prefix(record.at.date())}{record.run_id}-{record.chunk:06d}.json"
+    """The ledger key of a record (UTC day): `costs/<YYYY>/<MM>/<DD>/<run_id>-<chunk:06d>.json`,
+    `…-p<part>.json` for one call's record, `…-s<batch>.json` for a batch summary."""
+    suffix = f"-p{record.part}" if record.part else f"-s{record.batch}" if record.batch else ""
+    return f"{_day_prefix(record.at.date())}{record.run_id}-{record.chunk:06d}{suffix}.json"
 
 
 def record_cost(store: EvidenceStore, record: CostRecord) -> bool:
-    """Append one chunk's judge spend to the ledger, once.
-
-    The key depends only on the run, the chunk and the UTC day, and the write is
-    `put_once_if_absent`: a retried chunk finds its record there and is not counted again, even
-    if its token counts differ slightly (first writer wins).
+    """Append a judge spend record to the ledger, once (`put_once_if_absent` on its key).
 
     Returns:
-        True when written now, False when the chunk's record was already there.
+        True when written now, False when a record with its key was already there.
     """
     return store.put_once_if_absent(cost_key(record), record.model_dump_json().encode())
 
@@ -129,11 +143,22 @@ def read_costs(store: EvidenceStore, first: date, last: date) -> list[CostRecord
         Exception: whatever the store raises when it cannot be read.
     """
     records: list[CostRecord] = []
+    calls: dict[str, str] = {}
+    covered: set[str] = set()
     day = first
     while day <= last:
         for key in store.list(_day_prefix(day)):
-            records.append(CostRecord.model_validate_json(store.get(key)))
+            call = _CALL_KEY.search(key)
+            if call is not None:
+                calls[call["part"]] = key  # read only if no batch summary covers it
+                continue
+            record = CostRecord.model_validate_json(store.get(key))
+            covered.update(record.covers)
+            records.append(record)
         day += timedelta(days=1)
+    for part, key in calls.items():
+        if part not in covered:
+            records.append(CostRecord.model_validate_json(store.get(key)))
     return records
 
 

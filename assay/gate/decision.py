@@ -11,7 +11,9 @@ passed or not:
   (model pin, prompt version) has no passing calibration report;
 - `judge_unavailable`: a judge was configured but some `llm_judge` checks went unjudged (the
   endpoint failed past its retries, or replied malformed) — an outage is not a pass;
-- `budget_blocked`: a FinOps budget stopped or refused judge spending.
+- `budget_blocked`: a FinOps budget stopped or refused judge spending;
+- `judge_flip_rate` (only with `--max-judge-flip-rate X`): the share of checks whose repeated
+  verdicts disagreed is above X, or was not measured (no `--judge-repeats` ≥ 2).
 
 Judged checks that were skipped for want of a judge or credentials do not fail the gate; they are
 a declared warning that lists the unjudged cases — never a silent pass. The *recorded* verdict
@@ -43,8 +45,10 @@ PASS_RATE: Final = "pass_rate_below_threshold"
 UNCALIBRATED: Final = "judge_uncalibrated"
 UNAVAILABLE: Final = "judge_unavailable"
 BUDGET_BLOCKED: Final = "budget_blocked"
-RULES: Final = (REGRESSED, PASS_RATE, UNCALIBRATED, UNAVAILABLE, BUDGET_BLOCKED)
-"""Every gate rule, in the order they are reported."""
+FLIP_RATE: Final = "judge_flip_rate"
+RULES: Final = (REGRESSED, PASS_RATE, UNCALIBRATED, UNAVAILABLE, BUDGET_BLOCKED, FLIP_RATE)
+"""Every gate rule, in the order they are reported (`judge_flip_rate` only when a limit is set:
+`--max-judge-flip-rate`)."""
 
 UNJUDGED_SHOWN: Final = 20
 """How many unjudged case ids a warning names before it says `… and N more`."""
@@ -146,7 +150,15 @@ def _rule_results(
         else f"{budget.status}: {budget.reason}"
     )
 
-    outage = result.judge is not None and bool(unjudged) and budget_ok
+    # Checks skipped for an even split of repeated verdicts are counted in judge_consistency;
+    # they are not an outage.
+    split = result.metrics.split_checks
+    outage = (
+        result.judge is not None
+        and bool(unjudged)
+        and budget_ok
+        and result.metrics.skipped_checks > split
+    )
     if outage:
         available_detail = (
             f"{len(unjudged)} case(s) with llm_judge checks the configured judge did not judge "
@@ -156,6 +168,8 @@ def _rule_results(
         available_detail = "no judge configured (see warnings)" if unjudged else "no judge needed"
     else:
         available_detail = "every llm_judge check was judged" if budget_ok else "see budget_blocked"
+        if split and budget_ok:
+            available_detail = f"every llm_judge check was judged ({split} split, skipped)"
     return [
         RuleResult(rule=REGRESSED, passed=not regressed, detail=regression_detail),
         RuleResult(rule=PASS_RATE, passed=pass_rate_ok, detail=pass_detail),
@@ -186,6 +200,32 @@ def _named(case_ids: Iterable[str]) -> str:
     return shown + (f" … and {more} more" if more > 0 else "")
 
 
+def flip_rate_rule(result: EvalResult, limit: float) -> RuleResult:
+    """`judge_flip_rate`: the judge's flip rate over repeated verdicts is at most `limit`.
+
+    Fails closed: a run whose checks were not judged more than once has no flip rate, and a
+    limit that cannot be checked is not met.
+    """
+    consistency = result.judge_consistency
+    if consistency is None or consistency.flip_rate.rate is None:
+        return RuleResult(
+            rule=FLIP_RATE,
+            passed=False,
+            detail=f"no flip rate measured (limit {limit:.3f}): judge with --judge-repeats 2 or "
+            "more",
+        )
+    flips = consistency.flip_rate
+    assert flips.rate is not None and flips.lo is not None and flips.hi is not None
+    flipped = consistency.checks - consistency.unanimous
+    passed = flips.rate <= limit
+    return RuleResult(
+        rule=FLIP_RATE,
+        passed=passed,
+        detail=f"flip rate {flips.rate:.3f} ({flipped}/{consistency.checks}, 95% CI "
+        f"{flips.lo:.3f}–{flips.hi:.3f}) {'within' if passed else 'above'} the limit {limit:.3f}",
+    )
+
+
 def decide(
     result: EvalResult,
     *,
@@ -194,6 +234,7 @@ def decide(
     unjudged: list[str],
     run_warnings: list[str],
     now: datetime | None = None,
+    max_judge_flip_rate: float | None = None,
 ) -> GateDecision:
     """Apply every gate rule to a finished run.
 
@@ -204,8 +245,11 @@ def decide(
         unjudged: Case ids whose judge checks were skipped (`unjudged_cases`).
         run_warnings: The run's declared warnings (`assay.runs.render.warnings`).
         now: The decision time (default: now, UTC).
+        max_judge_flip_rate: When set, the `judge_flip_rate` rule is applied too.
     """
     rules = _rule_results(result, uses_judge, calibrated, unjudged)
+    if max_judge_flip_rate is not None:
+        rules.append(flip_rate_rule(result, max_judge_flip_rate))
     reasons = [GateReason(rule=r.rule, message=r.detail) for r in rules if not r.passed]
     notes = list(run_warnings)
     if unjudged and result.judge is None:
@@ -248,6 +292,38 @@ class GateRun(BaseModel):
     result: EvalResult
 
 
+class GateReport(BaseModel):
+    """A gate run as callers read it: `assay gate --json` prints it and `POST /gate` returns it.
+
+    `effective_verdict` is the recorded verdict at decision time; overrides granted later show
+    in `assay gate --check` and `GET /gates/{run_id}`.
+    """
+
+    verdict: GateVerdict
+    reasons: list[GateReason]
+    warnings: list[str]
+    run_id: str
+    effective_verdict: GateVerdict
+    rules: list[RuleResult]
+    unjudged_cases: list[str]
+    result: EvalResult
+
+    @classmethod
+    def of(cls, run: GateRun) -> GateReport:
+        """The report of a gate run."""
+        decision = run.decision
+        return cls(
+            verdict=decision.verdict,
+            reasons=decision.reasons,
+            warnings=decision.warnings,
+            run_id=decision.run_id,
+            effective_verdict=decision.verdict,
+            rules=decision.rules,
+            unjudged_cases=decision.unjudged_cases,
+            result=run.result,
+        )
+
+
 def uses_judge(suite: Suite) -> bool:
     """Whether any case of the suite is graded by `llm_judge`."""
     return any(
@@ -255,23 +331,3 @@ def uses_judge(suite: Suite) -> bool:
         for case in suite.cases
         for spec in suite.scorers_for(case)
     )
-
-
-def markdown_decision(decision: GateDecision) -> str:
-    """The gate decision as markdown: verdict, every rule, warnings (no output text)."""
-    icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
-    lines = [
-        f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
-        "",
-        f"**{icon}** — run `{decision.run_id}`",
-        "",
-        "| rule | result | detail |",
-        "|---|---|---|",
-        *[
-            f"| {r.rule} | {'pass' if r.passed else '**fail**'} | {r.detail} |"
-            for r in decision.rules
-        ],
-    ]
-    if decision.warnings:
-        lines += ["", "**Warnings**", *[f"- {note}" for note in decision.warnings]]
-    return "\n".join(lines)

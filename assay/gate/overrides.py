@@ -40,7 +40,7 @@ UNKNOWN: Final = "unknown"
 _PREFIX: Final = "audit/"
 _RUN_ID: Final = re.compile(r"^[^/\s]*[^/\s.][^/\s]*$")
 
-Outcome = Literal["granted", "refused"]
+OverrideOutcome = Literal["granted", "refused"]
 
 
 class OverrideRecord(BaseModel):
@@ -65,7 +65,7 @@ class OverrideRecord(BaseModel):
     at: datetime
     recorded_verdict: GateVerdict | None
     effective_verdict: GateVerdict | None
-    outcome: Outcome
+    outcome: OverrideOutcome
     refusal: str | None
 
 

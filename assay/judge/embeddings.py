@@ -11,6 +11,9 @@ SDK's own retries off, and tenacity owns the bounded, jittered retries (429 hono
 `Embeddings` with no vectors and the reason (`embeddings unavailable: <ErrorType>`), and the
 caller reports consistency as unavailable for those responses — never as a score.
 
+**Redaction.** Texts go through the judge's redaction settings (`assay.judge.redaction`)
+before they are sent, like every judge prompt; `Embeddings.redactions` counts what was replaced.
+
 **Minimal data.** The texts exist only in this call's memory; nothing here logs them or puts
 them in a reason (only exception type names are used: server error bodies may echo requests).
 """
@@ -21,26 +24,21 @@ import logging
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+import tenacity
 from openai import APIStatusError, OpenAI
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
 
-from assay.judge.openai_adapter import (
+from assay.judge.endpoint import (
     API_KEY_ENV,
     BASE_URL_ENV,
     DEFAULT_BASE_URL,
+    api_key_for,
     is_transient,
     retry_after_seconds,
 )
+from assay.judge.redaction import NO_REDACTION, RedactionSettings, Redactor, add_counts
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +62,8 @@ class Embeddings:
 
     vectors: list[list[float]] | None
     reason: str | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Spans redacted per kind from the texts before they were sent (counts only)."""
 
 
 class Embedder(Protocol):
@@ -96,6 +96,7 @@ class OpenAIEmbedder:
             cross it.
         backoff_seconds: Base of the full-jitter exponential backoff.
         max_backoff_seconds: Ceiling of one backoff wait (a `Retry-After` is honoured as sent).
+        redaction: What is replaced by placeholders before texts are sent (the judge's).
 
     Raises:
         ValueError: No model, no API key, or a bound that is not positive.
@@ -112,19 +113,17 @@ class OpenAIEmbedder:
         *,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 8.0,
+        redaction: RedactionSettings = NO_REDACTION,
     ) -> None:
-        if not model.strip():
-            raise ValueError("OpenAIEmbedder needs a model name")
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        if not key:
-            raise ValueError(f"OpenAIEmbedder needs an API key: pass api_key or set {API_KEY_ENV}")
-        if timeout <= 0 or deadline_seconds <= 0 or max_attempts < 1:
-            raise ValueError("timeout and deadline_seconds must be positive, max_attempts >= 1")
+        key = api_key_for("OpenAIEmbedder", model, api_key, timeout, deadline_seconds, max_attempts)
         self._model = model
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+        self.redactor = Redactor(redaction)
         self.max_attempts = max_attempts
         self.deadline_seconds = deadline_seconds
-        self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
+        self._backoff = tenacity.wait_random_exponential(
+            multiplier=backoff_seconds, max=max_backoff_seconds
+        )
         self._client = OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout)
 
     def __repr__(self) -> str:
@@ -146,12 +145,16 @@ class OpenAIEmbedder:
             One vector per text, or no vectors and the reason (never raises for a failure).
         """
         vectors: list[list[float]] = []
+        redacted = [self.redactor.redact(text) for text in texts]
+        counts: dict[str, int] = {}
+        for done in redacted:
+            counts = add_counts(counts, done.counts)
         for start in range(0, len(texts), BATCH_TEXTS):
-            batch = list(texts[start : start + BATCH_TEXTS])
-            retrying = Retrying(
-                retry=retry_if_exception(is_transient),
-                stop=stop_after_attempt(self.max_attempts)
-                | stop_before_delay(self.deadline_seconds),
+            batch = [done.text for done in redacted[start : start + BATCH_TEXTS]]
+            retrying = tenacity.Retrying(
+                retry=tenacity.retry_if_exception(is_transient),
+                stop=tenacity.stop_after_attempt(self.max_attempts)
+                | tenacity.stop_before_delay(self.deadline_seconds),
                 wait=self._wait,
                 reraise=True,
             )
@@ -162,9 +165,9 @@ class OpenAIEmbedder:
                 logger.warning(
                     "embeddings %s: %d text(s) not embedded (%s)", self._model, len(texts), reason
                 )
-                return Embeddings(None, reason)
+                return Embeddings(None, reason, counts)
             vectors.extend(batch_vectors)
-        return Embeddings(vectors)
+        return Embeddings(vectors, redactions=counts)
 
     def _request(self, batch: list[str]) -> list[list[float]]:
         reply = self._client.embeddings.create(model=self._model, input=batch)
@@ -177,7 +180,7 @@ class OpenAIEmbedder:
             raise MalformedEmbeddings("vectors differ in length or hold non-finite values")
         return vectors
 
-    def _wait(self, state: RetryCallState) -> float:
+    def _wait(self, state: tenacity.RetryCallState) -> float:
         """The server's `Retry-After` when it sent one, else full-jitter exponential backoff."""
         exc = state.outcome.exception() if state.outcome is not None else None
         if isinstance(exc, APIStatusError):
@@ -209,6 +212,7 @@ def embedder_from_env(
     *,
     api_key: str | None = None,
     base_url: str | None = None,
+    redaction: RedactionSettings | None = None,
 ) -> OpenAIEmbedder | None:
     """The embedder `ASSAY_EMBEDDING_MODEL` configures, with the judge's credentials.
 
@@ -216,6 +220,7 @@ def embedder_from_env(
         environ: Where to read the settings; default `os.environ`.
         api_key: The judge's key (a JudgeSettings block's); default `OPENAI_API_KEY`.
         base_url: The judge's base URL (a JudgeSettings block's); default `OPENAI_BASE_URL`.
+        redaction: The judge's redaction settings; default `ASSAY_JUDGE_REDACT` (all kinds).
 
     Returns:
         The embedder, or None when `embedder_skip_reason` gives a reason.
@@ -227,4 +232,5 @@ def embedder_from_env(
         env[EMBEDDING_MODEL_ENV].strip(),
         base_url=base_url or env.get(BASE_URL_ENV, "").strip() or None,
         api_key=api_key or env[API_KEY_ENV].strip(),
+        redaction=redaction or RedactionSettings.configured(environ=env),
     )

@@ -29,12 +29,13 @@ The prompt asks for the same JSON in every mode and every reply is parsed strict
   Each call probes at most once, so an outage costs a few extra requests, never a loop.
 - Other statuses never change the mode.
 
-The mode that produced a reply is remembered per (base URL, model) in a class-level dict behind
-a lock, and later calls (any instance, any thread, any event loop) start from it. The memory
+The mode that produced a reply is remembered in the adapter's `ModeMemory` (one per instance,
+or one shared by the judges of one configuration), and later calls (any thread, any event loop)
+start from it. The memory
 only moves down the ladder, and only after a reply in the lower mode: a rejection followed by
 an outage teaches nothing, and a single transient 500 never downgrades an endpoint. Residual
 risk: a server that fails twice in a row with 500 and then answers the probe is read as not
-supporting the mode, for the life of the process (`forget_endpoint_modes` resets it). Every
+supporting the mode, for the life of that memory (a new `ModeMemory` starts afresh). Every
 verdict records its mode, so such a downgrade is visible in the evidence.
 
 **Retries** (tenacity): 429 (honouring `Retry-After` / `Retry-After-Ms`, else full-jitter
@@ -58,19 +59,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Final, Generic, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Final, Generic, TypeVar
 
-from openai import APIConnectionError, APIStatusError, AsyncOpenAI
+from openai import APIStatusError, AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 from tenacity import (
     AsyncRetrying,
@@ -81,6 +78,17 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from assay.judge.endpoint import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    DEFAULT_BASE_URL,
+    MODEL_ENV,
+    api_key_for,
+    is_transient,
+    redact_url,
+    retry_after_seconds,
+)
+from assay.judge.modes import ModeMemory, next_mode, structured_format
 from assay.judge.port import (
     JUDGED,
     MALFORMED_REPLY,
@@ -92,7 +100,6 @@ from assay.judge.port import (
     PairRequest,
     PairVerdict,
     Verdict,
-    Winner,
     judge_unavailable,
 )
 from assay.judge.prompts import (
@@ -101,116 +108,51 @@ from assay.judge.prompts import (
     VERDICT_SCHEMA,
     MalformedReply,
     Prompt,
-    VerdictReply,
     load_prompt,
     parse_pair_reply,
     parse_verdict_reply,
 )
+from assay.judge.redaction import NO_REDACTION, RedactionSettings, Redactor
 
 logger = logging.getLogger(__name__)
 
-API_KEY_ENV: Final = "OPENAI_API_KEY"
-BASE_URL_ENV: Final = "OPENAI_BASE_URL"
-MODEL_ENV: Final = "ASSAY_JUDGE_MODEL"
-DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
-
 REJECTION_STATUSES: Final = frozenset({400, 422})
 """Answers to a structured mode that mean "not supported here": fall back at once."""
+
 AMBIGUOUS_STATUS: Final = 500
 """llama.cpp's answer to `json_schema`, and also a plain server error: see the module docs."""
+
 AMBIGUOUS_REPEATS: Final = 2
 """500s to one structured mode, in one call, after which the next mode is probed."""
-TRANSIENT_STATUSES: Final = frozenset({408, 409, 429})
-"""Retried besides every 5xx: timeout, conflict (OpenAI's lock contention), rate limit."""
+
 MALFORMED_RETRIES: Final = 1
 """A malformed reply is asked for again this many times before the verdict is skipped."""
 
-
-def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
-    """The wait a server asked for, in seconds, or None when it did not ask (or asked nonsense).
-
-    Reads `Retry-After-Ms` (OpenAI) first, then `Retry-After` as delay-seconds or as an HTTP
-    date (RFC 9110 §10.2.3). A date in the past means 0.
-
-    Args:
-        headers: Response headers (case-insensitive mapping, as httpx gives them).
-        now: The current time, for HTTP dates (tests); default: now.
-    """
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000.0
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value):
-            return max(0.0, value)
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether the same request may succeed later: 408/409/429/5xx, timeouts, network errors."""
-    if isinstance(exc, APIStatusError):
-        return exc.status_code in TRANSIENT_STATUSES or exc.status_code >= 500
-    return isinstance(exc, APIConnectionError)  # includes APITimeoutError
-
-
-def _redact_url(url: str) -> str:
-    """A base URL for logs: no credentials, query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _next_mode(mode: Mode) -> Mode | None:
-    index = MODES.index(mode)
-    return MODES[index + 1] if index + 1 < len(MODES) else None
-
-
-def _response_format(mode: Mode) -> dict[str, Any] | None:
-    return _structured_format(mode, "verdict", VERDICT_SCHEMA)
-
-
-def _structured_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The `response_format` asking for `schema` in `mode` (None: ask in the prompt only)."""
-    if mode == "json_schema":
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": name, "strict": True, "schema": schema},
-        }
-    if mode == "json_object":
-        return {"type": "json_object", "schema": schema}
-    return None
-
-
 ReplyT = TypeVar("ReplyT")
+ReplyCoT = TypeVar("ReplyCoT", covariant=True)
+
+
+@dataclass(frozen=True)
+class _Skip:
+    """Why a call produced no reply (a `Verdict` vocabulary reason)."""
+
+    reason: str
+
+
 SkippedT = TypeVar("SkippedT")
 
 
 @dataclass(frozen=True)
-class _ReplyContract(Generic[ReplyT]):
+class _ReplyContract(Generic[ReplyCoT]):
     """What a prompt asks the judge to reply: the schema (and its name), and the strict parser."""
 
     name: str
     schema: dict[str, Any]
-    parse: Callable[[str | None], ReplyT]
+    parse: Callable[[str | None], ReplyCoT]
 
 
 _VERDICT_CONTRACT: Final = _ReplyContract("verdict", VERDICT_SCHEMA, parse_verdict_reply)
+
 _PAIR_CONTRACT: Final = _ReplyContract("pairwise_verdict", PAIR_SCHEMA, parse_pair_reply)
 
 
@@ -225,6 +167,14 @@ def _reply_text(completion: object) -> str | None:
         return None
     content = _member(_member(choices[0], "message"), "content")
     return content if isinstance(content, str) else None
+
+
+def _finish_reason(completion: object) -> object:
+    """Why the first choice ended (`stop`, `length`, …); None when the body has no choice."""
+    choices = _member(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    return _member(choices[0], "finish_reason")
 
 
 def _usage(completion: object) -> tuple[int, int]:
@@ -252,6 +202,11 @@ class _Call:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Spans redacted per kind from the call's prompt (counts only)."""
+    max_tokens: int | None = None
+    truncated: bool = False
+    """The reply was cut at `max_tokens`: asking again would be cut again, and paid again."""
 
 
 class OpenAIJudge:
@@ -279,13 +234,14 @@ class OpenAIJudge:
         pairwise_prompt: The template `judge_pair` uses (name or loaded `Prompt`); it must show
             `$first` and `$second` and use the pairwise reply contract (`parse_pair_reply`).
 
+        redaction: What is replaced by placeholders in the input, reference answer and
+            output(s) before any prompt is sent (`assay.judge.redaction`); part of the recorded
+            prompt versions. Default: nothing (`judge_setup` passes the configured settings).
+
     Raises:
         ValueError: No model, no API key, a bound that is not positive, or a pairwise prompt
             without `$first` and `$second`.
     """
-
-    _endpoint_modes: ClassVar[dict[tuple[str, str], Mode]] = {}
-    _endpoint_modes_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
         self,
@@ -301,14 +257,10 @@ class OpenAIJudge:
         max_backoff_seconds: float = 8.0,
         temperature: float | None = 0.0,
         pairwise_prompt: str | Prompt = "pairwise",
+        modes: ModeMemory | None = None,
+        redaction: RedactionSettings = NO_REDACTION,
     ) -> None:
-        if not model.strip():
-            raise ValueError("OpenAIJudge needs a model name")
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        if not key:
-            raise ValueError(f"OpenAIJudge needs an API key: pass api_key or set {API_KEY_ENV}")
-        if timeout <= 0 or deadline_seconds <= 0 or max_attempts < 1:
-            raise ValueError("timeout and deadline_seconds must be positive, max_attempts >= 1")
+        key = api_key_for("OpenAIJudge", model, api_key, timeout, deadline_seconds, max_attempts)
         if backoff_seconds < 0 or max_backoff_seconds < 0:
             raise ValueError("backoff_seconds and max_backoff_seconds must not be negative")
         self._model = model
@@ -322,13 +274,14 @@ class OpenAIJudge:
             raise ValueError(
                 f"pairwise prompt {self.pairwise_prompt.version} must show $first and $second"
             )
+        self.redactor = Redactor(redaction)
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.deadline_seconds = deadline_seconds
         self.temperature = temperature
         self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
-        self._endpoint = (self.base_url, model)
-        self._where = _redact_url(self.base_url)
+        self._modes = modes if modes is not None else ModeMemory()
+        self._where = redact_url(self.base_url)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -344,25 +297,18 @@ class OpenAIJudge:
 
     @property
     def prompt_version(self) -> str:
-        """The prompt template's `name@hash`, recorded with every verdict."""
-        return self.prompt.version
+        """The prompt template's `name@hash` (+ the redaction settings), recorded with verdicts."""
+        return self.redactor.settings.prompt_version(self.prompt.version)
 
     @property
     def pairwise_prompt_version(self) -> str:
-        """The pairwise template's `name@hash`, recorded with every pairwise verdict."""
-        return self.pairwise_prompt.version
+        """The pairwise template's `name@hash` (+ the redaction settings), recorded likewise."""
+        return self.redactor.settings.prompt_version(self.pairwise_prompt.version)
 
     @property
     def endpoint_mode(self) -> Mode | None:
-        """The mode remembered for this (base URL, model), or None before any fallback."""
-        with self._endpoint_modes_lock:
-            return self._endpoint_modes.get(self._endpoint)
-
-    @classmethod
-    def forget_endpoint_modes(cls) -> None:
-        """Forget every remembered mode (tests; or after an endpoint was upgraded)."""
-        with cls._endpoint_modes_lock:
-            cls._endpoint_modes.clear()
+        """The mode this judge's memory holds for its endpoint, or None before any fallback."""
+        return self._modes.mode
 
     @classmethod
     def from_env(
@@ -399,10 +345,12 @@ class OpenAIJudge:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _start_call(self) -> tuple[_Call, AsyncRetrying]:
+    def _start_call(self, max_tokens: int | None) -> tuple[_Call, AsyncRetrying]:
         """A fresh call (mode from the endpoint's memory, deadline from now) and its retries."""
         deadline_at = time.monotonic() + self.deadline_seconds
-        call = _Call(mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at)
+        call = _Call(
+            mode=self.endpoint_mode or MODES[0], deadline_at=deadline_at, max_tokens=max_tokens
+        )
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda exc: self._should_retry(exc, call)),
             stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.deadline_seconds),
@@ -420,32 +368,24 @@ class OpenAIJudge:
             `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the model
             pin, prompt version, mode and the tokens billed.
         """
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": self.prompt.system},
-            {"role": "user", "content": self.prompt.user_message(request)},
-        ]
-        call, retrying = self._start_call()
-        what, version = f"case {request.case_id}", self.prompt.version
-        try:
-            reply: VerdictReply = await retrying(self._attempt, messages, call)
-        except MalformedReply:
-            return self._give_up(what, call, MALFORMED_REPLY, Verdict.skipped, version)
-        except Exception as exc:  # every failure is a skip with its type, never a pass
-            return self._give_up(what, call, judge_unavailable(exc), Verdict.skipped, version)
+        prompt, version = self.prompt, self.prompt_version
+        request, redacted = self.redactor.request(request)
+        call, reply = await self._ask(
+            prompt,
+            prompt.user_message(request),
+            _VERDICT_CONTRACT,
+            request.max_output_tokens,
+            redacted,
+        )
+        if isinstance(reply, _Skip):
+            what = f"case {request.case_id}"
+            return self._give_up(what, call, reply.reason, Verdict.skipped, version)
         if request.pass_threshold is not None:
             passed = reply.score >= request.pass_threshold
         else:
             passed = reply.verdict == "pass"
-        return Verdict(
-            status="pass" if passed else "fail",
-            score=reply.score,
-            reason=JUDGED,
-            mode=call.mode,
-            model=self._model,
-            prompt_version=self.prompt.version,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-        )
+        stamp = self._judged(call, version)
+        return Verdict(status="pass" if passed else "fail", score=reply.score, **stamp)
 
     async def judge_pair(self, request: PairRequest) -> PairVerdict:
         """Compare two outputs with the pairwise prompt; never raises for a judging failure.
@@ -459,34 +399,54 @@ class OpenAIJudge:
             with `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the
             model pin, the pairwise prompt version, the mode and the tokens billed.
         """
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": self.pairwise_prompt.system},
-            {"role": "user", "content": self.pairwise_prompt.pair_message(request)},
-        ]
-        call, retrying = self._start_call()
-        what, version = f"pair for case {request.case_id}", self.pairwise_prompt.version
-        try:
-            winner: Winner = await retrying(self._attempt_as, messages, call, _PAIR_CONTRACT)
-        except MalformedReply:
-            return self._give_up(what, call, MALFORMED_REPLY, PairVerdict.skipped, version)
-        except Exception as exc:  # every failure is a skip with its type, never a win
-            return self._give_up(what, call, judge_unavailable(exc), PairVerdict.skipped, version)
-        return PairVerdict(
-            status="judged",
-            winner=winner,
-            reason=JUDGED,
-            mode=call.mode,
-            model=self._model,
-            prompt_version=self.pairwise_prompt.version,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
+        prompt, version = self.pairwise_prompt, self.pairwise_prompt_version
+        request, redacted = self.redactor.pair(request)
+        call, winner = await self._ask(
+            prompt,
+            prompt.pair_message(request),
+            _PAIR_CONTRACT,
+            request.max_output_tokens,
+            redacted,
         )
+        if isinstance(winner, _Skip):
+            what = f"pair for case {request.case_id}"
+            return self._give_up(what, call, winner.reason, PairVerdict.skipped, version)
+        return PairVerdict(status="judged", winner=winner, **self._judged(call, version))
 
-    async def _attempt(
-        self, messages: list[ChatCompletionMessageParam], call: _Call
-    ) -> VerdictReply:
-        """One attempt: a request in the call's mode, plus any immediate fallback requests."""
-        return await self._attempt_as(messages, call, _VERDICT_CONTRACT)
+    def _judged(self, call: _Call, prompt_version: str) -> dict[str, Any]:
+        """What a judged reply records besides its answer: the mode, the pin, the tokens."""
+        return {
+            "reason": JUDGED,
+            "mode": call.mode,
+            "model": self._model,
+            "prompt_version": prompt_version,
+            "input_tokens": call.input_tokens,
+            "output_tokens": call.output_tokens,
+            "redactions": call.redactions,
+        }
+
+    async def _ask(
+        self,
+        prompt: Prompt,
+        user: str,
+        contract: _ReplyContract[ReplyT],
+        max_tokens: int | None,
+        redactions: dict[str, int],
+    ) -> tuple[_Call, ReplyT | _Skip]:
+        """One call (attempts, retries, fallbacks) with `prompt`'s system text and `user`: the
+        reply, or why there is none (every failure is a skip with its type, never a pass)."""
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": user},
+        ]
+        call, retrying = self._start_call(max_tokens)
+        call.redactions = redactions
+        try:
+            return call, await retrying(self._attempt_as, messages, call, contract)
+        except MalformedReply:
+            return call, _Skip(MALFORMED_REPLY)
+        except Exception as exc:
+            return call, _Skip(judge_unavailable(exc))
 
     async def _attempt_as(
         self,
@@ -494,7 +454,8 @@ class OpenAIJudge:
         call: _Call,
         contract: _ReplyContract[ReplyT],
     ) -> ReplyT:
-        """`_attempt` for any reply contract (the schema asked for and the parser applied)."""
+        """One attempt: a request in the call's mode, plus any immediate fallback requests, for
+        any reply contract (the schema asked for and the parser applied)."""
         mode = call.mode
         probing = False
         while True:
@@ -525,6 +486,7 @@ class OpenAIJudge:
         tokens_in, tokens_out = _usage(completion)
         call.input_tokens += tokens_in
         call.output_tokens += tokens_out
+        call.truncated = _finish_reason(completion) == "length"
         try:
             return contract.parse(_reply_text(completion))
         except MalformedReply:
@@ -533,7 +495,7 @@ class OpenAIJudge:
 
     def _fallback(self, mode: Mode, status: int, call: _Call, probing: bool) -> Mode | None:
         """The mode to ask at once after `status` in `mode`, or None to fail the attempt."""
-        lower = _next_mode(mode)
+        lower = next_mode(mode)
         if lower is None:
             return None
         if status in REJECTION_STATUSES:
@@ -557,11 +519,13 @@ class OpenAIJudge:
     ) -> object:
         """One HTTP request, its timeout clipped to what is left of the call's deadline."""
         body: dict[str, Any] = {"model": self._model, "messages": messages}
-        response_format = _structured_format(mode, contract.name, contract.schema)
+        response_format = structured_format(mode, contract.name, contract.schema)
         if response_format is not None:
             body["response_format"] = response_format
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if call.max_tokens is not None:
+            body["max_tokens"] = call.max_tokens
         left = call.deadline_at - time.monotonic()
         call.requests += 1
         # The SDK's documented low-level `post` (same client, auth, errors and headers) rather
@@ -594,16 +558,13 @@ class OpenAIJudge:
 
     def _remember(self, mode: Mode) -> None:
         """Record that the endpoint answers in `mode`; the memory only ever moves down."""
-        with self._endpoint_modes_lock:
-            known = self._endpoint_modes.get(self._endpoint, MODES[0])
-            if MODES.index(mode) <= MODES.index(known):
-                return
-            self._endpoint_modes[self._endpoint] = mode
+        if not self._modes.step_down(mode):
+            return
         logger.info("judge %s at %s: using %s from now on", self._model, self._where, mode)
 
     def _should_retry(self, exc: BaseException, call: _Call) -> bool:
         if isinstance(exc, MalformedReply):
-            return call.malformed <= MALFORMED_RETRIES
+            return call.malformed <= MALFORMED_RETRIES and not call.truncated
         return is_transient(exc)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -644,6 +605,7 @@ class OpenAIJudge:
             prompt_version=prompt_version,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            redactions=call.redactions,
         )
 
 

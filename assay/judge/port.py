@@ -21,7 +21,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -42,10 +42,12 @@ NO_JUDGE: Final = "no judge configured"
 NO_CREDENTIALS: Final = "no credentials"
 MALFORMED_REPLY: Final = "malformed reply"
 BUDGET_BLOCKED: Final = "budget_blocked"
+JUDGE_SPLIT: Final = "judge split"
+"""An even split of a check's repeated verdicts: no majority, so no verdict (never a pass)."""
 UNAVAILABLE_PREFIX: Final = "judge unavailable: "
 
 SKIP_REASONS: Final[frozenset[str]] = frozenset(
-    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED}
+    {NO_JUDGE, NO_CREDENTIALS, MALFORMED_REPLY, BUDGET_BLOCKED, JUDGE_SPLIT}
 )
 """Fixed reasons a verdict may be skipped for, besides `judge unavailable: <ErrorType>`."""
 
@@ -82,6 +84,9 @@ class JudgeRequest(BaseModel):
         output: The candidate output (in memory only; never logged or stored).
         pass_threshold: When set, the verdict passes iff score >= threshold, whatever the
             judge's own pass/fail says.
+        max_output_tokens: The most the judge may answer with (`max_tokens`); the judging
+            service sets it to what the budget preflight priced, so a long-winded judge cannot
+            spend past the projection.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -92,6 +97,7 @@ class JudgeRequest(BaseModel):
     rubric: str = Field(min_length=1)
     output: str = Field(repr=False, exclude=True)
     pass_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
 
 
 class JudgePin(BaseModel):
@@ -107,7 +113,58 @@ class JudgePin(BaseModel):
     prompt_version: str | None
 
 
-class Verdict(BaseModel):
+class _Reply(BaseModel):
+    """What every judge reply records besides its answer: why, how, by whom, at what cost."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: str
+    reason: str
+    mode: Mode | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    redactions: dict[str, int] = Field(default_factory=dict)
+    """Spans redacted per kind from the prompt before it was sent (counts only, never values)."""
+
+    def _check_reason(self) -> None:
+        if not is_known_reason(self.reason):
+            raise ValueError("verdict reason is not in the judge vocabulary")
+        if self.status == "skipped" and self.reason == JUDGED:
+            raise ValueError("a skipped verdict needs the reason it was skipped")
+
+    @classmethod
+    def skipped(
+        cls,
+        reason: str,
+        *,
+        mode: Mode | None = None,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        redactions: dict[str, int] | None = None,
+    ) -> Self:
+        """A reply that was not judged, with its reason (and any tokens already spent)."""
+        return cls.model_validate(
+            {
+                "status": "skipped",
+                "reason": reason,
+                "mode": mode,
+                "model": model,
+                "prompt_version": prompt_version,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "redactions": redactions or {},
+                **cls._SKIPPED_ANSWER,
+            }
+        )
+
+    _SKIPPED_ANSWER: ClassVar[dict[str, Any]] = {}
+
+
+class Verdict(_Reply):
     """What a judge said about one output — without anything it wrote.
 
     Attributes:
@@ -123,52 +180,19 @@ class Verdict(BaseModel):
         output_tokens: Completion tokens billed, likewise.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     status: VerdictStatus
     score: float = Field(ge=0.0, le=1.0)
-    reason: str
-    mode: Mode | None = None
-    model: str | None = None
-    prompt_version: str | None = None
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
+    _SKIPPED_ANSWER: ClassVar[dict[str, Any]] = {"score": 0.0}
 
     @model_validator(mode="after")
     def _fail_closed(self) -> Verdict:
-        if not is_known_reason(self.reason):
-            raise ValueError("verdict reason is not in the judge vocabulary")
+        self._check_reason()
         if self.status == "skipped":
-            if self.reason == JUDGED:
-                raise ValueError("a skipped verdict needs the reason it was skipped")
             if self.score != 0.0:
                 raise ValueError("a skipped verdict has score 0")
         elif self.reason != JUDGED:
             raise ValueError(f"a {self.status} verdict must have been judged")
         return self
-
-    @classmethod
-    def skipped(
-        cls,
-        reason: str,
-        *,
-        mode: Mode | None = None,
-        model: str | None = None,
-        prompt_version: str | None = None,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-    ) -> Verdict:
-        """A verdict that was not judged, with its reason (and any tokens already spent)."""
-        return cls(
-            status="skipped",
-            score=0.0,
-            reason=reason,
-            mode=mode,
-            model=model,
-            prompt_version=prompt_version,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
 
 
 class Judge(Protocol):
@@ -196,6 +220,7 @@ async def judge_all(
     requests: Sequence[JudgeRequest],
     max_concurrency: int,
     on_verdict: Callable[[int, Verdict], None] | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> list[Verdict]:
     """Judge many outputs with at most `max_concurrency` calls in flight; verdicts in order.
 
@@ -215,6 +240,9 @@ async def judge_all(
         on_verdict: Called with (request index, verdict) as each verdict arrives, while other
             calls are still in flight — so per-verdict work (e.g. writing the verdict cache)
             overlaps the judge's latency instead of following it.
+        stop: Asked before each call is started; when it returns an error, no further call
+            starts, the calls in flight finish (their verdicts still reach `on_verdict`), and
+            that error is raised — e.g. the store can no longer take the verdicts or the spend.
 
     Returns:
         One verdict per request, in request order.
@@ -228,7 +256,7 @@ async def judge_all(
             judge_unavailable(exc), model=judge.model, prompt_version=judge.prompt_version
         )
 
-    return await _bounded(judge.judge, requests, max_concurrency, on_error, on_verdict)
+    return await _bounded(judge.judge, requests, max_concurrency, on_error, on_verdict, stop)
 
 
 async def _bounded(
@@ -237,6 +265,7 @@ async def _bounded(
     max_concurrency: int,
     on_error: Callable[[RequestT, Exception], ResultT],
     on_result: Callable[[int, ResultT], None] | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> list[ResultT]:
     """Run `call` over `requests` with at most `max_concurrency` in flight; results in order.
 
@@ -261,10 +290,17 @@ async def _bounded(
         finally:
             slots.release()
 
+    stopped: BaseException | None = None
     async with asyncio.TaskGroup() as group:
         for index, request in enumerate(requests):
             await slots.acquire()
+            stopped = stop() if stop is not None else None
+            if stopped is not None:
+                slots.release()
+                break
             group.create_task(run(index, request))
+    if stopped is not None:
+        raise stopped
 
     done = [result for result in results if result is not None]
     if len(done) != len(requests):  # pragma: no cover - every task stores a result
@@ -303,9 +339,11 @@ class PairRequest(BaseModel):
     rubric: str = Field(min_length=1)
     first: str = Field(repr=False, exclude=True)
     second: str = Field(repr=False, exclude=True)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The most the judge may answer with (see `JudgeRequest.max_output_tokens`)."""
 
 
-class PairVerdict(BaseModel):
+class PairVerdict(_Reply):
     """Which of two presented outputs a judge preferred — without anything it wrote.
 
     The winner names a *position* (`first`/`second`), not a subject: mapping it back to A or B,
@@ -322,51 +360,18 @@ class PairVerdict(BaseModel):
         output_tokens: Completion tokens billed, likewise.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     status: PairStatus
     winner: Winner | None = None
-    reason: str
-    mode: Mode | None = None
-    model: str | None = None
-    prompt_version: str | None = None
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _fail_closed(self) -> PairVerdict:
-        if not is_known_reason(self.reason):
-            raise ValueError("verdict reason is not in the judge vocabulary")
+        self._check_reason()
         if self.status == "skipped":
-            if self.reason == JUDGED:
-                raise ValueError("a skipped verdict needs the reason it was skipped")
             if self.winner is not None:
                 raise ValueError("a skipped verdict has no winner")
         elif self.reason != JUDGED or self.winner is None:
             raise ValueError("a judged pairwise verdict has reason `judged` and a winner")
         return self
-
-    @classmethod
-    def skipped(
-        cls,
-        reason: str,
-        *,
-        mode: Mode | None = None,
-        model: str | None = None,
-        prompt_version: str | None = None,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-    ) -> PairVerdict:
-        """A pair that was not judged, with its reason (and any tokens already spent)."""
-        return cls(
-            status="skipped",
-            reason=reason,
-            mode=mode,
-            model=model,
-            prompt_version=prompt_version,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
 
 
 @runtime_checkable
@@ -394,6 +399,7 @@ async def judge_pairs_all(
     requests: Sequence[PairRequest],
     max_concurrency: int,
     on_verdict: Callable[[int, PairVerdict], None] | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> list[PairVerdict]:
     """Judge many pairs with at most `max_concurrency` calls in flight; verdicts in order.
 
@@ -406,6 +412,7 @@ async def judge_pairs_all(
         requests: The pairs to compare (each order of a case is its own request).
         max_concurrency: Calls in flight at most (>= 1).
         on_verdict: Called with (request index, verdict) as each verdict arrives.
+        stop: As in `judge_all`.
 
     Returns:
         One verdict per request, in request order.
@@ -421,4 +428,4 @@ async def judge_pairs_all(
             judge_unavailable(exc), model=judge.model, prompt_version=judge.pairwise_prompt_version
         )
 
-    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error, on_verdict)
+    return await _bounded(judge.judge_pair, requests, max_concurrency, on_error, on_verdict, stop)

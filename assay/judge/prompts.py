@@ -234,6 +234,22 @@ def parse_verdict_reply(text: str | None) -> VerdictReply:
     Raises:
         MalformedReply: What is wrong, in words that never quote the reply.
     """
+    document = _reply_document(text, VERDICT_KEYS)
+    score = document["score"]
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise MalformedReply("score is not a number")
+    if not 0.0 <= score <= 1.0:  # also false for NaN, were it to get here
+        raise MalformedReply("score out of range")
+    verdict = document["verdict"]
+    if verdict == "pass":
+        return VerdictReply(float(score), "pass")
+    if verdict == "fail":
+        return VerdictReply(float(score), "fail")
+    raise MalformedReply("verdict is not pass or fail")
+
+
+def _reply_document(text: str | None, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The reply's one JSON object (optionally fenced), with every key and a string `reasoning`."""
     if text is None:
         raise MalformedReply("reply has no text")
     body = text.strip()
@@ -246,22 +262,12 @@ def parse_verdict_reply(text: str | None) -> VerdictReply:
         raise MalformedReply("reply is not exactly one JSON object") from None
     if not isinstance(document, dict):
         raise MalformedReply("reply is not a JSON object")
-    missing = [key for key in VERDICT_KEYS if key not in document]
+    missing = [key for key in keys if key not in document]
     if missing:
         raise MalformedReply(f"reply lacks {', '.join(missing)}")
     if not isinstance(document["reasoning"], str):
         raise MalformedReply("reasoning is not a string")
-    score = document["score"]
-    if isinstance(score, bool) or not isinstance(score, int | float):
-        raise MalformedReply("score is not a number")
-    if not 0.0 <= score <= 1.0:  # also false for NaN, were it to get here
-        raise MalformedReply("score out of range")
-    verdict = document["verdict"]
-    if verdict == "pass":
-        return VerdictReply(float(score), "pass")
-    if verdict == "fail":
-        return VerdictReply(float(score), "fail")
-    raise MalformedReply("verdict is not pass or fail")
+    return document
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -308,23 +314,7 @@ def parse_pair_reply(text: str | None) -> Winner:
     Raises:
         MalformedReply: What is wrong, in words that never quote the reply.
     """
-    if text is None:
-        raise MalformedReply("reply has no text")
-    body = text.strip()
-    fenced = _FENCE.fullmatch(body)
-    if fenced is not None:
-        body = fenced.group(1).strip()
-    try:
-        document = json.loads(body, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
-    except (ValueError, RecursionError):
-        raise MalformedReply("reply is not exactly one JSON object") from None
-    if not isinstance(document, dict):
-        raise MalformedReply("reply is not a JSON object")
-    missing = [key for key in PAIR_KEYS if key not in document]
-    if missing:
-        raise MalformedReply(f"reply lacks {', '.join(missing)}")
-    if not isinstance(document["reasoning"], str):
-        raise MalformedReply("reasoning is not a string")
+    document = _reply_document(text, PAIR_KEYS)
     winner = document["winner"]
     for known in WINNERS:
         if winner == known:

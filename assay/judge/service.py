@@ -9,9 +9,15 @@ their requests and cache keys, then hand them to `judge_requests` (one verdict p
 2. the FinOps preflight prices what is left and checks the applicable budgets: `blocked`,
    `throttled` or `refused` stops the spending and every pending verdict is skipped
    (`budget_blocked`), never passed;
-3. the port is called with bounded concurrency; each verdict is cached (write-once) as it
-   arrives, so a paid-for verdict is kept even if a later call fails;
-4. the tokens are priced and appended to the cost ledger, one record per run and chunk.
+   Before reading, the batch *reserves* its projected spend (`assay.finops.reservations`) so
+   that concurrent batches — other runs, other chunks, other workers — count it too; the
+   reservation is released once the actual spend is in the ledger;
+3. the port is called with bounded concurrency, each request capped at `max_output_tokens`
+   (what the preflight priced), so a long-winded judge cannot spend past the projection;
+4. as calls return, their tokens are priced and appended to the cost ledger (a small group
+   per record), then their verdicts cached (write-once): nothing paid is lost by a kill, a
+   retry or a resume with another chunk layout, and nothing is counted twice. When the store
+   cannot take the spend or the verdicts, no further call is started.
 
 With no judge configured, every verdict is skipped with the reason (fail closed).
 
@@ -26,16 +32,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import random
+import threading
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Generic, Literal, TypeVar
 
 from assay.canonical import canonical_json
 from assay.errors import AssayError
-from assay.finops.budget import Budget, Decision, preflight
-from assay.finops.ledger import CostRecord, record_cost
+from assay.finops.budget import Budget, Decision, preflight, refused
+from assay.finops.ledger import CostRecord, record_cost, scope_matches
 from assay.finops.pricing import Prices, estimate_tokens, price
+from assay.finops.reservations import Reservation, release, reserve
 from assay.hashing import OutputHasher
 from assay.judge.port import (
     BUDGET_BLOCKED,
@@ -49,6 +61,7 @@ from assay.judge.port import (
     judge_all,
     judge_pairs_all,
 )
+from assay.judge.redaction import NO_REDACTION, RedactionSettings
 from assay.store import EvidenceStore
 
 T = TypeVar("T")
@@ -62,6 +75,10 @@ CacheKind = Literal["check", "pairwise", "calibration", "outcome"]
 FREE: Final = Prices(input_per_million=0, output_per_million=0)
 CACHE_WRITERS: Final = 4
 """Threads writing verdict-cache records while judge calls are in flight."""
+DEFAULT_MAX_OUTPUT_TOKENS: Final = 400
+"""Tokens a judge may answer with (reasoning + verdict JSON), and what the preflight prices."""
+CONTENTION_RETRIES: Final = 3
+CONTENTION_PAUSE_SECONDS: Final = 0.2
 
 
 class JudgeUnsupportedError(AssayError):
@@ -83,6 +100,13 @@ class JudgeSetup:
     budgets: list[Budget] | None = field(default_factory=list)
     """Applicable budgets; None when they could not be read (spending is then refused)."""
     fresh: bool = False
+    redaction: RedactionSettings = NO_REDACTION
+    """What the judge redacts before each call (already part of `prompt_version`)."""
+    repeats: int = 1
+    """Verdicts asked per suite check (`--judge-repeats`); the check takes the majority."""
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    """Priced by the preflight for every call, and sent as `max_tokens`: the projection bounds
+    the spend however long the judge would have answered."""
 
     @property
     def pin(self) -> JudgePin:
@@ -137,7 +161,13 @@ class _Way(Generic[RequestT, VerdictT]):
 
     verdict: type[VerdictT]
     ask: Callable[
-        [Judge, Sequence[RequestT], int, Callable[[int, VerdictT], None]],
+        [
+            Judge,
+            Sequence[RequestT],
+            int,
+            Callable[[int, VerdictT], None],
+            Callable[[], BaseException | None],
+        ],
         Awaitable[list[VerdictT]],
     ]
     length: Callable[[RequestT], int]
@@ -152,8 +182,9 @@ async def _ask_verdicts(
     requests: Sequence[JudgeRequest],
     limit: int,
     on_verdict: Callable[[int, Verdict], None],
+    stop: Callable[[], BaseException | None],
 ) -> list[Verdict]:
-    return await judge_all(judge, requests, limit, on_verdict)
+    return await judge_all(judge, requests, limit, on_verdict, stop)
 
 
 async def _ask_pairs(
@@ -161,10 +192,11 @@ async def _ask_pairs(
     requests: Sequence[PairRequest],
     limit: int,
     on_verdict: Callable[[int, PairVerdict], None],
+    stop: Callable[[], BaseException | None],
 ) -> list[PairVerdict]:
     if not isinstance(judge, PairJudge):
         raise JudgeUnsupportedError(f"the configured judge ({type(judge).__name__}) cannot compare")
-    return await judge_pairs_all(judge, requests, limit, on_verdict)
+    return await judge_pairs_all(judge, requests, limit, on_verdict, stop)
 
 
 _VERDICTS: _Way[JudgeRequest, Verdict] = _Way(
@@ -239,6 +271,36 @@ def judge_requests(
     return _judge(store, setup, requests, _VERDICTS, spender, first_chunk=chunk)
 
 
+def repeat_key(key: str, repeat: int) -> str:
+    """The cache key of repeat `repeat` (0-based) of a question: repeat 0 is the question's own
+    key, so a run with repeats reuses what a single-verdict run paid for, and each further
+    repeat has its own entry (a re-run spends nothing)."""
+    return key if repeat == 0 else f"{key.removesuffix('.json')}.r{repeat}.json"
+
+
+def judge_repeated(
+    store: EvidenceStore,
+    setup: JudgeSetup,
+    requests: Sequence[tuple[str, JudgeRequest]],
+    spender: Spender,
+    chunk: int,
+) -> tuple[Judged[Verdict], list[list[Verdict]]]:
+    """Judge each request `setup.repeats` times, as one batch (see `judge_requests`).
+
+    Every repeat is its own request under its own cache key (`repeat_key`), so the preflight
+    prices all K of them before anything is spent, and a re-run finds every repeat cached.
+
+    Returns:
+        The batch (calls, cache hits, cost, decision) and, per request in order, its K verdicts.
+    """
+    k = setup.repeats
+    if k < 1:
+        raise ValueError(f"repeats must be at least 1, not {k}")
+    expanded = [(repeat_key(key, r), request) for key, request in requests for r in range(k)]
+    batch = _judge(store, setup, expanded, _VERDICTS, spender, first_chunk=chunk)
+    return batch, [batch.verdicts[i * k : (i + 1) * k] for i in range(len(requests))]
+
+
 def judge_pair_requests(
     store: EvidenceStore,
     setup: JudgeSetup,
@@ -286,21 +348,28 @@ def _judge(
             pending.append(index)
     if pending:
         projected = price(
-            setup.prices, *estimate_tokens([way.length(requests[i][1]) for i in pending])
+            setup.prices,
+            *estimate_tokens(
+                [way.length(requests[i][1]) for i in pending],
+                output_tokens=setup.max_output_tokens,
+            ),
         )
-        judged.decision = preflight(
-            store, setup.budgets, projected, spender.suite, spender.subject, spender.at
-        )
+        reservation, judged.decision = _reserve(store, setup, spender, first_chunk, projected)
         if on_decision is not None:
             on_decision(judged.decision)
         if judged.decision.allowed:
-            for number, batch in enumerate(_batches(pending, batch_size or len(pending))):
-                answers = _ask(store, setup, way, [requests[i] for i in batch])
-                for index, verdict in zip(batch, answers, strict=True):
-                    verdicts[index] = verdict
-                cost = _record_spend(store, setup, spender, first_chunk + number, answers)
-                judged.calls += len(batch)
-                judged.cost_usd += cost
+            try:
+                for number, batch in enumerate(_batches(pending, batch_size or len(pending))):
+                    spend = _Spend(store, setup, spender, first_chunk + number, reservation)
+                    answers = _ask(store, setup, way, [requests[i] for i in batch], spend)
+                    for index, verdict in zip(batch, answers, strict=True):
+                        verdicts[index] = verdict
+                    judged.calls += len(batch)
+                    judged.cost_usd += spend.cost_usd
+            finally:
+                if reservation is not None:
+                    with suppress(Exception):  # unreleased, it expires (reservations.TTL_ENV)
+                        release(store, reservation)
         else:
             blocked = way.skipped(BUDGET_BLOCKED, setup.pin)
             for index in pending:
@@ -309,9 +378,121 @@ def _judge(
     return judged
 
 
+def _reserve(
+    store: EvidenceStore, setup: JudgeSetup, spender: Spender, chunk: int, projected: float
+) -> tuple[Reservation | None, Decision]:
+    """Reserve the projected spend, then run the preflight counting everyone else's reservations.
+
+    Reserving *before* reading means two concurrent batches always see at least one of each
+    other's reservations, so together they cannot pass a limit that each alone fits under. When
+    only other live reservations stop a batch (`Decision.contended`), it withdraws and tries
+    again after a random pause, so a race ends with one winner rather than two losers.
+    """
+
+    def check(reservation: Reservation | None) -> Decision:
+        return preflight(
+            store,
+            setup.budgets,
+            projected,
+            spender.suite,
+            spender.subject,
+            spender.at,
+            reservation=reservation,
+        )
+
+    if projected <= 0 or not any(
+        scope_matches(budget.scope, spender.suite, spender.subject)
+        for budget in setup.budgets or []
+    ):
+        return None, check(None)  # nothing to hold: no spend, no budget, or budgets unreadable
+    for attempt in range(CONTENTION_RETRIES + 1):
+        try:
+            reservation = reserve(
+                store,
+                run_id=spender.run_id,
+                chunk=chunk,
+                suite=spender.suite,
+                subject=spender.subject,
+                amount_usd=projected,
+                now=spender.at,
+            )
+        except Exception as exc:  # a reservation that cannot be written refuses (fail closed)
+            return None, refused(
+                projected, f"budget reservation not written ({type(exc).__name__})"
+            )
+        decision = check(reservation)
+        if decision.allowed:
+            return reservation, decision
+        release(store, reservation)
+        if not decision.contended or attempt == CONTENTION_RETRIES:
+            return None, decision
+        time.sleep(random.uniform(0.5, 1.5) * CONTENTION_PAUSE_SECONDS * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+
+
 def _batches(items: list[int], size: int) -> Iterator[list[int]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+@dataclass
+class _Spend:
+    """Records one batch's spend in the ledger as its calls return (see `assay.finops.ledger`)."""
+
+    store: EvidenceStore
+    setup: JudgeSetup
+    spender: Spender
+    chunk: int
+    reservation: Reservation | None
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    parts: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _record(self, calls: int, used_in: int, used_out: int, **which: Any) -> float:
+        cost = price(self.setup.prices, used_in, used_out)
+        record_cost(
+            self.store,
+            CostRecord(
+                run_id=self.spender.run_id,
+                chunk=self.chunk,
+                suite=self.spender.suite,
+                subject=self.spender.subject,
+                model=self.setup.model or "",
+                prompt_version=self.setup.prompt_version or "",
+                calls=calls,
+                input_tokens=used_in,
+                output_tokens=used_out,
+                cost_usd=cost,
+                at=self.spender.at,
+                reservation=self.reservation.id if self.reservation else None,
+                **which,
+            ),
+        )
+        return cost
+
+    def call(self, verdict: Verdict | PairVerdict) -> None:
+        """Append one returned call's spend to the ledger (write-once, its own record)."""
+        part = uuid.uuid4().hex
+        cost = self._record(1, verdict.input_tokens, verdict.output_tokens, part=part)
+        with self._lock:
+            self.parts.append(part)
+            self.cost_usd += cost
+            self.input_tokens += verdict.input_tokens
+            self.output_tokens += verdict.output_tokens
+
+    def close(self) -> None:
+        """Write the batch's summary, which stands for its calls' records from now on."""
+        if self.parts:
+            covers = sorted(self.parts)
+            self._record(
+                len(covers),
+                self.input_tokens,
+                self.output_tokens,
+                batch=uuid.uuid4().hex,
+                covers=covers,
+            )
 
 
 def _ask(
@@ -319,65 +500,61 @@ def _ask(
     setup: JudgeSetup,
     way: _Way[RequestT, VerdictT],
     batch: Sequence[tuple[str, RequestT]],
+    spend: _Spend,
 ) -> list[VerdictT]:
-    """Call the judge on one batch; cache each verdict as it arrives."""
-    pin = setup.pin
-    # Each verdict is cached as it arrives, on writer threads, while other calls are in flight:
-    # a paid-for verdict is kept even if a later call fails, and neither the writes' latency
-    # (fsync, or an S3 round trip) nor their I/O blocks the event loop that drives the calls.
-    with concurrent.futures.ThreadPoolExecutor(CACHE_WRITERS) as writers:
-        writes: list[concurrent.futures.Future[bool]] = []
+    """Call the judge on one batch; record the spend and cache the verdicts as they arrive.
 
-        def cache(position: int, verdict: VerdictT) -> None:
+    Each returned call goes to a writer thread, which appends its spend to the ledger and
+    *then* caches its verdict: a verdict is never kept (so never re-judged for free) without its
+    spend on record. The writes overlap the calls still in flight, so neither their latency
+    (fsync, an S3 round trip) nor their I/O blocks the event loop. When a write fails — the
+    store cannot take the spend or the evidence — no further call is started.
+    """
+    pin = setup.pin
+    capped = [
+        request.model_copy(update={"max_output_tokens": setup.max_output_tokens})
+        for _, request in batch
+    ]
+    failure: list[BaseException] = []
+
+    def keep(position: int, verdict: VerdictT) -> None:
+        try:
+            spend.call(verdict)
             if way.cacheable(verdict, pin):
-                data = verdict.model_dump_json().encode()
-                writes.append(writers.submit(store.put_once_if_absent, batch[position][0], data))
+                store.put_once_if_absent(batch[position][0], verdict.model_dump_json().encode())
+        except BaseException as exc:
+            failure.append(exc)
+            raise
+
+    with concurrent.futures.ThreadPoolExecutor(CACHE_WRITERS) as writers:
+        writes: list[concurrent.futures.Future[None]] = []
+
+        def arrived(position: int, verdict: VerdictT) -> None:
+            writes.append(writers.submit(keep, position, verdict))
 
         async def call() -> list[VerdictT]:
             assert setup.make_judge is not None
             judge = setup.make_judge()
             try:
                 return await way.ask(
-                    judge, [request for _, request in batch], setup.max_concurrency, cache
+                    judge,
+                    capped,
+                    setup.max_concurrency,
+                    arrived,
+                    lambda: failure[0] if failure else None,
                 )
             finally:
                 close = getattr(judge, "aclose", None)
                 if close is not None:
                     await close()
 
-        answers = run_sync(call())
-        for write in writes:
-            write.result()  # a failed cache write fails the task, which is retried
+        try:
+            answers = run_sync(call())
+        finally:
+            for write in writes:
+                with suppress(Exception):
+                    write.result()
+        if failure:
+            raise failure[0]  # the task fails and is retried; what was recorded stays
+    spend.close()
     return answers
-
-
-def _record_spend(
-    store: EvidenceStore,
-    setup: JudgeSetup,
-    spender: Spender,
-    chunk: int,
-    answers: Sequence[VerdictT],
-) -> float:
-    """Price one batch's tokens and append them to the ledger; returns the cost."""
-    used_in = sum(verdict.input_tokens for verdict in answers)
-    used_out = sum(verdict.output_tokens for verdict in answers)
-    cost = price(setup.prices, used_in, used_out)
-    # One ledger record per run and chunk (first writer wins): a retried chunk finds its
-    # verdicts in the cache and spends, and records, only what the first attempt did not.
-    record_cost(
-        store,
-        CostRecord(
-            run_id=spender.run_id,
-            chunk=chunk,
-            suite=spender.suite,
-            subject=spender.subject,
-            model=setup.model or "",
-            prompt_version=setup.prompt_version or "",
-            calls=len(answers),
-            input_tokens=used_in,
-            output_tokens=used_out,
-            cost_usd=cost,
-            at=spender.at,
-        ),
-    )
-    return cost

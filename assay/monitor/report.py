@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,7 +25,7 @@ from assay.monitor.signals import SessionSignal, SignalCounts, checked_subject
 from assay.monitor.thresholds import Crossing, MonitorThresholds, crossings
 from assay.monitor.windows import Window, windows
 from assay.store import EvidenceStore
-from assay.store.write_once import write_once
+from assay.store.write_once import Shelf
 
 REPORT_PREFIX: Final = "monitor/"
 
@@ -190,15 +190,28 @@ def _span(report: MonitorReport) -> str:
     )
 
 
+def _subject_finding(
+    report: MonitorReport, health: SubjectHealth, kind: str, summary: str, details: dict[str, Any]
+) -> Finding:
+    """A finding about one subject of the report, dated at the end of its window."""
+    return Finding(
+        kind=kind,
+        run_id=report.report_id,
+        subject=health.subject,
+        occurred_at=report.current.end,
+        summary=f"{health.subject}: {summary}",
+        details={"window": report.window, "current": report.current.model_dump(mode="json")}
+        | details,
+    )
+
+
 def _no_data_findings(report: MonitorReport) -> list[Finding]:
     return [
-        Finding(
-            kind=NO_DATA_KIND,
-            run_id=report.report_id,
-            subject=health.subject,
-            occurred_at=report.current.end,
-            summary=f"{health.subject}: "
-            + (
+        _subject_finding(
+            report,
+            health,
+            NO_DATA_KIND,
+            (
                 "no signals in the window"
                 if health.status == "no_data"
                 else f"{health.sessions} session(s), none known to have ended "
@@ -206,9 +219,7 @@ def _no_data_findings(report: MonitorReport) -> list[Finding]:
             )
             + f", {'expected' if health.expected else 'reporting in the previous window'} "
             + _span(report),
-            details={
-                "window": report.window,
-                "current": report.current.model_dump(mode="json"),
+            {
                 "status": health.status,
                 "expected": health.expected,
                 "sessions": health.sessions,
@@ -223,17 +234,12 @@ def _no_data_findings(report: MonitorReport) -> list[Finding]:
 
 def _threshold_findings(report: MonitorReport) -> list[Finding]:
     return [
-        Finding(
-            kind=FINDING_KIND,
-            run_id=report.report_id,
-            subject=health.subject,
-            occurred_at=report.current.end,
-            summary=f"{health.subject}: "
-            + "; ".join(c.summary for c in health.findings)
-            + f" {_span(report)}",
-            details={
-                "window": report.window,
-                "current": report.current.model_dump(mode="json"),
+        _subject_finding(
+            report,
+            health,
+            FINDING_KIND,
+            "; ".join(c.summary for c in health.findings) + f" {_span(report)}",
+            {
                 "sessions": health.sessions,
                 "crossings": [c.model_dump(mode="json") for c in health.findings],
             },
@@ -243,16 +249,12 @@ def _threshold_findings(report: MonitorReport) -> list[Finding]:
     ]
 
 
-def report_key(report_id: str) -> str:
-    """Where a monitor report is kept: `monitor/<report_id>.json`."""
-    return f"{REPORT_PREFIX}{report_id}.json"
+_REPORTS = Shelf(REPORT_PREFIX, MonitorReport)
+report_key = _REPORTS.key
+"""Where a monitor report is kept: `monitor/<report_id>.json`."""
+load_report = _REPORTS.get
 
 
 def save_report(store: EvidenceStore, report: MonitorReport) -> MonitorReport:
     """Write the report once; when one is already there (a retry), return that first one."""
-    return write_once(store, report_key(report.report_id), report)
-
-
-def load_report(store: EvidenceStore, report_id: str) -> MonitorReport:
-    """A recorded monitor report (raises `NotFoundError` when there is none)."""
-    return MonitorReport.model_validate_json(store.get(report_key(report_id)))
+    return _REPORTS.put(store, report.report_id, report)

@@ -45,6 +45,16 @@ class Crossing(BaseModel):
     summary: str
 
 
+def _credibly_above(threshold: str, lower_bound: float, limit: float, what: str) -> Crossing:
+    """A rate whose 95% interval lies wholly above its limit."""
+    return Crossing(
+        threshold=threshold,
+        observed=lower_bound,
+        limit=limit,
+        summary=f"{what} credibly above {limit:.2f}",
+    )
+
+
 def crossings(
     current: WindowStats, previous: WindowStats, moved: Change, thresholds: MonitorThresholds
 ) -> list[Crossing]:
@@ -53,15 +63,8 @@ def crossings(
     found: list[Crossing] = []
     failure, severity = current.failure, current.high_severity
     if failure.lo is not None and failure.lo > t.failure_rate:
-        found.append(
-            Crossing(
-                threshold="failure_rate",
-                observed=failure.lo,
-                limit=t.failure_rate,
-                summary=f"failure rate {rate_text(failure.failed, failure.n)} is credibly "
-                f"above {t.failure_rate:.2f}",
-            )
-        )
+        what = f"failure rate {rate_text(failure.failed, failure.n)} is"
+        found.append(_credibly_above("failure_rate", failure.lo, t.failure_rate, what))
     rise = moved.failure
     if rise is not None and rise.diff > t.failure_rate_rise and rise.lo > 0:
         found.append(
@@ -85,14 +88,9 @@ def crossings(
             )
         )
     if severity.lo is not None and severity.lo > t.high_severity_share:
+        what = f"high/critical findings in {rate_text(severity.flagged, severity.n)} of sessions,"
         found.append(
-            Crossing(
-                threshold="high_severity_share",
-                observed=severity.lo,
-                limit=t.high_severity_share,
-                summary=f"high/critical findings in {rate_text(severity.flagged, severity.n)} "
-                f"of sessions, credibly above {t.high_severity_share:.2f}",
-            )
+            _credibly_above("high_severity_share", severity.lo, t.high_severity_share, what)
         )
     cost = moved.cost_per_completed
     enough = min(current.cost_per_completed.completed, previous.cost_per_completed.completed)

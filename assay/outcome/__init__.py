@@ -30,7 +30,8 @@ from assay.outcome.contract import (
     parse_contract,
 )
 from assay.outcome.records import OutcomeRecord, check_records, read_records
-from assay.outcome.report import OutcomeReport, load_report, markdown_report, score_outcomes
+from assay.outcome.render import markdown_report
+from assay.outcome.report import OutcomeReport, load_report, score_outcomes
 
 __all__ = [
     "ACTIONS",

@@ -136,7 +136,7 @@ def pair_outcome(ab: PairVerdict, ba: PairVerdict) -> PairOutcome:
 
 
 def pairwise_setup(setup: JudgeSetup, prompt: str = PAIRWISE_PROMPT) -> JudgeSetup:
-    """A run's judge setup (`tasks.judge.judge_setup`) turned to pairwise judging.
+    """A run's judge setup (`blocks.judge_settings.judge_setup`) turned to pairwise judging.
 
     Everything is kept (judge, concurrency, prices, budgets, fresh) except the prompt version,
     which becomes the pairwise template's: it is what the cache is keyed on and what the
@@ -145,7 +145,9 @@ def pairwise_setup(setup: JudgeSetup, prompt: str = PAIRWISE_PROMPT) -> JudgeSet
     """
     if setup.make_judge is None:
         return setup
-    return replace(setup, prompt_version=load_prompt(prompt).version)
+    return replace(
+        setup, prompt_version=setup.redaction.prompt_version(load_prompt(prompt).version)
+    )
 
 
 def _cache_key(hasher: OutputHasher, case: Case, request: PairRequest, setup: JudgeSetup) -> str:

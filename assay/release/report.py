@@ -21,7 +21,7 @@ from assay.release.gates import GateVerdict, evaluate
 from assay.release.signals import Signals, measure
 from assay.release.trials import Trial
 from assay.store import EvidenceStore
-from assay.store.write_once import write_once
+from assay.store.write_once import Shelf
 
 REPORT_PREFIX: Final = "releases/"
 
@@ -87,16 +87,12 @@ def build_report(
     )
 
 
-def report_key(report_id: str) -> str:
-    """Where a release report is kept: `releases/<report_id>.json`."""
-    return f"{REPORT_PREFIX}{report_id}.json"
+_REPORTS = Shelf(REPORT_PREFIX, ReleaseReport)
+report_key = _REPORTS.key
+"""Where a release report is kept: `releases/<report_id>.json`."""
+load_report = _REPORTS.get
 
 
 def record_report(store: EvidenceStore, report: ReleaseReport) -> ReleaseReport:
     """Write the report once; when one is already there (a retry), return that first one."""
-    return write_once(store, report_key(report.report_id), report)
-
-
-def load_report(store: EvidenceStore, report_id: str) -> ReleaseReport:
-    """A recorded release report; raises `NotFoundError` when there is none."""
-    return ReleaseReport.model_validate_json(store.get(report_key(report_id)))
+    return _REPORTS.put(store, report.report_id, report)

@@ -28,9 +28,9 @@ from assay.errors import InputError
 from assay.jsonl import parse_record
 from assay.outputs import OutputSource
 
-Verdict = Literal["verified", "failed", "unknown", "declined"]
+TrialVerdict = Literal["verified", "failed", "unknown", "declined"]
 """Destination evidence for one tool call; `declined` is a boundary that held, not a failure."""
-Outcome = Literal["verified", "failed", "unavailable"]
+ClaimOutcome = Literal["verified", "failed", "unavailable"]
 """Verdict on a claimed completion; `unavailable` means no verdict was possible (a coverage
 defect, never a success and never a zero)."""
 CostStatus = Literal["measured", "estimated", "missing"]
@@ -99,7 +99,7 @@ class ToolEffect(_Record):
     """One attempted tool call and what the destination says happened; None = no verdict."""
 
     call: Text
-    verdict: Verdict | None = None
+    verdict: TrialVerdict | None = None
 
 
 class Trial(_Record):
@@ -114,7 +114,7 @@ class Trial(_Record):
     cost_usd: float | None = Field(default=None, ge=0.0)
     cost_status: CostStatus
     claimed_completion: StrictBool
-    outcome: Outcome | None
+    outcome: ClaimOutcome | None
     """Required (explicit null when no completion was claimed); null on a claimed completion is
     missing evidence, which the coverage gate catches."""
 
@@ -130,7 +130,9 @@ class Trial(_Record):
 
     @field_validator("outcome")
     @classmethod
-    def _outcome_needs_claim(cls, outcome: Outcome | None, info: ValidationInfo) -> Outcome | None:
+    def _outcome_needs_claim(
+        cls, outcome: ClaimOutcome | None, info: ValidationInfo
+    ) -> ClaimOutcome | None:
         if outcome is not None and info.data.get("claimed_completion") is False:
             raise ValueError("an outcome is only recorded for a claimed completion (use null)")
         return outcome

@@ -11,6 +11,11 @@ from assay.store import EvidenceStore
 from assay.suites import registry
 
 
+def case_verdicts(store: EvidenceStore, run_id: str) -> dict[str, bool]:
+    """Pass (True) or fail (False) of each scored case of a run, by case id."""
+    return _verdicts(store, run_id, load_aggregate(store, run_id).chunks)
+
+
 def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> dict[str, bool]:
     verdicts: dict[str, bool] = {}
     for number in range(chunks):

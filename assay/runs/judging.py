@@ -3,20 +3,24 @@
 Runs inside one scoring task, so candidate output text never leaves that task's memory. Every
 `llm_judge` check of the chunk becomes a `JudgeRequest`, keyed in the verdict cache by the case
 content, the keyed output hash, the rubric, the threshold and the judge pin; the service does
-the rest (cache, preflight, bounded calls, ledger). With no judge configured, every `llm_judge`
-check is skipped with the reason (fail closed).
+the rest (cache, preflight, bounded calls, ledger). With `--judge-repeats K` each check is asked
+K times (`judge_repeated`) and takes the majority (`assay.judge.reliability.majority`; an even
+split is skipped, `judge split`). With no judge configured, every `llm_judge` check is skipped
+with the reason (fail closed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher
-from assay.judge.port import JudgeRequest, Verdict
-from assay.judge.service import JudgeSetup, cache_key, judge_requests
+from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
+from assay.judge.redaction import add_counts
+from assay.judge.reliability import majority
+from assay.judge.service import JudgeSetup, Spender, cache_key, judge_repeated
 from assay.outputs import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
@@ -36,6 +40,14 @@ class ChunkJudgement:
     cache_hits: int = 0
     cost_usd: float = 0.0
     decision: Decision | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+    """Redactions per kind in the checks' judge prompts (counted once per check)."""
+    repeated: int = 0
+    """Checks with all K repeats judged (K > 1 only): the flip rate's denominator."""
+    unanimous: int = 0
+    """Of those, checks whose K verdicts agreed."""
+    split: int = 0
+    """Checks whose verdicts split evenly: skipped with `judge split`."""
 
 
 def _outcome(verdict: Verdict) -> Outcome:
@@ -83,20 +95,21 @@ def judge_chunk(
             requests.append((cache_key(hasher, "check", setup.pin, content), request))
     if not requests:
         return ChunkJudgement(outcomes={})
-    batch = judge_requests(
-        store,
-        setup,
-        requests,
-        suite=suite.suite,
-        subject=subject,
-        run_id=run_id,
-        chunk=chunk,
-        now=now,
-    )
-    return ChunkJudgement(
-        outcomes={key: _outcome(v) for key, v in zip(keys, batch.verdicts, strict=True)},
+    spender = Spender(run_id, suite.suite, subject, now or datetime.now(UTC))
+    batch, repeats = judge_repeated(store, setup, requests, spender, chunk)
+    judgement = ChunkJudgement(
+        outcomes={},
         calls=batch.calls,
         cache_hits=batch.cache_hits,
         cost_usd=batch.cost_usd,
         decision=batch.decision,
     )
+    for key, verdicts in zip(keys, repeats, strict=True):
+        verdict, unanimous = majority(verdicts)
+        judgement.outcomes[key] = _outcome(verdict)
+        judgement.redactions = add_counts(judgement.redactions, verdicts[0].redactions)
+        if setup.repeats > 1:
+            judgement.repeated += unanimous is not None
+            judgement.unanimous += unanimous is True
+            judgement.split += verdict.reason == JUDGE_SPLIT
+    return judgement

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Protocol
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from assay.errors import NotFoundError
 from assay.finops.budget import Decision
 from assay.judge.port import JudgePin
+from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics
 from assay.store import EvidenceStore
@@ -38,23 +39,8 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
-class _SubjectFields(Protocol):
-    subject_kind: str
-    subject_id: str
-    variant: str | None
-
-
-class _HasSubject:
-    """Adds `subject` (`KIND:ID[@VARIANT]`) to records that carry the three subject fields."""
-
-    @property
-    def subject(self: _SubjectFields) -> str:
-        """`KIND:ID[@VARIANT]`."""
-        return str(Subject(kind=self.subject_kind, id=self.subject_id, variant=self.variant))
-
-
-class RunPlan(_HasSubject, BaseModel):
-    """Everything fixed before scoring starts; shared by the aggregate and the EvalResult."""
+class _RunOf(BaseModel):
+    """Which run, of which suite version, on which subject: what every run record starts with."""
 
     run_id: str
     suite: str
@@ -62,6 +48,16 @@ class RunPlan(_HasSubject, BaseModel):
     subject_kind: str
     subject_id: str
     variant: str | None
+
+    @property
+    def subject(self) -> str:
+        """`KIND:ID[@VARIANT]`."""
+        return str(Subject(kind=self.subject_kind, id=self.subject_id, variant=self.variant))
+
+
+class RunPlan(_RunOf):
+    """Everything fixed before scoring starts; shared by the aggregate and the EvalResult."""
+
     pass_threshold: float
     outputs: str
     """Reference (path or URI) to the outputs: never their content."""
@@ -84,15 +80,9 @@ class RunAggregate(RunPlan):
     error: str | None = None
 
 
-class EvalResult(_HasSubject, BaseModel):
+class EvalResult(JudgeReliability, _RunOf):
     """The canonical result of one run: what other systems read, without knowing Assay's tables."""
 
-    run_id: str
-    suite: str
-    suite_version: int
-    subject_kind: str
-    subject_id: str
-    variant: str | None
     score: Annotated[float | None, Field(ge=0.0, le=1.0)]
     passed: bool
     pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0)]
@@ -106,7 +96,6 @@ class EvalResult(_HasSubject, BaseModel):
     budget: Decision | None = None
     judge: JudgePin | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
-    """The FinOps preflight decision that stopped or flagged judge spending, if any."""
 
 
 class EvidenceChunk(BaseModel):
@@ -208,6 +197,7 @@ def finish_run(
     metrics: RunMetrics,
     regression: Comparison | None = None,
     budget: Decision | None = None,
+    reliability: JudgeReliability | None = None,
 ) -> EvalResult:
     """Write the EvalResult (write-once) and mark the aggregate completed.
 
@@ -239,6 +229,7 @@ def finish_run(
         metrics=metrics,
         regression=regression,
         budget=budget,
+        **dict(reliability or JudgeReliability()),
     )
     result = write_once(store, _result_key(result.run_id), result)
     aggregate.status = RunStatus.COMPLETED

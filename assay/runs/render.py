@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from assay.judge.reliability import judge_lines
 from assay.rate import rate_text
 from assay.regression import Comparison, RegressionStatus
 from assay.runs.records import EvalResult
@@ -24,11 +27,16 @@ def warnings(result: EvalResult) -> list[str]:
         notes.append(f"{m.errors} case(s) had a scorer error and were failed")
     if result.sample is not None:
         notes.append(f"sampled run: {m.cases} case(s) chosen with seed {result.seed}")
-    return notes
+    return notes + result.judge_warnings
 
 
-def markdown_summary(result: EvalResult) -> str:
-    """The run summary shown as a Prefect markdown artifact."""
+def _code(run_id: str) -> str:
+    return f"`{run_id}`"
+
+
+def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code) -> str:
+    """The run summary shown as a Prefect markdown artifact; `run_link` renders a run id (the
+    artifact links it to the run's page in the Prefect UI)."""
     m = result.metrics
     verdict = "✅ passed" if result.passed else "❌ did not pass"
     subject = result.subject
@@ -44,21 +52,26 @@ def markdown_summary(result: EvalResult) -> str:
         f"| {m.cases} | {m.scored} | {m.passed} | {m.failed} | {m.skipped} | {m.missing} "
         f"| {m.errors} |",
         "",
-        f"Run `{result.run_id}` · outputs `{result.outputs}` · "
+        f"Run {run_link(result.run_id)} · outputs `{result.outputs}` · "
         f"{result.occurred_at:%Y-%m-%d %H:%M} UTC",
     ]
+    judged = judge_lines(result)
+    if judged:
+        lines += ["", "**Judge**", *[f"- {line}" for line in judged]]
     notes = warnings(result)
     if notes:
         lines += ["", "**Warnings**", *[f"- {note}" for note in notes]]
     lines += [
         "",
         "**Compared with baseline**",
-        *[f"- {line}" for line in regression_lines(result.regression)],
+        *[f"- {line}" for line in regression_lines(result.regression, run_link)],
     ]
     return "\n".join(lines)
 
 
-def regression_lines(regression: Comparison | None) -> list[str]:
+def regression_lines(
+    regression: Comparison | None, run_link: Callable[[str], str] = str
+) -> list[str]:
     """The comparison with the baseline, in words: both denominators, interval, paired test."""
     if regression is None or regression.status is RegressionStatus.NO_BASELINE:
         return ["no baseline: nothing to compare with yet"]
@@ -72,7 +85,8 @@ def regression_lines(regression: Comparison | None) -> list[str]:
     drop = "n/a" if regression.score_drop is None else f"{regression.score_drop:+.3f}"
     lines = [
         f"{regression.status.value} vs {regression.baseline_source or ''} baseline "
-        f"{regression.baseline_run}: pass {b.passed}/{b.scored} → {c.passed}/{c.scored}, "
+        f"{run_link(regression.baseline_run or '')}: "
+        f"pass {b.passed}/{b.scored} → {c.passed}/{c.scored}, "
         f"drop 95% CI {interval} (Newcombe), score drop {drop} "
         f"(threshold {regression.threshold:.2f})"
     ]

@@ -9,6 +9,7 @@ from statistics import fmean
 
 from pydantic import BaseModel
 
+from assay.rate import rate_text
 from assay.runs.records import EvalResult, RunStatus, list_runs, load_result
 from assay.stats import trend, wilson
 from assay.store import EvidenceStore
@@ -98,6 +99,24 @@ def scorecard(
     return [
         _row(name, suite_name, runs, last) for (name, suite_name), runs in sorted(groups.items())
     ]
+
+
+def trend_text(row: ScorecardRow) -> str:
+    """`+0.012 (-0.004…+0.028)` per run, or why there is none."""
+    if row.trend_slope is None:
+        return "too few runs"
+    return f"{row.trend_slope:+.3f} ({row.trend_lo:+.3f}…{row.trend_hi:+.3f})"
+
+
+def readable(row: ScorecardRow) -> dict[str, str | int]:
+    """The figures a person reads first (the JSON and CSV exports keep every one)."""
+    return {
+        "subject": row.subject,
+        "suite": row.suite,
+        "runs": row.runs,
+        "latest pass rate": rate_text(row.latest_passed, row.latest_scored),
+        "trend / run": trend_text(row),
+    }
 
 
 def to_csv(rows: list[ScorecardRow]) -> str:

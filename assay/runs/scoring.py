@@ -59,6 +59,16 @@ class RunMetrics(BaseModel):
     """Judge requests sent (cache hits excluded)."""
     judge_cache_hits: int = 0
     judge_cost_usd: float = 0.0
+    judged_checks: int = 0
+    """`llm_judge` checks with a pass/fail verdict (N of the judge-corrected pass rate)."""
+    judged_checks_passed: int = 0
+    """How many of them the judge passed."""
+    repeated_checks: int = 0
+    """With `--judge-repeats K > 1`: checks with K pass/fail verdicts (flip-rate denominator)."""
+    unanimous_checks: int = 0
+    """Of those, checks whose K verdicts agreed."""
+    split_checks: int = 0
+    """Checks whose repeats split evenly (skipped, `judge split`)."""
     write_guard: str | None = None
     """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
 

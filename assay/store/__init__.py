@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from assay.store.base import EvidenceStore, StoreUnavailableError
+from assay.errors import StoreUnavailableError
+from assay.store.base import EvidenceStore
 from assay.store.file import FileStore
 
 DEFAULT_STORE = "file://.assay"

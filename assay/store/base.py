@@ -10,16 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
-from assay.errors import AssayError, EvidenceConflictError
-
-
-class StoreUnavailableError(AssayError):
-    """The evidence store could not be reached, even after bounded retries.
-
-    The message names the endpoint, bucket or key, the operation, the attempts made and the last
-    error type, never object content. It is an `AssayError` so that Prefect does not retry it
-    again on top of the retries that already ran out.
-    """
+from assay.errors import EvidenceConflictError
 
 
 class EvidenceStore(ABC):

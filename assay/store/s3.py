@@ -17,9 +17,9 @@ from uuid import uuid4
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assay.errors import EvidenceConflictError, NotFoundError
+from assay.errors import EvidenceConflictError, NotFoundError, StoreUnavailableError
 from assay.s3 import error_code, http_status, make_client, parse_s3_uri, retrying
-from assay.store.base import EvidenceStore, StoreUnavailableError
+from assay.store.base import EvidenceStore
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -71,17 +71,11 @@ class S3Store(EvidenceStore):
         where = f"s3://{self.bucket}/{full_key} at {self.client.meta.endpoint_url}"
         return retrying(operation, where)(call)
 
-    def _fetch(self, full_key: str, byte_range: str | None = None) -> bytes | None:
-        """An object's bytes (or a `bytes=a-b` range of them); None when there is no such key."""
+    def _fetch(self, full_key: str) -> bytes | None:
+        """An object's bytes; None when there is no such key."""
 
         def call() -> bytes:
-            if byte_range is None:
-                response = self.client.get_object(Bucket=self.bucket, Key=full_key)
-            else:
-                response = self.client.get_object(
-                    Bucket=self.bucket, Key=full_key, Range=byte_range
-                )
-            return response["Body"].read()
+            return self.client.get_object(Bucket=self.bucket, Key=full_key)["Body"].read()
 
         try:
             return self._call("get_object", full_key, call)
@@ -163,32 +157,6 @@ class S3Store(EvidenceStore):
 
     def get(self, key: str) -> bytes:
         data = self._fetch(self._key(key))
-        if data is None:
-            raise NotFoundError(f"no evidence object {key} in {self.uri}")
-        return data
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes `start` (inclusive) to `end` (exclusive) of an object, like `data[start:end]`.
-
-        One HTTP Range request, so reading a slice of a large object transfers only the slice.
-        A range reaching past the end of the object returns the bytes that exist; an empty range
-        returns `b""` without a request.
-
-        Raises:
-            NotFoundError: no object under `key`.
-            ValueError: `start` is negative or after `end`.
-        """
-        if start < 0 or end < start:
-            raise ValueError(f"invalid byte range [{start}, {end}) for {key}")
-        full_key = self._key(key)
-        if start == end:
-            return b""
-        try:
-            data = self._fetch(full_key, f"bytes={start}-{end - 1}")
-        except ClientError as exc:
-            if error_code(exc) == "InvalidRange":  # starts at or after the end of the object
-                return b""
-            raise
         if data is None:
             raise NotFoundError(f"no evidence object {key} in {self.uri}")
         return data

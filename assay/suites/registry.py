@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from datetime import UTC, datetime
+from pathlib import Path
 from threading import Lock
 
 from pydantic import BaseModel
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.store import EvidenceStore
-from assay.suites.suite import Suite, parse_suite
+from assay.suites.suite import SUITE_SUFFIXES, Suite, load_suite, parse_suite
 
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*)(?:@(?P<version>\d+))?$")
 _CACHE_SIZE = 4
@@ -64,6 +65,10 @@ class _SuiteCache:
                 self._items.move_to_end((store.uri, digest))
             return suite
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def put(self, store: EvidenceStore, suite: Suite) -> None:
         with self._lock:
             self._items[(store.uri, suite.content_hash)] = suite
@@ -72,6 +77,11 @@ class _SuiteCache:
 
 
 _cache = _SuiteCache()
+
+
+def clear_cache() -> None:
+    """Forget every cached suite: `resolve` then rebuilds suites from the store."""
+    _cache.clear()
 
 
 def versions(store: EvidenceStore, name: str) -> list[SuiteVersion]:
@@ -141,6 +151,20 @@ def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
         suite = parse_suite(store.get(key).decode("utf-8"), f"{store.uri}/{key}")
         _cache.put(store, suite)
     return record, suite
+
+
+def publish_or_resolve(store: EvidenceStore, suite: str) -> tuple[SuiteVersion, Suite]:
+    """A suite file → published first (a no-op when identical to the latest version); a
+    `NAME[@VERSION]` → that published version. Something that can only be a path (a folder
+    separator or a suite file suffix) and names no file is reported as a missing file."""
+    path = Path(suite)
+    if path.is_file():
+        loaded = load_suite(path)
+        version, _ = publish(store, loaded)
+        return version, loaded
+    if "/" in suite or "\\" in suite or path.suffix.lower() in SUITE_SUFFIXES:
+        raise InputError(suite, "no such suite file")
+    return resolve(store, suite)
 
 
 def suite_names(store: EvidenceStore) -> list[str]:

@@ -167,6 +167,9 @@ def parse_suite(text: str, source: str) -> Suite:
     return suite
 
 
+SUITE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file (`.yaml`, `.yml` or `.json`)."""
     return parse_suite(read_text(path), str(path))

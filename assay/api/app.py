@@ -1,0 +1,71 @@
+"""The app factory: `create_app(settings)` builds the FastAPI service of `assay serve`.
+
+The store is opened once; the Prefect API is selected (and the ephemeral one started) once, at
+start-up, off the event loop; every router is mounted; errors are problem+json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from assay.api import problems
+from assay.api.idempotency import Idempotency
+from assay.api.middleware import ServiceMiddleware
+from assay.api.routes import (
+    baselines,
+    findings,
+    gate,
+    health,
+    otlp,
+    overrides,
+    runs,
+    scorecards,
+    suites,
+)
+from assay.api.runner import RunPool, start_prefect_api
+from assay.api.settings import ServeSettings
+from assay.store import open_store
+
+ROUTERS = (
+    health.router,
+    suites.router,
+    runs.router,
+    baselines.router,
+    gate.router,
+    overrides.router,
+    scorecards.router,
+    findings.router,
+    otlp.router,
+)
+
+
+def create_app(settings: ServeSettings | None = None) -> FastAPI:
+    """The Assay HTTP service (SPEC §15)."""
+    settings = settings or ServeSettings()
+    store = open_store(settings.store)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.start_prefect:
+            app.state.prefect_api = await run_in_threadpool(start_prefect_api)
+        yield
+
+    app = FastAPI(
+        title="Assay",
+        summary="Score agent outputs against versioned golden suites, with honest evidence.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.pool = RunPool(settings.max_concurrent_runs, settings.max_queued_runs)
+    app.state.idempotency = Idempotency(store)
+    problems.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(ServiceMiddleware, max_body=settings.max_body_bytes)
+    return app

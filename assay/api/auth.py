@@ -1,0 +1,76 @@
+"""Bearer tokens → the principals of `assay access` (SPEC §15).
+
+`Authorization: Bearer TOKEN` is identified by `assay.access.identify` against the hashed
+principal records in the evidence store (tokens are never stored), on every request, so a
+rotated-out token stops working at once. `require_tier(...)` is the reusable dependency:
+401 for a missing, malformed or unknown token, 403 for a tier too low.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Literal
+
+from fastapi import Depends, Header, Request
+from starlette.concurrency import run_in_threadpool
+
+from assay.api.problems import Problem
+from assay.gate.access import Principal, Tier, identify
+from assay.store import EvidenceStore
+
+TierName = Literal["viewer", "operator", "admin"]
+
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="assay"'}
+
+
+def evidence(request: Request) -> EvidenceStore:
+    """The service's evidence store (opened once, when the app was made)."""
+    store: EvidenceStore = request.app.state.store
+    return store
+
+
+Store = Annotated[EvidenceStore, Depends(evidence)]
+
+
+def bearer_token(
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> str | None:
+    """The token of an `Authorization: Bearer TOKEN` header; None when absent or another scheme."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+Token = Annotated[str | None, Depends(bearer_token)]
+
+
+def require_tier(tier: TierName) -> Callable[..., Awaitable[Principal]]:
+    """A dependency that yields the caller's principal when its tier includes `tier`."""
+    needed = Tier(tier)
+
+    async def caller(store: Store, token: Token) -> Principal:
+        if token is None:
+            raise Problem(
+                401, "send Authorization: Bearer TOKEN", kind="unauthorized", headers=_CHALLENGE
+            )
+        principal = await run_in_threadpool(identify, store, token)
+        if principal is None:
+            raise Problem(
+                401, "unknown or rotated-out token", kind="unauthorized", headers=_CHALLENGE
+            )
+        if not principal.tier.at_least(needed):
+            raise Problem(
+                403,
+                f"this needs the {needed} tier; {principal.name} is {principal.tier}",
+                kind="forbidden",
+            )
+        return principal
+
+    return caller
+
+
+Viewer = Annotated[Principal, Depends(require_tier("viewer"))]
+Operator = Annotated[Principal, Depends(require_tier("operator"))]

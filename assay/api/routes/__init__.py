@@ -1,0 +1,1 @@
+"""One router per area of the service; `assay.api.app` mounts them all."""

@@ -1,0 +1,45 @@
+"""The CI gate over HTTP: `POST /gate` runs the gate flow; `GET /gates/{run_id}` re-checks."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from assay.api.auth import Operator, Store, Viewer
+from assay.api.problems import AUTHENTICATED, documented
+from assay.api.routes.runs import IdempotencyKey, RunId, submit
+from assay.api.runner import RunRequest
+from assay.gate.decision import GateReport, GateRun, load_decision
+from assay.gate.overrides import GateCheck, check_gate
+from assay.runs.records import load_result
+from assay.store import EvidenceStore
+
+router = APIRouter(tags=["gate"], responses=AUTHENTICATED | documented(404, 409, 429))
+
+
+def _report(store: EvidenceStore, run_id: str) -> GateReport:
+    return GateReport.of(
+        GateRun(decision=load_decision(store, run_id), result=load_result(store, run_id))
+    )
+
+
+@router.post("/gate", response_model=GateReport)
+async def run_gate(
+    body: RunRequest,
+    request: Request,
+    response: Response,
+    store: Store,
+    _: Operator,
+    idempotency_key: IdempotencyKey = None,
+) -> GateReport:
+    """Run the suite in the gate flow and return the recorded decision (verdict, reasons,
+    warnings, rules, the EvalResult): HTTP 200 whatever the verdict."""
+    run_id = await submit(request, response, store, body, idempotency_key, "gate")
+    return await run_in_threadpool(_report, store, run_id)
+
+
+@router.get("/gates/{run_id}", response_model=GateCheck)
+async def gate_check(run_id: RunId, store: Store, _: Viewer) -> GateCheck:
+    """The recorded verdict and the effective one (after governed overrides): what CI
+    re-checks."""
+    return await run_in_threadpool(check_gate, store, run_id)

@@ -1,0 +1,49 @@
+"""`GET /healthz` (no token): whether the service, its store and the Prefect API answer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from assay.api.auth import Store
+from assay.api.runner import prefect_answers
+
+router = APIRouter(tags=["health"])
+
+
+class Health(BaseModel):
+    """`ok` when the store and the Prefect API both answer, else `degraded` (HTTP 503)."""
+
+    status: Literal["ok", "degraded"]
+    store: bool
+    prefect: bool
+
+
+def _store_answers(store: Store) -> bool:
+    try:
+        store.exists("healthz")
+    except Exception:
+        return False
+    return True
+
+
+def _prefect() -> bool:
+    try:
+        return prefect_answers()
+    except Exception:
+        return False
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+async def healthz(store: Store) -> JSONResponse:
+    """Liveness and readiness: the store and the Prefect API each answer or not."""
+    store_ok = await run_in_threadpool(_store_answers, store)
+    prefect_ok = await run_in_threadpool(_prefect)
+    health = Health(
+        status="ok" if store_ok and prefect_ok else "degraded", store=store_ok, prefect=prefect_ok
+    )
+    return JSONResponse(health.model_dump(), status_code=200 if health.status == "ok" else 503)

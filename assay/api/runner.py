@@ -1,0 +1,220 @@
+"""Runs over HTTP: the request, the bounded run pool, and the launch of the same Prefect flows
+the CLI runs (`suite-run`, `gate`).
+
+- Inline outputs are validated with the request, then staged in this process's memory
+  (`assay.staging`) for exactly as long as the flow runs; the flow gets the reference, never the
+  text, so Prefect records nothing but `inline://…`.
+- A run executes in a worker thread (the staging area is in-process), bounded by
+  `max_concurrent_runs`; up to `max_queued_runs` more wait for a slot, anything beyond is 429
+  with `Retry-After`. Reads use the server's own thread pool and never wait behind runs.
+- The Prefect API is chosen as the CLI chooses it (`PREFECT_API_URL`, else the lasting local
+  server, else an ephemeral API) — the service starts the ephemeral one once, at start-up
+  (`start_prefect_api`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from assay import staging
+from assay.api.inputs import subject_param
+from assay.api.problems import Problem
+from assay.gate.decision import GateRun
+from assay.outputs import CandidateOutput
+from assay.runs.records import EvalResult, load_aggregate
+from assay.runs.sampling import index_run_outputs
+from assay.store import EvidenceStore
+from assay.suites import registry
+
+if TYPE_CHECKING:
+    from anyio import CapacityLimiter
+
+T = TypeVar("T")
+log = logging.getLogger("assay.api")
+
+PREFECT_RETRY_AFTER_SECONDS = 30
+"""Retry-After of a 503 for a Prefect API that refused a run (its client backed off already)."""
+FlowName = Literal["suite-run", "gate"]
+
+
+class RunRequest(BaseModel):
+    """`POST /runs` and `POST /gate`: a suite, a subject, and outputs inline or by URI."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str = Field(description="A published suite, `NAME` (latest) or `NAME@VERSION`.")
+    subject: str = Field(description="`KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`.")
+    outputs: list[CandidateOutput] | None = Field(
+        default=None, description="Inline outputs: scored, never stored."
+    )
+    outputs_uri: str | None = Field(
+        default=None, description="`s3://bucket/prefix`: every `.jsonl` object under it."
+    )
+    sample: int | None = Field(default=None, ge=1, description="Score only N cases.")
+    seed: int = Field(default=0, description="Seed that chooses the sampled cases.")
+    baseline: str | None = Field(default=None, description="Run id to compare with.")
+    judge_block: str | None = Field(default=None, description="Saved JudgeSettings block.")
+    fresh_judge: bool = Field(default=False, description="Ignore cached verdicts.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RunRequest:
+        if (self.outputs is None) == (self.outputs_uri is None):
+            raise ValueError("give exactly one of outputs (inline) and outputs_uri")
+        for index, output in enumerate(self.outputs or []):
+            try:
+                output.case_id.encode()
+                output.output.encode()
+            except UnicodeEncodeError:
+                # JSON lets `\ud800` through; it cannot be hashed, staged or scored as UTF-8.
+                raise ValueError(
+                    f"outputs[{index}]: not valid Unicode (a lone surrogate)"
+                ) from None
+        if self.outputs_uri is not None and not self.outputs_uri.startswith("s3://"):
+            # A service must not read its host's files on a caller's say-so.
+            raise ValueError("outputs_uri must be an s3:// URI")
+        return self
+
+    def staged_bytes(self) -> bytes:
+        """The inline outputs as JSON Lines, for the staging area."""
+        assert self.outputs is not None
+        return "\n".join(o.model_dump_json(exclude_none=True) for o in self.outputs).encode()
+
+
+def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
+    """Run the suite-run or gate flow for a request, in this thread; blocks until it ends.
+
+    The suite, subject and baseline are checked before any flow starts, so a bad reference is a
+    404/422 with nothing recorded in Prefect.
+    """
+    version, suite = registry.resolve(store, request.suite)
+    who = subject_param(request.subject)
+    if request.baseline is not None:
+        load_aggregate(store, request.baseline)
+    from prefect import tags
+
+    from flows.gate import gate
+    from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
+
+    def call(outputs: str) -> EvalResult | GateRun:
+        try:
+            return run_flow(outputs)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            # Prefect's client speaks httpx and has retried already; the run cannot go on. A
+            # server that never answered comes as RuntimeError("Failed to reach API") from it.
+            cause = exc if isinstance(exc, httpx.HTTPError) else exc.__cause__
+            if not isinstance(cause, httpx.HTTPError):
+                raise
+            status = getattr(getattr(cause, "response", None), "status_code", None)
+            raise Problem(
+                503,
+                "the Prefect API did not take the run"
+                + (f" (HTTP {status} after retries)" if status else " (unreachable)")
+                + "; retry later",
+                kind="prefect-unavailable",
+                headers={"Retry-After": str(PREFECT_RETRY_AFTER_SECONDS)},
+            ) from None
+
+    def run_flow(outputs: str) -> EvalResult | GateRun:
+        labels = ("assay", "api", *(["gate"] if flow == "gate" else []))
+        with tags(*labels, f"suite:{version.suite}", f"subject:{who}"):
+            return (gate if flow == "gate" else suite_run)(
+                suite=version.ref,
+                outputs=outputs,
+                subject=str(who),
+                sample=request.sample,
+                seed=request.seed,
+                store=store.uri,
+                baseline=request.baseline,
+                judge_block=request.judge_block,
+                fresh_judge=request.fresh_judge,
+            )
+
+    if request.outputs_uri is not None:
+        return call(request.outputs_uri)
+    with staging.staged(request.staged_bytes()) as reference:
+        # Inline outputs are in memory: validating them here costs nothing and makes a bad
+        # case id a 422 before any flow run is created (the CLI's "validate first" rule).
+        index_run_outputs(suite, reference, request.sample, request.seed, DEFAULT_CHUNK_SIZE)
+        return call(reference)
+
+
+class RunPool:
+    """At most `concurrent` runs at once, at most `queued` more waiting; beyond that, 429."""
+
+    def __init__(self, concurrent: int, queued: int) -> None:
+        self.concurrent = concurrent
+        self.queued = queued
+        self.admitted = 0
+        self._slots: CapacityLimiter | None = None
+        self._threads: CapacityLimiter | None = None
+        """Worker threads of runs only: runs never take threads from the pool reads use."""
+        self._mean_seconds = 10.0
+
+    def retry_after(self) -> int:
+        """Seconds a refused caller should wait: about one run's duration, at least 1."""
+        return max(1, math.ceil(self._mean_seconds))
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """Run `work` in a worker thread once a slot is free; 429 when the queue is full."""
+        if self.admitted >= self.concurrent + self.queued:
+            raise Problem(
+                429,
+                f"{self.admitted} runs are running or queued (limit "
+                f"{self.concurrent} + {self.queued}); retry later",
+                kind="too-many-runs",
+                headers={"Retry-After": str(self.retry_after())},
+            )
+        if self._slots is None or self._threads is None:
+            self._slots = anyio.CapacityLimiter(self.concurrent)
+            self._threads = anyio.CapacityLimiter(self.concurrent)
+        self.admitted += 1
+        queued = time.monotonic()
+        try:
+            async with self._slots:
+                started = time.monotonic()
+                try:
+                    return await anyio.to_thread.run_sync(work, limiter=self._threads)
+                finally:
+                    ran = time.monotonic() - started
+                    self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * ran
+                    log.info("run slot: waited %.3fs, ran %.3fs", started - queued, ran)
+        finally:
+            self.admitted -= 1
+
+
+def start_prefect_api() -> str:
+    """Make sure the Prefect API the CLI's selection chose answers; returns its URL.
+
+    `assay serve` selects the API as every command does (`PREFECT_API_URL`, else the lasting
+    server of `assay server start`; `assay/cli/orchestration.py`), so with either set, that
+    server is used. Otherwise Prefect's ephemeral API (the one a CLI command would start on its
+    first flow) is started here, once, so that no request pays
+    for its start-up and every run of this service shares it.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    configured = PREFECT_API_URL.value()
+    if configured:
+        return str(configured)
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start()
+    return server.api_url
+
+
+def prefect_answers() -> bool:
+    """Whether the Prefect API answers its health check."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.api_healthcheck() is None

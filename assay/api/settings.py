@@ -1,0 +1,27 @@
+"""What `assay serve` configures: the store, the body limit and the run pool."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ServeSettings(BaseModel):
+    """Settings of one service instance (`assay serve` flags)."""
+
+    store: str | None = Field(
+        default=None, description="Evidence store URI (default: $ASSAY_STORE or file://.assay)."
+    )
+    max_body_mb: float = Field(default=32, gt=0, description="Largest request body (413).")
+    max_concurrent_runs: int = Field(default=4, ge=1, description="Runs executing at once.")
+    max_queued_runs: int = Field(
+        default=16, ge=0, description="Runs waiting for a slot; beyond them, 429."
+    )
+    start_prefect: bool = Field(
+        default=True,
+        description="Select (and, with no PREFECT_API_URL, start) the Prefect API at start-up.",
+    )
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The body limit in bytes."""
+        return int(self.max_body_mb * 1024 * 1024)

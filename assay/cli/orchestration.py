@@ -1,0 +1,117 @@
+"""Which Prefect API the CLI's flows run against, and what the terminal shows of them.
+
+Order: a `PREFECT_API_URL` in the environment wins; else the lasting local server that
+`assay server start` recorded under `PREFECT_HOME`, when it answers its health check; else
+Prefect's ephemeral API (started in this process, gone when the command ends — fine for CI).
+Nothing here imports Prefect until a flow is about to run, so bad input is answered at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+from pydantic import BaseModel
+
+SERVER_STATE_FILE = "assay-server.json"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4200
+HEALTH_TIMEOUT_SECONDS = 1.0
+
+_verbose = False
+
+
+class ServerState(BaseModel):
+    """The lasting local server that `assay server start` launched."""
+
+    host: str
+    port: int
+    pid: int | None = None
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.ui_url}/api"
+
+
+def set_verbose(verbose: bool) -> None:
+    """`assay -v …`: show Prefect's log lines (INFO and up) in the terminal too."""
+    global _verbose
+    _verbose = verbose
+
+
+def prefect_home() -> Path:
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+
+
+def state_path() -> Path:
+    return prefect_home() / SERVER_STATE_FILE
+
+
+def read_state() -> ServerState | None:
+    try:
+        return ServerState.model_validate_json(state_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_state(state: ServerState) -> None:
+    path = state_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(state.model_dump_json(), encoding="utf-8")
+
+
+def healthy(api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
+    """Whether a Prefect API answers `GET /health` at `api_url`."""
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout) as reply:
+            return bool(reply.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def running_server() -> ServerState | None:
+    """The recorded lasting server, if it is up."""
+    state = read_state()
+    return state if state is not None and healthy(state.api_url) else None
+
+
+def connect() -> str | None:
+    """Point Prefect at a server (see the module docs) and keep the terminal quiet.
+
+    Returns the API URL runs go to, or None when they use an ephemeral API.
+    """
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # The ephemeral API migrates a fresh SQLite database on first use; Prefect's 20 s default
+    # times out on a busy 2-core machine (see ../shared/PREFECT-NOTES.md).
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    if "prefect" not in sys.modules and not os.environ.get("PREFECT_API_URL"):
+        server = running_server()
+        if server is not None:
+            os.environ["PREFECT_API_URL"] = server.api_url
+    import prefect.main  # noqa: F401 - configures Prefect's logging, which is adjusted below
+    from prefect.logging.handlers import PrefectConsoleHandler
+    from prefect.settings import PREFECT_API_URL
+
+    # Run logs go to the API at INFO (the run's Logs tab); the terminal shows warnings and
+    # errors only, unless -v.
+    console_level = logging.INFO if _verbose else logging.WARNING
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler):
+            handler.setLevel(console_level)
+    api = PREFECT_API_URL.value()
+    return str(api) if api else None
+
+
+def ui_link(flow_run_id: object) -> str | None:
+    """The run's page in the Prefect UI, or None on an ephemeral API (there is no UI)."""
+    from prefect.settings import PREFECT_UI_URL
+
+    ui = PREFECT_UI_URL.value()
+    return f"{str(ui).rstrip('/')}/runs/flow-run/{flow_run_id}" if ui else None

@@ -1,0 +1,51 @@
+"""`assay serve`: the HTTP service (FastAPI under uvicorn)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from assay.cli import _common as common
+
+
+@common.app.command("serve")
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.", min=1, max=65535)] = 8765,
+    store: common.StoreOption = None,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", help="Largest request body in MB (413).", min=0.001)
+    ] = 32,
+    max_concurrent_runs: Annotated[
+        int, typer.Option("--max-concurrent-runs", help="Runs executing at once.", min=1)
+    ] = 4,
+    max_queued_runs: Annotated[
+        int,
+        typer.Option("--max-queued-runs", help="Runs waiting for a slot; beyond, 429.", min=0),
+    ] = 16,
+) -> None:
+    """Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token."""
+    common.prefect_defaults()
+    import uvicorn
+
+    from assay.api import ServeSettings, create_app
+
+    settings = ServeSettings(
+        store=store,
+        max_body_mb=max_body_mb,
+        max_concurrent_runs=max_concurrent_runs,
+        max_queued_runs=max_queued_runs,
+    )
+    service = common.guarded(lambda: create_app(settings))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for name in ("assay.api", "assay.api.access"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        logger.propagate = False
+    # uvicorn's own access log would print query strings; ours prints method, path, status, time.
+    uvicorn.run(service, host=host, port=port, access_log=False, log_level="info")

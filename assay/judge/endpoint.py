@@ -1,0 +1,97 @@
+"""An OpenAI-compatible endpoint: where it is, which failures are worth retrying, and how long
+the server asked to wait. Shared by the judge adapter and the embedder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Final
+from urllib.parse import urlsplit, urlunsplit
+
+from openai import APIConnectionError, APIStatusError
+
+API_KEY_ENV: Final = "OPENAI_API_KEY"
+BASE_URL_ENV: Final = "OPENAI_BASE_URL"
+MODEL_ENV: Final = "ASSAY_JUDGE_MODEL"
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+
+TRANSIENT_STATUSES: Final = frozenset({408, 409, 429})
+"""Retried besides every 5xx: timeout, conflict (OpenAI's lock contention), rate limit."""
+
+
+def api_key_for(
+    who: str,
+    model: str,
+    api_key: str | None,
+    timeout: float,
+    deadline_seconds: float,
+    max_attempts: int,
+) -> str:
+    """The API key a client of `model` uses (given, else `OPENAI_API_KEY`), after checking the
+    settings every OpenAI-compatible client needs.
+
+    Raises:
+        ValueError: No model, no API key, or a bound that is not positive.
+    """
+    if not model.strip():
+        raise ValueError(f"{who} needs a model name")
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    if not key:
+        raise ValueError(f"{who} needs an API key: pass api_key or set {API_KEY_ENV}")
+    if timeout <= 0 or deadline_seconds <= 0 or max_attempts < 1:
+        raise ValueError("timeout and deadline_seconds must be positive, max_attempts >= 1")
+    return key
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """The wait a server asked for, in seconds, or None when it did not ask (or asked nonsense).
+
+    Reads `Retry-After-Ms` (OpenAI) first, then `Retry-After` as delay-seconds or as an HTTP
+    date (RFC 9110 §10.2.3). A date in the past means 0.
+
+    Args:
+        headers: Response headers (case-insensitive mapping, as httpx gives them).
+        now: The current time, for HTTP dates (tests); default: now.
+    """
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            value = float(milliseconds) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same request may succeed later: 408/409/429/5xx, timeouts, network errors."""
+    if isinstance(exc, APIStatusError):
+        return exc.status_code in TRANSIENT_STATUSES or exc.status_code >= 500
+    return isinstance(exc, APIConnectionError)  # includes APITimeoutError
+
+
+def redact_url(url: str) -> str:
+    """A base URL for logs: no credentials, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

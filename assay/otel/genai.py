@@ -1,0 +1,157 @@
+"""What Assay reads from the GenAI semantic conventions (and OpenInference): output text and usage.
+
+One place for the attribute names, so that scoring traces and monitoring root spans agree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from assay.otel.traces import AttributeValue, Span
+
+OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+OPENINFERENCE_OUTPUT: Final = "output.value"
+LEGACY_COMPLETION: Final = "gen_ai.completion"
+_LEGACY_INDEXED: Final = re.compile(r"^gen_ai\.completion\.(\d+)\.(content|role)$")
+
+INPUT_TOKENS: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+OUTPUT_TOKENS: Final = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+Number = TypeVar("Number", int, float)
+
+COST_USD: Final = "gen_ai.usage.cost"
+"""Not in the conventions yet; Langfuse and OpenLLMetry-based stacks write it in US dollars."""
+
+
+def is_output_attribute(name: str) -> bool:
+    """Whether `output_text` may read the attribute `name`."""
+    return name in (OUTPUT_MESSAGES, OPENINFERENCE_OUTPUT, LEGACY_COMPLETION) or bool(
+        _LEGACY_INDEXED.match(name)
+    )
+
+
+def is_usage_attribute(name: str) -> bool:
+    """Whether `span_usage` reads the attribute `name`."""
+    return name in INPUT_TOKENS or name in OUTPUT_TOKENS or name == COST_USD
+
+
+def output_text(attributes: Mapping[str, AttributeValue]) -> str | None:
+    """A span's output: the text parts of the assistant messages in `gen_ai.output.messages`,
+    joined by newlines; else OpenInference's `output.value`; else the legacy `gen_ai.completion`
+    (a string, a JSON list of messages, or OpenLLMetry's `gen_ai.completion.N.content`)."""
+    messages = _messages(attributes.get(OUTPUT_MESSAGES))
+    if messages is not None:
+        return _join(_text_parts(messages))
+    value = attributes.get(OPENINFERENCE_OUTPUT)
+    if isinstance(value, str):
+        return value
+    legacy = attributes.get(LEGACY_COMPLETION)
+    if isinstance(legacy, str):
+        listed = _messages(legacy)
+        return legacy if listed is None else _join(_contents(listed))
+    return _indexed_completion(attributes)
+
+
+def _messages(value: AttributeValue) -> list[Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, list) else None
+
+
+def _assistant(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role", "assistant") == "assistant"
+
+
+def _text_parts(messages: Iterable[Any]) -> Iterable[str]:
+    for message in filter(_assistant, messages):
+        for part in message.get("parts") or []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                content = part.get("content")
+                if isinstance(content, str):
+                    yield content
+
+
+def _contents(messages: Iterable[Any]) -> Iterable[str]:
+    for message in filter(_assistant, messages):
+        content = message.get("content")
+        if isinstance(content, str):
+            yield content
+
+
+def _indexed_completion(attributes: Mapping[str, AttributeValue]) -> str | None:
+    entries: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        match = _LEGACY_INDEXED.match(key)
+        if match:
+            entries.setdefault(int(match[1]), {})[match[2]] = value
+    if not entries:
+        return None
+    return _join(_contents(entries[i] for i in sorted(entries)))
+
+
+def _join(parts: Iterable[str]) -> str | None:
+    texts = list(parts)
+    return "\n".join(texts) if texts else None
+
+
+@dataclass(frozen=True, slots=True)
+class SpanUsage:
+    """Token and cost figures summed over spans; None where no span reported the figure."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+def _count(span: Span, names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = span.attributes.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _cost(span: Span) -> float | None:
+    value = span.attributes.get(COST_USD)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
+def _add(total: Number | None, value: Number | None) -> Number | None:
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+def span_usage(span: Span) -> SpanUsage:
+    """`gen_ai.usage.input_tokens` / `output_tokens` (or the deprecated `prompt_tokens` /
+    `completion_tokens`) and `gen_ai.usage.cost` of one span."""
+    return SpanUsage(
+        input_tokens=_count(span, INPUT_TOKENS),
+        output_tokens=_count(span, OUTPUT_TOKENS),
+        cost_usd=_cost(span),
+    )
+
+
+def combined(parts: Iterable[SpanUsage]) -> SpanUsage:
+    """Figures added field by field; None where no part had the figure."""
+    total = SpanUsage()
+    for part in parts:
+        total = SpanUsage(
+            input_tokens=_add(total.input_tokens, part.input_tokens),
+            output_tokens=_add(total.output_tokens, part.output_tokens),
+            cost_usd=_add(total.cost_usd, part.cost_usd),
+        )
+    return total
+
+
+def usage(spans: Iterable[Span]) -> SpanUsage:
+    """The usage figures of `spans`, summed."""
+    return combined(span_usage(span) for span in spans)

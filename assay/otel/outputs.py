@@ -1,0 +1,294 @@
+"""OTLP trace exports as candidate outputs: one trace per case, read in place by byte range.
+
+Per trace, the *case span* names the case: the span that carries the case attribute
+(`assay.case_id` unless configured) itself, the root first, else the earliest; failing that,
+the root span whose resource carries it. A trace with no such span is an input error, and so are
+spans of one trace naming two cases. The case's output text is the case span's
+(`assay.otel.genai.output_text`); a case span without any is a case with no output. Its
+`duration_ms` is the case span's; `usage` is summed over every span of the trace.
+
+Indexing streams every document once and keeps, per trace, only ids, numbers and the positions
+of the documents holding its spans. A slice names its case ids and the byte ranges of those
+documents; reading a slice decodes just those ranges. The text is never copied anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from assay.errors import InputError
+from assay.otel.genai import (
+    SpanUsage,
+    is_output_attribute,
+    is_usage_attribute,
+    output_text,
+    usage,
+)
+from assay.otel.traces import Document, Span, documents, json_spans
+
+Claim = Callable[[str, str, int, str], None]
+"""Registers a case id found at (source, line, field); raises InputError if unknown or taken."""
+
+
+class Source(Protocol):
+    """One trace export object (`assay.outputs.OutputSource` is one)."""
+
+    name: str
+
+    def read(self, start: int, end: int) -> bytes: ...
+
+    def blocks(self) -> Iterator[bytes]: ...
+
+
+@dataclass(slots=True)
+class Range:
+    """Whole lines of one object: bytes [start, end), first line `first_line`."""
+
+    path: str
+    start: int
+    end: int
+    first_line: int
+
+
+@dataclass
+class TraceSlice:
+    """One chunk's cases and the byte ranges holding their traces' spans (its home range,
+    where their case spans are, first)."""
+
+    case_ids: list[str]
+    ranges: list[Range]
+
+
+@dataclass(frozen=True)
+class TracedOutput:
+    """One case's output as its trace tells it."""
+
+    case_id: str
+    text: str
+    duration_ms: float | None
+    usage: SpanUsage
+
+
+@dataclass(slots=True)
+class _Place:
+    source: str
+    line: int
+    where: str
+    document: int
+    order: int
+
+
+@dataclass(slots=True)
+class _Trace:
+    trace_id: str
+    first: _Place
+    case_id: str | None = None
+    case_rank: tuple[int, int, int] = (3, 0, 0)
+    case_place: _Place | None = None
+    case_span: Span | None = None
+    """Kept only while reading a slice; indexing keeps `case_has_text` instead."""
+    case_has_text: bool = False
+    documents: set[int] = field(default_factory=set)
+    spans: list[Span] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Located:
+    path: str
+    document: Document
+
+
+@dataclass(frozen=True, slots=True)
+class _Needed:
+    """The attributes reading traces as outputs needs: the case attribute, output and usage."""
+
+    case_attribute: str
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (
+            name == self.case_attribute or is_output_attribute(name) or is_usage_attribute(name)
+        )
+
+
+class TraceBook:
+    """Spans gathered by trace, with each trace's case span chosen as documents arrive."""
+
+    def __init__(self, case_attribute: str, *, keep_spans: bool) -> None:
+        self.case_attribute = case_attribute
+        self.keep_spans = keep_spans
+        """Keep the spans (to read a slice); indexing keeps only ids, numbers and positions."""
+        self.traces: dict[str, _Trace] = {}
+        self.located: list[_Located] = []
+        self._order = 0
+        self._needed = _Needed(case_attribute)
+
+    def add(self, path: str, document: Document) -> None:
+        """Decode one document and file its spans under their traces."""
+        number = len(self.located)
+        self.located.append(
+            _Located(path, Document(document.line, document.start, document.end, b""))
+        )
+        for span in json_spans(document.raw, path, document.line, self._needed):
+            self._order += 1
+            place = _Place(path, document.line, span.where, number, self._order)
+            trace = self.traces.get(span.trace_id)
+            if trace is None:
+                trace = self.traces[span.trace_id] = _Trace(span.trace_id, place)
+            trace.documents.add(number)
+            if self.keep_spans:
+                trace.spans.append(span)
+            self._consider(trace, span, place)
+
+    def _consider(self, trace: _Trace, span: Span, place: _Place) -> None:
+        own = span.attributes.get(self.case_attribute)
+        value = own if own is not None else span.resource.get(self.case_attribute)
+        if value is None or (own is None and not span.is_root):
+            return
+        if not isinstance(value, str) or not value:
+            raise InputError(
+                place.source,
+                f"attribute {self.case_attribute!r} must be a non-empty string",
+                line=place.line,
+                field=place.where,
+            )
+        if trace.case_id is not None and trace.case_id != value:
+            raise InputError(
+                place.source,
+                f"trace {trace.trace_id}: spans of one trace name two cases "
+                f"(first at {trace.first.source} line {trace.first.line})",
+                line=place.line,
+                field=place.where,
+            )
+        rank = (0 if own is not None else 1, 0 if span.is_root else 1, span.start_ns)
+        if rank < trace.case_rank:
+            trace.case_id, trace.case_rank, trace.case_place = value, rank, place
+            trace.case_has_text = output_text(span.attributes) is not None
+            trace.case_span = span if self.keep_spans else None
+
+    def cases(self) -> Iterator[_Trace]:
+        """Every trace in the order of its case span; a trace without one is an input error."""
+        for trace in self.traces.values():
+            if trace.case_place is None:
+                raise InputError(
+                    trace.first.source,
+                    f"trace {trace.trace_id}: no span carries attribute "
+                    f"{self.case_attribute!r} (on the span, or on the root span's resource)",
+                    line=trace.first.line,
+                    field=trace.first.where,
+                )
+        yield from sorted(
+            self.traces.values(), key=lambda t: t.case_place.order if t.case_place else 0
+        )
+
+
+def _read(book: TraceBook, source: Source, part: Range | None) -> None:
+    if part is None:
+        blocks: Iterable[bytes] = source.blocks()
+        line_offset, byte_offset = 0, 0
+    else:
+        blocks = [source.read(part.start, part.end)]
+        line_offset, byte_offset = part.first_line - 1, part.start
+    for document in documents(iter(blocks)):
+        book.add(
+            source.name,
+            Document(
+                document.line + line_offset,
+                document.start + byte_offset,
+                document.end + byte_offset,
+                document.raw,
+            ),
+        )
+
+
+@dataclass
+class TraceIndex:
+    """What indexing trace exports found: slices of selected cases, and the cases seen."""
+
+    slices: list[TraceSlice]
+    without_text: set[str]
+    """Case ids whose case span carries no output text: cases with no output."""
+
+
+def index_traces(
+    sources: Sequence[Source],
+    case_attribute: str,
+    wanted: Collection[str],
+    chunk_size: int,
+    claim: Claim,
+) -> TraceIndex:
+    """Validate every trace in `sources` and cut the wanted cases into slices of `chunk_size`.
+
+    Raises:
+        InputError: a malformed document, a trace without a case span, an unknown case id or a
+            second trace for one case — naming file, line and the span's position.
+    """
+    book = TraceBook(case_attribute, keep_spans=False)
+    for source in sources:
+        _read(book, source, None)
+    slices: list[TraceSlice] = []
+    batch: list[_Trace] = []
+    without_text: set[str] = set()
+    for trace in book.cases():
+        place, case_id = trace.case_place, trace.case_id
+        assert place is not None and case_id is not None
+        claim(case_id, place.source, place.line, place.where)
+        if not trace.case_has_text:
+            without_text.add(case_id)
+            continue
+        if case_id not in wanted:
+            continue
+        if batch and (len(batch) == chunk_size or _home(book, batch[0]) != place.source):
+            slices.append(_slice(book, batch))
+            batch = []
+        batch.append(trace)
+    if batch:
+        slices.append(_slice(book, batch))
+    return TraceIndex(slices=slices, without_text=without_text)
+
+
+def _home(book: TraceBook, trace: _Trace) -> str:
+    assert trace.case_place is not None
+    return book.located[trace.case_place.document].path
+
+
+def _slice(book: TraceBook, batch: list[_Trace]) -> TraceSlice:
+    numbers = sorted({n for trace in batch for n in trace.documents})
+    ranges: list[Range] = []
+    for n in numbers:
+        located = book.located[n]
+        doc = located.document
+        last = ranges[-1] if ranges else None
+        if last is not None and last.path == located.path and last.end >= doc.start:
+            last.end = max(last.end, doc.end)
+            continue
+        ranges.append(Range(located.path, doc.start, doc.end, doc.line))
+    home = _home(book, batch[0])
+    own = next(r for r in ranges if r.path == home)
+    return TraceSlice(
+        case_ids=[trace.case_id for trace in batch if trace.case_id is not None],
+        ranges=[own, *(r for r in ranges if r is not own)],
+    )
+
+
+def read_trace_slice(
+    piece: TraceSlice,
+    case_attribute: str,
+    selected: Collection[str],
+    open_source: Callable[[str], Source],
+) -> Iterator[TracedOutput]:
+    """The selected outputs of one trace slice, in the slice's order, read from its byte ranges."""
+    book = TraceBook(case_attribute, keep_spans=True)
+    for part in piece.ranges:
+        _read(book, open_source(part.path), part)
+    # Other slices' traces may be only partly in these ranges: look up ours, validate nothing
+    # more (indexing already checked every trace with all its spans).
+    found = {trace.case_id: trace for trace in book.traces.values() if trace.case_id}
+    for case_id in piece.case_ids:
+        trace = found.get(case_id)
+        if trace is None or trace.case_span is None or case_id not in selected:
+            continue
+        text = output_text(trace.case_span.attributes)
+        if text is not None:
+            yield TracedOutput(case_id, text, trace.case_span.duration_ms, usage(trace.spans))

@@ -1,0 +1,184 @@
+"""Verdicts visible in Prefect: each flow's final state, read back from a real Prefect API, is
+Completed and named for the verdict; runs started like deployment runs are named
+`SUITE@VERSION · SUBJECT` and tagged; Assay's log lines reach the run's logs, without output text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    LogFilter,
+    LogFilterFlowRunId,
+)
+
+from flows.calibration import calibration
+from flows.gate import gate
+from flows.nightly import NightlyJob, nightly
+from flows.release import release
+from flows.suite_run import suite_run
+from tests.conftest import EXAMPLES
+from tests.judge_server import JudgeServer, verdict
+from tests.test_calibration import _judges_by_marker, _write_set, judge_env
+from tests.test_minimal_data import _flush_prefect_logs
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+__all__ = ["judge_env"]  # the fixture, shared with test_calibration
+
+SUITE = str(EXAMPLES / "support-suite.yaml")
+V1 = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
+V2 = str(EXAMPLES / "outputs" / "support-bot-v2.jsonl")
+
+
+def _recorded(state: Any) -> Any:
+    """The flow run as the Prefect API recorded it."""
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(state.state_details.flow_run_id)
+
+
+def _artifacts(state: Any) -> dict[str, Any]:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
+            )
+        )
+    return {a.key: a for a in found if a.key}
+
+
+def _final(state: Any) -> tuple[str, str, str]:
+    recorded = _recorded(state).state
+    return recorded.type.value, recorded.name, recorded.message or ""
+
+
+def test_suite_run_states_passed_not_passed_regressed_and_deployment_naming(
+    store_dir: Path,
+) -> None:
+    # Called with a suite *file* and no tags, as a deployment run is.
+    v1 = suite_run(suite=SUITE, outputs=V1, subject="agent:support-bot@v1", return_state=True)
+    assert _final(v1)[:2] == ("COMPLETED", "Passed")
+    assert "pass rate 0.900 (45/50" in _final(v1)[2]
+    run = _recorded(v1)
+    assert run.name == "support-bot@1 · agent:support-bot@v1"
+    assert {"assay", "suite:support-bot", "subject:agent:support-bot@v1"} <= set(run.tags)
+
+    alone = suite_run(suite=SUITE, outputs=V2, subject="agent:other@v2", return_state=True)
+    assert _final(alone)[:2] == ("COMPLETED", "Not passed")
+    assert "below threshold 0.80" in _final(alone)[2]
+
+    baseline = v1.result().run_id
+    v2 = suite_run(
+        suite="support-bot",
+        outputs=V2,
+        subject="agent:support-bot@v2",
+        baseline=baseline,
+        return_state=True,
+    )
+    kind, name, message = _final(v2)
+    assert (kind, name) == ("COMPLETED", "Regressed")
+    assert f"baseline {baseline}" in message
+    assert _recorded(v2).name == "support-bot@1 · agent:support-bot@v2"
+
+    artifacts = _artifacts(v2)
+    assert set(artifacts) == {"assay-run-support-bot-v2-summary", "assay-run-support-bot-v2-cases"}
+    summary = str(artifacts["assay-run-support-bot-v2-summary"].data)
+    assert f"/runs/flow-run/{baseline})" in summary  # the baseline id links to its run page
+    assert f"/runs/flow-run/{v2.state_details.flow_run_id})" in summary
+    table = json.loads(str(artifacts["assay-run-support-bot-v2-cases"].data))
+    changes = [row["vs baseline"] for row in table]
+    assert changes[0] == "newly failing" and "unchanged" in changes
+    first_other = next(i for i, c in enumerate(changes) if c != "newly failing")
+    assert "newly failing" not in changes[first_other:]  # newly failing cases come first
+    assert all(row["score"] is None or round(row["score"], 3) == row["score"] for row in table)
+    v1_table = json.loads(str(_artifacts(v1)["assay-run-support-bot-v1-cases"].data))
+    assert {row["vs baseline"] for row in v1_table} == {"no baseline"}
+
+    _flush_prefect_logs()
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(
+            LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[UUID(str(v1.state_details.flow_run_id))])
+            )
+        )
+    messages = [log.message for log in logs]
+    assert any(m.startswith("chunk 0: 50 case(s), 45 passed, 5 failed") for m in messages)
+    assert any(m.startswith("verdict: Passed (pass rate 0.900") for m in messages)
+    outputs_text = {line for line in Path(V1).read_text().splitlines()}
+    assert not any(text in m for m in messages for text in outputs_text)
+
+
+def test_gate_states(store_dir: Path) -> None:
+    passed = gate(suite=SUITE, outputs=V1, subject="agent:support-bot@v1", return_state=True)
+    assert _final(passed)[:2] == ("COMPLETED", "Gate passed")
+    failed = gate(suite=SUITE, outputs=V2, subject="agent:support-bot@v2", return_state=True)
+    kind, name, message = _final(failed)
+    decision = failed.result().decision
+    assert (kind, name) == ("COMPLETED", "Gate failed")
+    assert message.startswith(f"{decision.reasons[0].rule}: {decision.reasons[0].message}")
+
+
+def test_calibration_states(judge_env: JudgeServer, store_dir: Path, tmp_path: Path) -> None:
+    set_path = tmp_path / "set.jsonl"
+    rows = [(f"g{i}", "Within 30 days.", "pass") for i in range(20)] + [
+        (f"b{i}", "Whenever you like.", "fail") for i in range(20)
+    ]
+    _write_set(set_path, rows)
+    judge_env.script(default=_judges_by_marker)
+    good = calibration(calibration_set=str(set_path), return_state=True)
+    assert _final(good)[:2] == ("COMPLETED", "Calibrated")
+    assert _final(good)[2] == good.result().verdict
+
+    judge_env.script(default=verdict("pass", 0.9))  # passes everything: kappa 0
+    bad = calibration(calibration_set=str(set_path), fresh_judge=True, return_state=True)
+    assert _final(bad)[:2] == ("COMPLETED", "Not calibrated")
+
+
+def test_release_states(store_dir: Path, tmp_path: Path) -> None:
+    trials = EXAMPLES / "release" / "trials.jsonl"
+    state = release(trials=str(trials), return_state=True)
+    report = state.result()
+    kind, name, message = _final(state)
+    assert kind == "COMPLETED"
+    assert name == ("Release ok" if report.passed else "Release blocked")
+    if not report.passed:
+        assert "stopped at" in message
+    # A trial that claims completion but failed its outcome: false success stops the release.
+    lines = trials.read_text().splitlines()
+    blocked_trials = tmp_path / "false-success.jsonl"
+    blocked_trials.write_text(
+        "\n".join(line.replace('"outcome": "verified"', '"outcome": "failed"') for line in lines)
+    )
+    blocked = release(trials=str(blocked_trials), return_state=True)
+    assert _final(blocked)[:2] == ("COMPLETED", "Release blocked")
+    assert "stopped at" in _final(blocked)[2]
+
+
+def test_nightly_states_and_sub_run_names(store_dir: Path) -> None:
+    def job(version: str) -> NightlyJob:
+        outputs = str(EXAMPLES / "outputs" / f"support-bot-{version}.jsonl")
+        return NightlyJob(suite=SUITE, subject=f"agent:support-bot@{version}", outputs=outputs)
+
+    good = nightly(jobs=[job("v1")], return_state=True)
+    assert _final(good)[:2] == ("COMPLETED", "All passed")
+    mixed = nightly(jobs=[job("v1"), job("v2")], return_state=True)
+    kind, name, message = _final(mixed)
+    assert (kind, name) == ("COMPLETED", "Some failed")
+    assert "1 of 2 jobs did not pass" in message and "agent:support-bot@v2" in message
+    with get_client(sync_client=True) as client:
+        for outcome in mixed.result():
+            sub = client.read_flow_run(UUID(outcome.run_id))
+            assert sub.name == f"support-bot@1 · {outcome.subject}"
+            assert f"subject:{outcome.subject}" in sub.tags
+    tables = _artifacts(mixed)
+    nightly_table = str(tables["assay-nightly"].data)
+    assert "| regression |" in nightly_table and "no baseline" in nightly_table
+    scorecard = json.loads(str(tables["assay-scorecard"].data))
+    assert set(scorecard[0]) == {"subject", "suite", "runs", "latest pass rate", "trend / run"}
+    assert "95% CI" in scorecard[0]["latest pass rate"]
