@@ -11,6 +11,14 @@ for both, and compares them with the goals: assay's marginal cost within 10x of 
 and assay's peak RSS under 1 GiB.
 
     python bench/bench_scale.py [--cases 100000] [--small 1000] [--workdir bench/.work]
+    python bench/bench_scale.py --workers 2 [--dask ADDRESS]      # scale-out: 1 vs 2 workers
+
+Scale-out (`--workers N`, `--dask ADDRESS`) measures instead: the small and large suite with 1
+and N Dask workers (`assay run --workers K`, and `--dask ADDRESS` when given); a judge-bound
+suite (1,000 judged cases, the local judge server at 100 ms a call, chunks of 100, 4 calls in
+flight per chunk) the same way; and a nightly of 8 jobs (the small suite each) fanned out over 1
+and N `prefect worker` processes (`--limit 1` each) of a real `prefect server`. It prints the
+wall times and the speed-up over the first row of each workload.
 
 Exit status: 0 when every run succeeded and counted what the generator intended (whatever the
 goals say: this is a measurement); 1 when a run failed or a count was wrong.
@@ -421,6 +429,234 @@ def report(
     )
 
 
+# ---------------------------------------------------------------- scale-out
+
+SCALE_OUT_WORKLOADS = ("chunks", "judge", "nightly")
+JUDGE_CASES = 1_000
+JUDGE_LATENCY = 0.1
+JUDGE_CHUNK = 100
+JUDGE_CONCURRENCY = 4
+NIGHTLY_JOBS = 8
+WORKER_START_SECONDS = 120.0
+NIGHTLY_SCRIPT = (
+    "import json, sys\n"
+    "from flows.nightly import nightly\n"
+    "outcomes = nightly(**json.loads(sys.argv[1]))\n"
+    "print(json.dumps([o.model_dump() for o in outcomes]))\n"
+)
+
+
+@dataclass
+class Row:
+    section: str
+    label: str
+    wall: float
+
+
+def _runners(workers: int, dask: str | None) -> list[tuple[str, list[str]]]:
+    counts = sorted({1, workers})
+    runners = [(f"{k} worker{'s' if k > 1 else ''}", ["--workers", str(k)]) for k in counts]
+    if dask:
+        runners.append((f"cluster {dask}", ["--dask", dask]))
+    return runners
+
+
+def run_parallel(
+    workdir: Path,
+    label: str,
+    suite: Path,
+    outputs: Path,
+    runner: list[str],
+    chunk_size: int,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[Measurement, dict[str, Any]]:
+    """One `assay run … --json` with a chunk runner; its measurement and metrics."""
+    command = [
+        *_assay_command(),
+        "run",
+        str(suite),
+        "--outputs",
+        str(outputs),
+        "--subject",
+        "agent:bench",
+        "--chunk-size",
+        str(chunk_size),
+        "--json",
+        *runner,
+    ]
+    env = _fresh_env(workdir, label) | (extra_env or {})
+    result = measure(label, 0, command, env, workdir / "logs")
+    if result.returncode != 0:
+        raise BenchError(
+            f"{label}: `assay run` exited {result.returncode}\n{result.stderr[-4000:]}"
+        )
+    return result, json.loads(result.stdout)["metrics"]
+
+
+def chunk_rows(
+    workdir: Path, small: Generated, large: Generated, runners: list[tuple[str, list[str]]]
+) -> list[Row]:
+    rows = []
+    for name, runner in runners:
+        for data in (small, large):
+            label = f"chunks-{data.cases}-{name.replace(' ', '-').replace('/', '_')}"
+            m, metrics = run_parallel(workdir, label, data.suite, data.outputs, runner, 2000)
+            _check_counts(label, data, metrics.get("cases"), metrics.get("passed"))
+            rows.append(Row(f"{data.cases} cases", name, m.wall))
+            print(f"  {label}: {m.wall:.2f} s", flush=True)
+    return rows
+
+
+def judge_rows(workdir: Path, runners: list[tuple[str, list[str]]]) -> list[Row]:
+    from bench_judge import MODEL, Server
+    from bench_judge import generate as generate_judged
+
+    suite, outputs = generate_judged(workdir, JUDGE_CASES)
+    server = Server(JUDGE_LATENCY, workdir / "logs" / "judge-server.log")
+    env = {
+        "ASSAY_JUDGE_MODEL": MODEL,
+        "OPENAI_API_KEY": "bench",
+        "OPENAI_BASE_URL": server.base_url,
+        "ASSAY_JUDGE_CONCURRENCY": str(JUDGE_CONCURRENCY),
+    }
+    rows = []
+    try:
+        for name, runner in runners:
+            label = f"judge-{name.replace(' ', '-').replace('/', '_')}"
+            m, metrics = run_parallel(workdir, label, suite, outputs, runner, JUDGE_CHUNK, env)
+            if (metrics["judge_calls"], metrics["passed"]) != (JUDGE_CASES, JUDGE_CASES):
+                raise BenchError(f"{label}: expected {JUDGE_CASES} calls and passes: {metrics}")
+            rows.append(Row(f"{JUDGE_CASES} judged cases", name, m.wall))
+            print(f"  {label}: {m.wall:.2f} s", flush=True)
+    finally:
+        server.stop()
+    return rows
+
+
+def nightly_rows(workdir: Path, small: Generated, workers: int) -> list[Row]:
+    """A nightly of 8 jobs (the small suite, 8 subjects) on 1 and on `workers` process workers,
+    each running one flow run at a time, against a real `prefect server` (SQLite)."""
+    root = Path(__file__).resolve().parent.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from tests.prefect_server import (
+        api_call,
+        pool_and_deployments,
+        postgres_bin,
+        prefect_server_process,
+        throwaway_postgres,
+    )
+
+    base = workdir / "runs" / "nightly"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    rows = []
+    binaries = postgres_bin()
+    with contextlib.ExitStack() as stack:
+        # SQLite serialises the writes of concurrent flow runs ("database is locked" retries).
+        database = stack.enter_context(throwaway_postgres(binaries)) if binaries else None
+        print(f"  nightly: Prefect server on {'PostgreSQL' if database else 'SQLite'}", flush=True)
+        server_env = stack.enter_context(
+            prefect_server_process(base / "prefect-home", base / "server.log", database)
+        )
+        env = server_env | {"PREFECT_WORKER_QUERY_SECONDS": "1"}
+        api = env["PREFECT_API_URL"]
+        pool_and_deployments(env, "nightly-job")
+        for count in sorted({1, workers}):
+            started = [
+                subprocess.Popen(
+                    [
+                        *(str(Path(sys.executable).with_name("prefect")), "worker", "start"),
+                        *("--pool", "assay", "--limit", "1", "--name", f"bench-{count}-{i}"),
+                    ],
+                    cwd=base,
+                    env=env,
+                    stdout=(base / f"worker-{count}-{i}.log").open("wb"),
+                    stderr=subprocess.STDOUT,
+                )
+                for i in range(count)
+            ]
+            try:
+                deadline = time.monotonic() + WORKER_START_SECONDS
+                while time.monotonic() < deadline:
+                    online = api_call(api, "/work_pools/assay/workers/filter", {})
+                    names = {w["name"] for w in online if w["status"] == "ONLINE"}
+                    if {f"bench-{count}-{i}" for i in range(count)} <= names:
+                        break
+                    time.sleep(0.5)
+                parameters = {
+                    "jobs": [
+                        {
+                            "suite": str(small.suite),
+                            "outputs": str(small.outputs),
+                            "subject": f"agent:bench-{job}",
+                        }
+                        for job in range(NIGHTLY_JOBS)
+                    ],
+                    "store": f"file://{base / f'store-{count}'}",
+                    "job_deployment": "suite-run/nightly-job",
+                    "max_parallel": NIGHTLY_JOBS,
+                    "night": f"bench-{count}",
+                }
+                label = f"nightly-{count}-workers"
+                command = [sys.executable, "-c", NIGHTLY_SCRIPT, json.dumps(parameters)]
+                m = measure(label, 0, command, env, workdir / "logs")
+                if m.returncode != 0:
+                    raise BenchError(f"{label}: nightly exited {m.returncode}\n{m.stderr[-4000:]}")
+                outcomes = json.loads(m.stdout.strip().splitlines()[-1])
+                if [o["status"] for o in outcomes] != ["completed"] * NIGHTLY_JOBS:
+                    raise BenchError(f"{label}: not every job completed: {outcomes}")
+                section = f"nightly of {NIGHTLY_JOBS} jobs"
+                rows.append(Row(section, f"{count} process workers", m.wall))
+                print(f"  {label}: {m.wall:.2f} s", flush=True)
+            finally:
+                for process in started:
+                    process.terminate()
+                    process.wait(timeout=30)
+    return rows
+
+
+def report_scale_out(rows: list[Row]) -> None:
+    print()
+    print(f"machine: {platform.node()} · nproc {os.cpu_count()} · {platform.python_version()}")
+    print()
+    header = f"{'workload':<24}{'runner':<34}{'wall (s)':>10}{'speed-up':>10}"
+    print(header)
+    print("-" * len(header))
+    first: dict[str, float] = {}
+    for row in rows:
+        base = first.setdefault(row.section, row.wall)
+        print(f"{row.section:<24}{row.label:<34}{row.wall:>10.2f}{base / row.wall:>9.2f}x")
+    by = {(r.section, r.label): r.wall for r in rows}
+    sections = [s for s in dict.fromkeys(r.section for r in rows) if s.endswith(" cases")]
+    small, large = [*sections, "", ""][:2]
+    if small and large and large != small:
+        print()
+        for label in dict.fromkeys(r.label for r in rows if r.section == large):
+            if (small, label) in by:
+                marginal = by[(large, label)] - by[(small, label)]
+                print(f"{label:<34} fixed {by[(small, label)]:6.2f} s · marginal {marginal:6.2f} s")
+
+
+def scale_out(args: argparse.Namespace, workdir: Path, small: Generated, large: Generated) -> int:
+    runners = _runners(args.workers or 1, args.dask)
+    rows: list[Row] = []
+    try:
+        if not args.no_warmup:
+            run_parallel(workdir, "warmup", small.suite, small.outputs, runners[0][1], 2000)
+        if "chunks" in args.only:
+            rows += chunk_rows(workdir, small, large, runners)
+        if "judge" in args.only:
+            rows += judge_rows(workdir, runners)
+        if "nightly" in args.only:
+            rows += nightly_rows(workdir, small, args.workers or 1)
+    except BenchError as exc:
+        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
+        return 1
+    report_scale_out(rows)
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -432,6 +668,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; the fastest counts")
     parser.add_argument(
         "--no-warmup", action="store_true", help="skip the unmeasured warm-up `assay run`"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="scale-out: 1 vs N local Dask workers (chunks, judge-bound) and process workers "
+        "(a nightly of 8 jobs), instead of the floor comparison",
+    )
+    parser.add_argument(
+        "--dask", metavar="ADDRESS", help="scale-out: also measure on this existing Dask cluster"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SCALE_OUT_WORKLOADS,
+        default=list(SCALE_OUT_WORKLOADS),
+        help="scale-out: measure only these workloads",
     )
     parser.add_argument("--floor-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--suite", type=Path, help=argparse.SUPPRESS)
@@ -460,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
+    if args.workers or args.dask:
+        return scale_out(args, workdir, small, large)
     results: dict[str, list[Measurement]] = {}
     try:
         if not args.no_warmup:

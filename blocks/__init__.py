@@ -14,19 +14,21 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from blocks.dask_cluster import DaskCluster
     from blocks.evidence_storage import EvidenceStorage
     from blocks.finops_budget import FinOpsBudget
     from blocks.judge_settings import JudgeSettings
     from blocks.notification_target import NotificationTarget
 
 _MODULES = {
+    "DaskCluster": "blocks.dask_cluster",
     "EvidenceStorage": "blocks.evidence_storage",
     "FinOpsBudget": "blocks.finops_budget",
     "JudgeSettings": "blocks.judge_settings",
     "NotificationTarget": "blocks.notification_target",
 }
 
-__all__ = ["EvidenceStorage", "FinOpsBudget", "JudgeSettings", "NotificationTarget"]
+__all__ = ["DaskCluster", "EvidenceStorage", "FinOpsBudget", "JudgeSettings", "NotificationTarget"]
 
 
 def __getattr__(name: str) -> Any:

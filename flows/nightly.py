@@ -1,11 +1,22 @@
-"""The nightly flow: many suite × subject jobs, each an isolated `suite-run` subflow."""
+"""The nightly flow: many suite × subject jobs, each an isolated `suite-run` run.
+
+With `job_deployment`, every job is its own flow run of that deployment, picked up by any worker
+of its pool on any machine; at most `max_parallel` are in flight at once, and each is started at
+most once per night: its idempotency key is the night and the job, so a retried or re-triggered
+nightly waits on the runs already started instead of starting them again. Without it, the jobs
+run one after another as subflows in this process.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
+from typing import Annotated, Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
+from prefect.futures import PrefectFuture, as_completed
+from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from assay.runs.records import EvalResult
@@ -13,7 +24,10 @@ from assay.verdicts import nightly_verdict
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard, run_link
+from tasks.nightly import LaunchedJob, run_job
 from tasks.verdicts import verdict_state
+
+DEFAULT_MAX_PARALLEL = 4
 
 
 class NightlyJob(BaseModel):
@@ -46,6 +60,26 @@ class JobOutcome(BaseModel):
     error: str | None = None
 
 
+def job_key(night: str, job: NightlyJob) -> str:
+    """The idempotency key of `job` on `night`: the same job is started once a night."""
+    digest = hashlib.sha256(job.model_dump_json().encode()).hexdigest()[:24]
+    return f"assay-nightly/{night}/{digest}"
+
+
+def _outcome(job: NightlyJob, result: EvalResult | None, error: str | None) -> JobOutcome:
+    if result is None:
+        return JobOutcome(suite=job.suite, subject=job.subject, status="failed", error=error)
+    return JobOutcome(
+        suite=job.suite,
+        subject=job.subject,
+        status="completed",
+        run_id=result.run_id,
+        passed=result.passed,
+        pass_rate=result.pass_rate,
+        regression=result.regression.status.value if result.regression else None,
+    )
+
+
 class NightlyJobsFailedError(RuntimeError):
     """Raised at the end of a nightly run in which some jobs failed (after all of them ran)."""
 
@@ -68,46 +102,89 @@ def _outcome_table(outcomes: list[JobOutcome]) -> str:
     return "\n".join(lines)
 
 
+def _in_process(job: NightlyJob, store: str | None, storage_block: str | None) -> JobOutcome:
+    state = suite_run(
+        suite=job.suite,
+        outputs=job.outputs,
+        subject=job.subject,
+        sample=job.sample,
+        seed=job.seed,
+        store=store,
+        storage_block=storage_block,
+        return_state=True,
+    )
+    if state.is_completed():
+        return _outcome(job, state.result(), None)
+    return _outcome(job, None, state.message or state.name)
+
+
+def _fan_out(
+    jobs: list[NightlyJob],
+    store: str | None,
+    storage_block: str | None,
+    deployment: str,
+    max_parallel: int,
+    night: str | None,
+) -> list[JobOutcome]:
+    """Start every job as a deployment run, `max_parallel` in flight, and collect outcomes."""
+    reference = store_reference(store, storage_block)
+    night = night or f"{flow_run.scheduled_start_time:%Y-%m-%d}"
+    launched: list[PrefectFuture[LaunchedJob]] = []
+    in_flight: list[PrefectFuture[LaunchedJob]] = []
+    for job in jobs:
+        if len(in_flight) >= max_parallel:
+            in_flight.remove(next(as_completed(in_flight)))
+        parameters: dict[str, Any] = {
+            "suite": job.suite,
+            "outputs": job.outputs,
+            "subject": job.subject,
+            "sample": job.sample,
+            "seed": job.seed,
+            # A worker on another machine has its own defaults: name the store explicitly.
+            "store": None if storage_block else reference,
+            "storage_block": storage_block,
+        }
+        future = run_job.submit(
+            deployment, parameters, job_key(night, job), reference, f"{job.suite} · {job.subject}"
+        )
+        launched.append(future)
+        in_flight.append(future)
+    done = [future.result() for future in launched]
+    return [_outcome(job, run.result, run.error) for job, run in zip(jobs, done, strict=True)]
+
+
 def _run_name() -> str:
     return f"nightly · {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 @flow(name="nightly", flow_run_name=_run_name, persist_result=False, log_prints=False)
 def nightly(
-    jobs: list[NightlyJob], store: str | None = None, storage_block: str | None = None
+    jobs: list[NightlyJob],
+    store: str | None = None,
+    storage_block: str | None = None,
+    job_deployment: str | None = None,
+    max_parallel: Annotated[int, Field(ge=1)] = DEFAULT_MAX_PARALLEL,
+    night: str | None = None,
 ) -> list[JobOutcome]:
-    """Run every job as its own `suite-run` subflow; one failing job never stops the others.
+    """Run every job as its own `suite-run`; one failing job never stops the others.
 
     The nightly run fails (after running everything) if any job failed, so the schedule shows red
     in the Prefect UI while every job's evidence is still recorded.
+
+    Args:
+        jobs: The suite × subject jobs.
+        store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
+        storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
+        job_deployment: `suite-run/DEPLOYMENT` to start each job as a flow run of (on a work
+            pool); default: run the jobs here, one after another.
+        max_parallel: Job runs in flight at once (with `job_deployment`).
+        night: Which night this is, for the jobs' idempotency keys (default: the UTC date of
+            this run's scheduled start). A new value starts every job again.
     """
-    outcomes: list[JobOutcome] = []
-    for job in jobs:
-        state = suite_run(
-            suite=job.suite,
-            outputs=job.outputs,
-            subject=job.subject,
-            sample=job.sample,
-            seed=job.seed,
-            store=store,
-            storage_block=storage_block,
-            return_state=True,
-        )
-        outcome = JobOutcome(suite=job.suite, subject=job.subject, status="failed")
-        if state.is_completed():
-            result: EvalResult = state.result()
-            outcome = outcome.model_copy(
-                update={
-                    "status": "completed",
-                    "run_id": result.run_id,
-                    "passed": result.passed,
-                    "pass_rate": result.pass_rate,
-                    "regression": result.regression.status.value if result.regression else None,
-                }
-            )
-        else:
-            outcome.error = state.message or state.name
-        outcomes.append(outcome)
+    if job_deployment:
+        outcomes = _fan_out(jobs, store, storage_block, job_deployment, max_parallel, night)
+    else:
+        outcomes = [_in_process(job, store, storage_block) for job in jobs]
     create_markdown_artifact(
         markdown=_outcome_table(outcomes), key="assay-nightly", description="Nightly job outcomes"
     )

@@ -3,7 +3,9 @@ findings → notify.
 
 Outputs travel by reference (a path or URI parameter): Prefect records the parameters of every
 run, so the flow must never receive output text. Work is chunked, so Prefect's overhead grows with
-the number of chunks, not of cases.
+the number of chunks, not of cases; chunks are submitted to the flow's task runner (threads, or
+a Dask cluster: see flows/runners.py) and merged in chunk order, so any runner records the same
+evidence.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from assay.finops.budget import Decision, strictest
@@ -26,6 +29,7 @@ from assay.runs.scoring import RunMetrics
 from assay.subject import Subject
 from assay.suites import registry
 from assay.verdicts import suite_run_verdict
+from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import (
@@ -38,7 +42,7 @@ from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
-from tasks.scoring import CaseRow, score_chunk
+from tasks.scoring import CaseRow, ChunkSummary, score_chunk
 from tasks.suites import resolve_suite
 from tasks.verdicts import verdict_state
 
@@ -56,7 +60,13 @@ def _run_name() -> str:
     return run_name(flow_run.parameters)
 
 
-@flow(name="suite-run", flow_run_name=_run_name, persist_result=False, log_prints=False)
+@flow(
+    name="suite-run",
+    flow_run_name=_run_name,
+    task_runner=chunk_runner(),
+    persist_result=False,
+    log_prints=False,
+)
 def suite_run(
     suite: str,
     outputs: str,
@@ -139,13 +149,9 @@ def suite_run(
         close_interrupted_attempt(killed, plan.run_id)
     try:
         progress = ProgressReporter(store_uri, aggregate)
-        metrics = RunMetrics()
-        budget: Decision | None = None
-        redactions: dict[str, int] | None = None
-        repeats = 1
-        rows: list[CaseRow] = []
-        for number, (piece, ids) in enumerate(pieces):
-            summary = score_chunk(
+        running = RunMetrics()
+        futures = [
+            score_chunk.submit(
                 store_uri,
                 plan.run_id,
                 version.ref,
@@ -159,6 +165,21 @@ def suite_run(
                 fresh_judge,
                 judge_repeats,
             )
+            for number, (piece, ids) in enumerate(pieces)
+        ]
+        summaries: list[ChunkSummary] = []
+        for future in as_completed(futures):
+            summary = future.result()
+            summaries.append(summary)
+            running.merge(summary.metrics)
+            progress.chunk_done(running)
+        # Merged in chunk order, not completion order: float sums then match a sequential run.
+        metrics = RunMetrics()
+        budget: Decision | None = None
+        redactions: dict[str, int] | None = None
+        repeats = 1
+        rows: list[CaseRow] = []
+        for summary in sorted(summaries, key=lambda done: done.chunk):
             metrics.merge(summary.metrics)
             budget = strictest(budget, summary.budget)
             aggregate.judge = summary.judge or aggregate.judge
@@ -166,7 +187,6 @@ def suite_run(
                 redactions = add_counts(redactions or {}, summary.redactions)
                 repeats = max(repeats, summary.judge_repeats)
             rows.extend(summary.rows)
-            progress.chunk_done(metrics)
         regression = compare_task(
             store_uri, aggregate, metrics, golden.regression_threshold, baseline
         )

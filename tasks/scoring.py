@@ -9,6 +9,7 @@ re-scores the chunk, which is deterministic, and re-writes identical bytes, whic
 from __future__ import annotations
 
 import gc
+import threading
 from functools import lru_cache
 
 from prefect import task
@@ -31,6 +32,8 @@ from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
 TABLE_ROWS_PER_CHUNK = 200
+_PREPARING = threading.Lock()
+"""Chunks scored in parallel threads compile a suite once, not once per thread."""
 
 
 class CaseRow(BaseModel):
@@ -60,11 +63,18 @@ class ChunkSummary(BaseModel):
     """Redactions per kind in this chunk's judge prompts (counts only)."""
 
 
-@lru_cache(maxsize=4)
 def _prepared(
     store: str, suite_ref: str, sample: int | None, seed: int
 ) -> tuple[CompiledSuite, frozenset[str]]:
     """Compiled scorers and the selected case ids, once per process for an immutable version."""
+    with _PREPARING:
+        return _compiled(store, suite_ref, sample, seed)
+
+
+@lru_cache(maxsize=4)
+def _compiled(
+    store: str, suite_ref: str, sample: int | None, seed: int
+) -> tuple[CompiledSuite, frozenset[str]]:
     _, suite = registry.resolve(evidence_store(store), suite_ref)
     selected = select_cases([case.id for case in suite.cases], sample, seed)
     compiled = CompiledSuite.compile(suite)

@@ -21,7 +21,9 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("ASSAY_STORE", None)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
+from tests.dask_cluster import dask_cluster  # noqa: E402
 from tests.judge_server import judge_env, judge_server, judge_server_session  # noqa: E402
+from tests.prefect_server import postgres_url, prefect_server  # noqa: E402
 from tests.servers import (  # noqa: E402 - fixtures for every test module; env is set first
     moto_s3,
     rclone_s3,
@@ -31,10 +33,13 @@ from tests.servers import (  # noqa: E402 - fixtures for every test module; env 
 )
 
 __all__ = [
+    "dask_cluster",
     "judge_env",
     "judge_server",
     "judge_server_session",
     "moto_s3",
+    "postgres_url",
+    "prefect_server",
     "rclone_s3",
     "restartable_moto",
     "restartable_rclone",

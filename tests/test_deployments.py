@@ -31,6 +31,7 @@ def _paths(value: Any) -> list[str]:
 def test_the_deployments_are_the_documented_ones() -> None:
     assert set(DEPLOYMENTS) == {
         "nightly",
+        "nightly-job",
         "on-demand",
         "monitor-hourly",
         "gate",

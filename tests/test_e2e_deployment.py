@@ -5,100 +5,22 @@ text anywhere in the server's database or the bucket."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.servers import (
-    ACCESS_KEY_ID,
-    REGION,
-    SECRET_ACCESS_KEY,
-    S3Server,
-    free_port,
-    stop_process,
-)
+from tests.prefect_server import api_call, pool_and_deployments, run_cli
+from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server, stop_process
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 CANARY = "CANARY-e2e-4b1d-never-stored"
-
-
-def _wait_healthy(api: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{api}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"Prefect server at {api} did not become healthy in {timeout} s")
-
-
-def _api(api: str, path: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(
-        f"{api}{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
-@pytest.fixture
-def prefect_server(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """`prefect server start` on a free port with its own home; yields the env to reach it."""
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PREFECT_", "ASSAY_", "AWS_"))
-    }
-    env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_API_URL": api,
-        "PREFECT_UI_API_URL": api,
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-    }
-    log = (tmp_path / "server.log").open("wb")
-    server = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        _wait_healthy(api)
-        yield env
-    finally:
-        stop_process(server, SHUTDOWN_GRACE_SECONDS)
-        log.close()
-
-
-def _run(env: dict[str, str], *command: str) -> str:
-    done = subprocess.run(
-        [str(BIN / command[0]), *command[1:]],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def _canary_outputs(tmp_path: Path) -> Path:
@@ -138,8 +60,8 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
     bucket = moto_s3.create_bucket()
     outputs = _canary_outputs(tmp_path)
 
-    _run(env, "prefect", "block", "register", "-m", "blocks")
-    _run(
+    run_cli(env, "prefect", "block", "register", "-m", "blocks")
+    run_cli(
         env,
         "assay",
         "store",
@@ -156,19 +78,11 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
         "--secret-access-key",
         SECRET_ACCESS_KEY,
     )
-    _run(env, "prefect", "work-pool", "create", "assay", "--type", "process")
-    _run(
-        env,
-        "prefect",
-        "--no-prompt",
-        "deploy",
-        "--prefect-file",
-        "deployments/prefect.yaml",
-        "--all",
-    )
-    deployments = _api(api, "/deployments/filter", {})
+    pool_and_deployments(env)
+    deployments = api_call(api, "/deployments/filter", {})
     assert {d["name"] for d in deployments} == {
         "nightly",
+        "nightly-job",
         "on-demand",
         "monitor-hourly",
         "gate",
@@ -193,7 +107,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
             "subject": "agent:support-bot@e2e",
             "storage_block": "e2e-evidence",
         }
-        _run(
+        run_cli(
             env,
             "prefect",
             "deployment",
@@ -209,7 +123,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
         stop_process(worker, SHUTDOWN_GRACE_SECONDS)
         worker_log.close()
 
-    runs = _api(api, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": ["on-demand"]}}})
+    runs = api_call(api, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": ["on-demand"]}}})
     assert len(runs) == 1
     run = runs[0]
     assert run["state_type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-3000:]
@@ -219,7 +133,7 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
     scored = _scored_in_process(outputs)
     passed = scored["passed"] / scored["scored"] >= 0.8  # the example suite's pass threshold
     assert run["state_name"] == ("Passed" if passed else "Not passed")  # named for the verdict
-    artifacts = _api(
+    artifacts = api_call(
         api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
     )
     assert {a["type"] for a in artifacts} >= {"markdown", "table"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from contextlib import nullcontext
 from importlib import import_module
 from typing import Annotated, Any, cast
 
@@ -39,8 +41,14 @@ def execute_run(
     fresh_judge: bool = False,
     calibration: str | None = None,
     judge_repeats: int | None = None,
+    dask: str | None = None,
+    workers: int | None = None,
+    chunk_size: int | None = None,
 ) -> EvalResult:
-    """Publish (if a file), then run the suite-run flow in this process."""
+    """Publish (if a file), then run the suite-run flow in this process; its chunks are scored
+    on threads here, on an existing Dask cluster (`dask`) or on `workers` local processes."""
+    if chunk_size is not None and chunk_size < 1:
+        common.fail("--chunk-size must be at least 1")
     _, result = launch_suite_flow(
         "suite_run",
         (),
@@ -58,6 +66,8 @@ def execute_run(
         fresh_judge=fresh_judge,
         calibration=calibration,
         judge_repeats=judge_repeats,
+        chunks_on=(dask, workers),
+        **({"chunk_size": chunk_size} if chunk_size else {}),
     )
     return cast(EvalResult, result)
 
@@ -72,6 +82,7 @@ def launch_suite_flow(
     subject: str | None,
     sample: int | None,
     store: str | None,
+    chunks_on: tuple[str | None, int | None] | None = None,
     **parameters: Any,
 ) -> tuple[EvidenceStore, Any]:
     """Publish the suite (if a file), parse the subject once, then run `flows.<flow>` (the
@@ -90,9 +101,18 @@ def launch_suite_flow(
     from prefect import tags as run_tags
 
     run = getattr(import_module(f"flows.{flow}"), flow)
+    on_workers: Any = nullcontext()
+    if chunks_on is not None:  # `--dask`/`--workers` (or ASSAY_DASK_ADDRESS) for the chunks
+        from flows.runners import api_for_workers, reachable_chunk_runner
+
+        runner = common.guarded(lambda: reachable_chunk_runner(*chunks_on))
+        # A temporary cluster's scheduler lives in this process and logs every worker's coming
+        # and going at INFO through Prefect's console handler; a terminal wants warnings only.
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+        run, on_workers = run.with_options(task_runner=runner), api_for_workers(runner)
     name = registry.parse_ref(ref)[0]
     labels = ("assay", *tags, f"suite:{name}", f"subject:{who}")
-    with run_tags(*labels), common.progress_bar(show_progress):
+    with run_tags(*labels), on_workers, common.progress_bar(show_progress):
         result = common.guarded(
             lambda: common.launch(
                 run,
@@ -170,6 +190,21 @@ def run(
     case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     calibration: common.CalibrationOption = None,
     judge_repeats: common.JudgeRepeatsOption = None,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            help="Score chunks on the Dask scheduler at ADDRESS (or block:NAME); "
+            "default $ASSAY_DASK_ADDRESS.",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Score chunks on a temporary local Dask cluster of N."),
+    ] = None,
+    chunk_size: Annotated[
+        int | None, typer.Option("--chunk-size", help="Cases per scoring chunk (default 2000).")
+    ] = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
@@ -187,6 +222,9 @@ def run(
         fresh_judge=fresh_judge,
         calibration=calibration,
         judge_repeats=judge_repeats,
+        dask=dask,
+        workers=workers,
+        chunk_size=chunk_size,
     )
     if as_json:
         common.print_json(_result_json(result))
