@@ -43,8 +43,10 @@ def suite_run_verdict(result: EvalResult) -> FlowVerdict:
     threshold = f"threshold {result.pass_threshold:.2f}"
     if result.passed:
         return FlowVerdict(name="Passed", message=f"{rate}, {threshold}")
-    why = result.verdict_reason or f"{rate}, below {threshold}"
-    return FlowVerdict(name="Not passed", message=why)
+    coverage = m.coverage
+    if result.verdict_reason and (coverage is None or coverage < result.min_coverage):
+        return FlowVerdict(name="Not passed", message=result.verdict_reason)
+    return FlowVerdict(name="Not passed", message=f"{rate}, below {threshold}")
 
 
 def gate_verdict(decision: GateDecision) -> FlowVerdict:

@@ -16,7 +16,7 @@ from assay.cli.judging import check_judge_options
 from assay.judge.reliability import judge_lines
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
-from assay.runs.lifecycle import settle
+from assay.runs.lifecycle import recorded_for_resume, settle
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings, why_not
 from assay.store import EvidenceStore
@@ -97,6 +97,8 @@ def launch_suite_flow(
     )
     evidence = common.open_evidence(store)
     ref = common.resolve_suite_arg(evidence, suite, outputs)
+    if parameters.get("resume"):
+        common.guarded(lambda: recorded_for_resume(evidence, parameters["run_id"]))
     common.prefect_defaults()
     from prefect import tags as run_tags
 

@@ -121,6 +121,20 @@ def _refusal(recorded: RunAggregate, plan: RunPlan) -> str | None:
     return f"run {recorded.run_id} was recorded with " + "; ".join(differ)
 
 
+def recorded_for_resume(store: EvidenceStore, run_id: str) -> RunAggregate:
+    """The recorded run a `--resume` names (the CLI asks before any Prefect API starts).
+
+    Raises:
+        NotFoundError: the store holds no run with that id.
+    """
+    try:
+        return load_aggregate(store, run_id)
+    except NotFoundError:
+        raise NotFoundError(
+            f"no run {shown(run_id)} to resume in {store.uri} (see `assay runs list`)"
+        ) from None
+
+
 def begin_run(
     store: EvidenceStore, plan: RunPlan, owner: RunOwner, *, resuming: bool
 ) -> RunAggregate:
@@ -132,14 +146,13 @@ def begin_run(
         NotFoundError: `resuming` a run id the store does not hold.
         InputError: the resume does not match the recorded run, or that run is still live.
     """
-    try:
-        recorded = load_aggregate(store, plan.run_id)
-    except NotFoundError:
-        if resuming:
-            raise NotFoundError(
-                f"no run {shown(plan.run_id)} to resume in {store.uri} (see `assay runs list`)"
-            ) from None
-        return start_run(store, plan, owner)
+    if resuming:
+        recorded = recorded_for_resume(store, plan.run_id)
+    else:
+        try:
+            recorded = load_aggregate(store, plan.run_id)
+        except NotFoundError:
+            return start_run(store, plan, owner)
     refusal = _refusal(recorded, plan)
     if refusal is not None:
         raise InputError("--resume", f"{refusal}; nothing was changed")
