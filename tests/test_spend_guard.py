@@ -246,7 +246,10 @@ root, base_url, chunk, first, last = sys.argv[1:6]
 store = FileStore(root)
 pin_prompt = load_prompt().version
 setup = JudgeSetup(
-    make_judge=lambda: OpenAIJudge("judge-test-model", base_url=base_url, api_key="test"),
+    # One attempt per call, a generous timeout: every request the server counts is one call.
+    make_judge=lambda: OpenAIJudge(
+        "judge-test-model", base_url=base_url, api_key="test", max_attempts=1, timeout=120.0
+    ),
     skip_reason="", model="judge-test-model", prompt_version=pin_prompt,
     prices=Prices(input_per_million=0, output_per_million=10_000), max_concurrency=4,
 )
