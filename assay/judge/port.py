@@ -219,7 +219,7 @@ async def judge_all(
     judge: Judge,
     requests: Sequence[JudgeRequest],
     max_concurrency: int,
-    on_verdict: Callable[[int, Verdict], None] | None = None,
+    on_verdict: Callable[[int, Verdict], Awaitable[None] | None] | None = None,
     stop: Callable[[], BaseException | None] | None = None,
 ) -> list[Verdict]:
     """Judge many outputs with at most `max_concurrency` calls in flight; verdicts in order.
@@ -239,7 +239,9 @@ async def judge_all(
         max_concurrency: Calls in flight at most (>= 1).
         on_verdict: Called with (request index, verdict) as each verdict arrives, while other
             calls are still in flight — so per-verdict work (e.g. writing the verdict cache)
-            overlaps the judge's latency instead of following it.
+            overlaps the judge's latency instead of following it. When it returns an
+            awaitable, the call's concurrency slot is held until it completes: at most
+            `max_concurrency` verdicts are ever asked for or arrived but not yet kept.
         stop: Asked before each call is started; when it returns an error, no further call
             starts, the calls in flight finish (their verdicts still reach `on_verdict`), and
             that error is raised — e.g. the store can no longer take the verdicts or the spend.
@@ -264,7 +266,7 @@ async def _bounded(
     requests: Sequence[RequestT],
     max_concurrency: int,
     on_error: Callable[[RequestT, Exception], ResultT],
-    on_result: Callable[[int, ResultT], None] | None = None,
+    on_result: Callable[[int, ResultT], Awaitable[None] | None] | None = None,
     stop: Callable[[], BaseException | None] | None = None,
 ) -> list[ResultT]:
     """Run `call` over `requests` with at most `max_concurrency` in flight; results in order.
@@ -286,7 +288,9 @@ async def _bounded(
                 result = on_error(request, exc)
             results[index] = result
             if on_result is not None:
-                on_result(index, result)
+                kept = on_result(index, result)
+                if kept is not None:
+                    await kept  # the slot is held until the result is kept
         finally:
             slots.release()
 
@@ -398,7 +402,7 @@ async def judge_pairs_all(
     judge: PairJudge,
     requests: Sequence[PairRequest],
     max_concurrency: int,
-    on_verdict: Callable[[int, PairVerdict], None] | None = None,
+    on_verdict: Callable[[int, PairVerdict], Awaitable[None] | None] | None = None,
     stop: Callable[[], BaseException | None] | None = None,
 ) -> list[PairVerdict]:
     """Judge many pairs with at most `max_concurrency` calls in flight; verdicts in order.

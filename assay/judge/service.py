@@ -73,8 +73,6 @@ CACHE_LAYOUT: Final = 2
 """Bumped whenever what a cache key covers changes: older entries then become misses."""
 CacheKind = Literal["check", "pairwise", "calibration", "outcome"]
 FREE: Final = Prices(input_per_million=0, output_per_million=0)
-CACHE_WRITERS: Final = 4
-"""Threads writing verdict-cache records while judge calls are in flight."""
 DEFAULT_MAX_OUTPUT_TOKENS: Final = 400
 """Tokens a judge may answer with (reasoning + verdict JSON), and what the preflight prices."""
 CONTENTION_RETRIES: Final = 3
@@ -165,7 +163,7 @@ class _Way(Generic[RequestT, VerdictT]):
             Judge,
             Sequence[RequestT],
             int,
-            Callable[[int, VerdictT], None],
+            Callable[[int, VerdictT], Awaitable[None] | None],
             Callable[[], BaseException | None],
         ],
         Awaitable[list[VerdictT]],
@@ -181,7 +179,7 @@ async def _ask_verdicts(
     judge: Judge,
     requests: Sequence[JudgeRequest],
     limit: int,
-    on_verdict: Callable[[int, Verdict], None],
+    on_verdict: Callable[[int, Verdict], Awaitable[None] | None],
     stop: Callable[[], BaseException | None],
 ) -> list[Verdict]:
     return await judge_all(judge, requests, limit, on_verdict, stop)
@@ -191,7 +189,7 @@ async def _ask_pairs(
     judge: Judge,
     requests: Sequence[PairRequest],
     limit: int,
-    on_verdict: Callable[[int, PairVerdict], None],
+    on_verdict: Callable[[int, PairVerdict], Awaitable[None] | None],
     stop: Callable[[], BaseException | None],
 ) -> list[PairVerdict]:
     if not isinstance(judge, PairJudge):
@@ -506,31 +504,33 @@ def _ask(
 
     Each returned call goes to a writer thread, which appends its spend to the ledger and
     *then* caches its verdict: a verdict is never kept (so never re-judged for free) without its
-    spend on record. The writes overlap the calls still in flight, so neither their latency
-    (fsync, an S3 round trip) nor their I/O blocks the event loop. When a write fails — the
-    store cannot take the spend or the evidence — no further call is started.
+    spend on record. The call's concurrency slot is held until then, so a kill -9 can leave at
+    most `max_concurrency` calls paid but unrecorded; the writes overlap the other calls in
+    flight, so neither their latency (fsync, an S3 round trip) nor their I/O blocks the event
+    loop. When a write fails — the store cannot take the spend or the evidence — no further
+    call is started.
     """
     pin = setup.pin
     capped = [
         request.model_copy(update={"max_output_tokens": setup.max_output_tokens})
         for _, request in batch
     ]
-    failure: list[BaseException] = []
+    failure: list[Exception] = []
 
     def keep(position: int, verdict: VerdictT) -> None:
         try:
             spend.call(verdict)
             if way.cacheable(verdict, pin):
                 store.put_once_if_absent(batch[position][0], verdict.model_dump_json().encode())
-        except BaseException as exc:
+        except Exception as exc:  # no further call starts (see `stop`); raised below
             failure.append(exc)
-            raise
 
-    with concurrent.futures.ThreadPoolExecutor(CACHE_WRITERS) as writers:
-        writes: list[concurrent.futures.Future[None]] = []
+    with concurrent.futures.ThreadPoolExecutor(setup.max_concurrency) as writers:
 
-        def arrived(position: int, verdict: VerdictT) -> None:
-            writes.append(writers.submit(keep, position, verdict))
+        def arrived(position: int, verdict: VerdictT) -> Awaitable[None]:
+            # Awaited while the call holds its concurrency slot: at most `max_concurrency`
+            # calls are ever in flight or returned but not yet on record.
+            return asyncio.get_running_loop().run_in_executor(writers, keep, position, verdict)
 
         async def call() -> list[VerdictT]:
             assert setup.make_judge is not None
@@ -548,13 +548,8 @@ def _ask(
                 if close is not None:
                     await close()
 
-        try:
-            answers = run_sync(call())
-        finally:
-            for write in writes:
-                with suppress(Exception):
-                    write.result()
-        if failure:
-            raise failure[0]  # the task fails and is retried; what was recorded stays
+        answers = run_sync(call())
+    if failure:
+        raise failure[0]  # the task fails and is retried; what was recorded stays
     spend.close()
     return answers
