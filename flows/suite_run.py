@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.futures import as_completed
+from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
 
 from assay.finops.budget import Decision, strictest
@@ -147,6 +147,7 @@ def suite_run(
     killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
     if killed is not None and killed != this_run:
         close_interrupted_attempt(killed, plan.run_id)
+    futures: list[PrefectFuture[ChunkSummary]] = []
     try:
         progress = ProgressReporter(store_uri, aggregate)
         running = RunMetrics()
@@ -205,6 +206,9 @@ def suite_run(
         )
         result = finish_run_task(store_uri, aggregate, metrics, regression, budget, reliability)
     except BaseException as exc:
+        # No chunk outlives its failed run: one still retrying its writes would race the
+        # evidence of the re-run that resumes it.
+        wait(futures)
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar, cast, get_args
 
@@ -200,6 +201,17 @@ def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) ->
             soft_wrap=True,
         )
     return cast(T, state.result())
+
+
+def run_flow(name: str, labels: Sequence[str], *, quiet: bool, **parameters: Any) -> Any:
+    """Connect to Prefect, then run `flows.<name>` in this process, tagged `assay` + `labels`;
+    Assay's errors become one line and exit 2. Call it only once the inputs are validated."""
+    prefect_defaults()
+    from prefect import tags
+
+    flow = getattr(import_module(f"flows.{name}"), name)
+    with tags("assay", *labels):
+        return guarded(lambda: launch(flow, quiet=quiet, **parameters))
 
 
 @contextmanager

@@ -101,22 +101,15 @@ def calibrate_command(
     missing = None if judge_block else judge_skip_reason()
     if missing is not None:
         common.fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")
-    common.prefect_defaults()
-    from prefect import tags
-
-    from flows.calibration import calibration
-
-    with tags("assay", "calibration"):
-        report: CalibrationReport = common.guarded(
-            lambda: common.launch(
-                calibration,
-                quiet=as_json,
-                calibration_set=str(calibration_set),
-                store=evidence.uri,
-                judge_block=judge_block,
-                fresh_judge=fresh_judge,
-            )
-        )
+    report: CalibrationReport = common.run_flow(
+        "calibration",
+        ("calibration",),
+        quiet=as_json,
+        calibration_set=str(calibration_set),
+        store=evidence.uri,
+        judge_block=judge_block,
+        fresh_judge=fresh_judge,
+    )
     if as_json:
         common.print_json(report.model_dump(mode="json"))
     else:

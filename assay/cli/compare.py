@@ -27,26 +27,19 @@ def compare_command(
     swapped. Cases without an llm_judge check are not compared (the rubric is what is judged)."""
     evidence = common.open_evidence(store)
     ref = common.resolve_suite_arg(evidence, suite, outputs_a, outputs_b)
-    common.prefect_defaults()
-    from prefect import tags
-
-    from flows.compare import compare
-
-    with tags("assay", f"suite:{registry.parse_ref(ref)[0]}", "compare"):
-        report = common.guarded(
-            lambda: common.launch(
-                compare,
-                quiet=as_json,
-                suite=ref,
-                outputs_a=outputs_a,
-                outputs_b=outputs_b,
-                label_a=label_a,
-                label_b=label_b,
-                store=evidence.uri,
-                judge_block=judge_block,
-                fresh_judge=fresh_judge,
-            )
-        )
+    report = common.run_flow(
+        "compare",
+        (f"suite:{registry.parse_ref(ref)[0]}", "compare"),
+        quiet=as_json,
+        suite=ref,
+        outputs_a=outputs_a,
+        outputs_b=outputs_b,
+        label_a=label_a,
+        label_b=label_b,
+        store=evidence.uri,
+        judge_block=judge_block,
+        fresh_judge=fresh_judge,
+    )
     if as_json:
         common.print_json(report.model_dump(mode="json"))
         return

@@ -63,23 +63,16 @@ def monitor_command(
     common.guarded(
         lambda: (windows(window, end), expected_subjects(expect or []), read_signals(source))
     )
-    common.prefect_defaults()
-    from prefect import tags
-
-    from flows.monitor import monitor
-
-    with tags("assay", "monitor"):
-        report = common.guarded(
-            lambda: common.launch(
-                monitor,
-                quiet=as_json,
-                signals=source,
-                window=window,
-                now=end,
-                expect=expect,
-                store=evidence.uri,
-            )
-        )
+    report = common.run_flow(
+        "monitor",
+        ("monitor",),
+        quiet=as_json,
+        signals=source,
+        window=window,
+        now=end,
+        expect=expect,
+        store=evidence.uri,
+    )
     if as_json:
         common.print_json(report.model_dump(mode="json"))
         return

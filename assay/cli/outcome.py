@@ -40,24 +40,17 @@ def outcome_command(
     evidence = common.open_evidence(store)
     common.guarded(lambda: load_contract(contract))  # bad input fails before Prefect starts
     common.guarded(lambda: check_records(records))
-    common.prefect_defaults()
-    from prefect import tags
-
-    from flows.outcome import outcome
-
-    with tags("assay", "outcome"):
-        report = common.guarded(
-            lambda: common.launch(
-                outcome,
-                quiet=as_json,
-                records=records,
-                contract=contract,
-                store=evidence.uri,
-                judge_block=judge_block,
-                notification_block=notification_block,
-                fresh_judge=fresh_judge,
-            )
-        )
+    report = common.run_flow(
+        "outcome",
+        ("outcome",),
+        quiet=as_json,
+        records=records,
+        contract=contract,
+        store=evidence.uri,
+        judge_block=judge_block,
+        notification_block=notification_block,
+        fresh_judge=fresh_judge,
+    )
     if as_json:
         common.print_json(
             {

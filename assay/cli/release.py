@@ -100,17 +100,9 @@ def release_command(
     evidence = common.open_evidence(store)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
     common.guarded(lambda: (load_contract(contract), load_trials(trials)))
-    common.prefect_defaults()
-    from prefect import tags
-
-    from flows.release import release
-
-    with tags("assay", "release"):
-        report = common.guarded(
-            lambda: common.launch(
-                release, quiet=as_json, trials=trials, contract=contract, store=evidence.uri
-            )
-        )
+    report = common.run_flow(
+        "release", ("release",), quiet=as_json, trials=trials, contract=contract, store=evidence.uri
+    )
     if as_json:
         common.print_json(report.model_dump(mode="json"))
     else:

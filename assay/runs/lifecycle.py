@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from assay.errors import InputError, NotFoundError, shown
+from assay.hashing import store_secret
 from assay.runs.records import (
     RunAggregate,
     RunOwner,
@@ -146,6 +147,9 @@ def begin_run(
         NotFoundError: `resuming` a run id the store does not hold.
         InputError: the resume does not match the recorded run, or that run is still live.
     """
+    # The output-hash secret exists before any chunk runs: parallel chunks on a store without
+    # conditional writes would otherwise each create (and hash under) a secret of their own.
+    store_secret(store)
     if resuming:
         recorded = recorded_for_resume(store, plan.run_id)
     else:
