@@ -25,13 +25,16 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from assay.finops.ledger import read_costs
 from assay.judge import BUDGET_BLOCKED, JUDGED, NO_CREDENTIALS, NO_JUDGE, Verdict, load_prompt
 from assay.judge.port import is_known_reason
+from assay.judge.redaction import RedactionSettings
 from assay.runs.records import EvidenceChunk
 from assay.scorers import Status
 from assay.store import FileStore
@@ -255,22 +258,26 @@ def test_a_real_model_judges_through_the_whole_pipeline(
     # 500 to json_schema, so the adapter fell back to json_object (schema-constrained).
     verdicts = [Verdict.model_validate_json(store.get(k)) for k in store.list("judge-cache/")]
     assert len(verdicts) == parsed
-    prompt_version = load_prompt().version
+    # Redaction is on by default, and its settings are part of the pinned prompt version.
+    prompt_version = RedactionSettings.configured().prompt_version(load_prompt().version)
     for verdict in verdicts:
         assert verdict.status in ("pass", "fail") and verdict.reason == JUDGED
         assert verdict.mode == "json_object"
         assert (verdict.model, verdict.prompt_version) == (llama_server.model, prompt_version)
         assert verdict.input_tokens > 0 and verdict.output_tokens > 0
 
-    # Usage priced into the cost ledger.
-    (ledger_key,) = [k for k in store.list("costs/") if result.run_id in k]
-    ledger = json.loads(store.get(ledger_key))
-    assert ledger["calls"] == judged
-    assert ledger["input_tokens"] > 0 and ledger["output_tokens"] > 0
-    expected_cost = (
-        ledger["input_tokens"] * INPUT_PRICE + ledger["output_tokens"] * OUTPUT_PRICE
-    ) / 1e6
-    assert ledger["cost_usd"] == pytest.approx(expected_cost)
+    # Usage priced into the cost ledger (per-call records and batch summaries, read as budgets
+    # read them).
+    today = datetime.now(UTC).date()
+    spend = [
+        r for r in read_costs(store, today - timedelta(days=1), today) if r.run_id == result.run_id
+    ]
+    assert sum(r.calls for r in spend) == judged
+    input_tokens = sum(r.input_tokens for r in spend)
+    output_tokens = sum(r.output_tokens for r in spend)
+    assert input_tokens > 0 and output_tokens > 0
+    expected_cost = (input_tokens * INPUT_PRICE + output_tokens * OUTPUT_PRICE) / 1e6
+    assert sum(r.cost_usd for r in spend) == pytest.approx(expected_cost)
     assert m.judge_cost_usd == pytest.approx(expected_cost) and m.judge_cost_usd > 0
 
     # Again: parsed verdicts come from the cache and cost nothing; only the skipped are re-asked.
