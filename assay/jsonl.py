@@ -12,7 +12,7 @@ from typing import Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from assay.errors import InputError
+from assay.errors import InputError, shown
 
 Record = TypeVar("Record", bound=BaseModel)
 
@@ -80,3 +80,23 @@ def parse_record(
             raise InputError(source, unknown_field, line=line, field=named) from None
         problem = first["msg"].removeprefix("Value error, ")
         raise InputError(source, problem, line=line, field=field) from None
+
+
+class FirstLines:
+    """The line each record id was first seen on, so that a repeated id is an input error
+    naming both lines: `duplicate trial id 't0' (first at line 1)`."""
+
+    def __init__(self, source: str, what: str, field: str) -> None:
+        self._source, self._what, self._field = source, what, field
+        self._first: dict[str, int] = {}
+
+    def claim(self, record_id: str, line: int) -> None:
+        """Note `record_id` on `line`; raise InputError when an earlier line already had it."""
+        first = self._first.setdefault(record_id, line)
+        if first != line:
+            raise InputError(
+                self._source,
+                f"duplicate {self._what} {shown(record_id)} (first at line {first})",
+                line=line,
+                field=self._field,
+            )

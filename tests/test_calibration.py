@@ -232,7 +232,7 @@ def test_calibration_sets_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"set.jsonl.*line 2"):
         load_set(path)
     path.write_text(good[0].model_dump_json() + "\n" + good[0].model_dump_json() + "\n")
-    with pytest.raises(InputError, match=r"line 2.*already labelled on line 1"):
+    with pytest.raises(InputError, match=r"line 2.*duplicate item id .* \(first at line 1\)"):
         load_set(path)
 
 

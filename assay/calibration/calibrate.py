@@ -17,6 +17,8 @@ from assay.store import EvidenceStore
 
 CALIBRATION_SUITE = "calibration"
 """The suite name calibration spend is budgeted and recorded under."""
+_ASKED = {"input", "expected", "rubric", "output"}
+"""The item fields the judge sees; with the output hashed, they key its cached verdict."""
 
 
 def calibrate(
@@ -36,19 +38,9 @@ def calibrate(
     pin = JudgePin(model=setup.model, prompt_version=setup.prompt_version)
     requests = []
     for item in items:
-        content = {
-            "input": item.input,
-            "expected": item.expected,
-            "rubric": item.rubric,
-            "output": hasher(item.output),
-        }
-        request = JudgeRequest(
-            case_id=item.item_id,
-            input=item.input,
-            expected=item.expected,
-            rubric=item.rubric,
-            output=item.output,
-        )
+        asked = item.model_dump(include=_ASKED)
+        content = {**asked, "output": hasher(item.output)}
+        request = JudgeRequest(case_id=item.item_id, **asked)
         requests.append((cache_key(hasher, "calibration", pin, content), request))
     judged = judge_requests(
         store,

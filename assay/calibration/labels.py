@@ -15,8 +15,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from assay.errors import InputError, shown
-from assay.jsonl import parse_record
+from assay.errors import InputError
+from assay.jsonl import FirstLines, parse_record
 from assay.outputs import index_outputs, read_slice
 from assay.scorers import clamp
 from assay.scorers.judge import LlmJudgeConfig
@@ -60,7 +60,7 @@ def load_set(path: str | Path) -> list[CalibrationItem]:
     """Read a calibration set; malformed lines and repeated item ids name file and line."""
     source = str(path)
     items: list[CalibrationItem] = []
-    seen: dict[str, int] = {}
+    first_lines = FirstLines(source, "item id", "item_id")
     try:
         lines = Path(path).read_text(encoding="utf-8").split("\n")
     except OSError as exc:
@@ -71,14 +71,7 @@ def load_set(path: str | Path) -> list[CalibrationItem]:
         if not line.strip():
             continue
         item = parse_record(CalibrationItem, line, source, number)
-        if item.item_id in seen:
-            raise InputError(
-                source,
-                f"item {shown(item.item_id)} was already labelled on line {seen[item.item_id]}",
-                line=number,
-                field="item_id",
-            )
-        seen[item.item_id] = number
+        first_lines.claim(item.item_id, number)
         items.append(item)
     return items
 
@@ -104,14 +97,7 @@ class LabelTask(BaseModel):
     def labelled(self, label: Label, labeler: str, now: datetime | None = None) -> CalibrationItem:
         """The calibration item a person's label turns this task into."""
         return CalibrationItem(
-            item_id=self.item_id,
-            input=self.input,
-            output=self.output,
-            rubric=self.rubric,
-            expected=self.expected,
-            label=label,
-            labeler=labeler,
-            labeled_at=now or datetime.now(UTC),
+            **self.model_dump(), label=label, labeler=labeler, labeled_at=now or datetime.now(UTC)
         )
 
 

@@ -313,16 +313,12 @@ class GateReport(BaseModel):
     def of(cls, run: GateRun) -> GateReport:
         """The report of a gate run."""
         decision = run.decision
-        return cls(
-            verdict=decision.verdict,
-            reasons=decision.reasons,
-            warnings=decision.warnings,
-            run_id=decision.run_id,
-            effective_verdict=decision.verdict,
-            rules=decision.rules,
-            unjudged_cases=decision.unjudged_cases,
-            result=run.result,
-        )
+        recorded = {name: getattr(decision, name) for name in _RECORDED_IN_REPORT}
+        return cls(**recorded, effective_verdict=decision.verdict, result=run.result)
+
+
+_RECORDED_IN_REPORT: Final = GateReport.model_fields.keys() & GateDecision.model_fields.keys()
+"""The fields a gate report copies from its recorded decision."""
 
 
 def uses_judge(suite: Suite) -> bool:

@@ -24,8 +24,8 @@ from pydantic import (
     field_validator,
 )
 
-from assay.errors import InputError, shown
-from assay.jsonl import parse_record
+from assay.errors import InputError
+from assay.jsonl import FirstLines, parse_record
 from assay.outputs import OutputSource
 
 TrialVerdict = Literal["verified", "failed", "unknown", "declined"]
@@ -161,20 +161,12 @@ def load_trials(uri: str) -> list[Trial]:
             naming the file, the line and the field.
     """
     trials: list[Trial] = []
-    first_line: dict[str, int] = {}
+    first_lines = FirstLines(uri, "trial id", "trial_id")
     for number, raw in enumerate(_read(uri).split(b"\n"), start=1):
         if not raw.strip():
             continue
         trial = parse_trial(raw, uri, number)
-        first = first_line.get(trial.trial_id)
-        if first is not None:
-            raise InputError(
-                uri,
-                f"duplicate trial id {shown(trial.trial_id)} (first at line {first})",
-                line=number,
-                field="trial_id",
-            )
-        first_line[trial.trial_id] = number
+        first_lines.claim(trial.trial_id, number)
         trials.append(trial)
     if not trials:
         raise InputError(uri, "no trials: the file holds no JSON lines")

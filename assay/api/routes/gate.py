@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from assay.api.auth import Operator, Store, Viewer
+from assay.api.auth import Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
-from assay.api.routes.runs import IdempotencyKey, RunId, submit
+from assay.api.routes.runs import RunId, Submit
 from assay.api.runner import RunRequest
 from assay.gate.decision import GateReport, GateRun, load_decision
 from assay.gate.overrides import GateCheck, check_gate
@@ -24,18 +24,11 @@ def _report(store: EvidenceStore, run_id: str) -> GateReport:
 
 
 @router.post("/gate", response_model=GateReport)
-async def run_gate(
-    body: RunRequest,
-    request: Request,
-    response: Response,
-    store: Store,
-    _: Operator,
-    idempotency_key: IdempotencyKey = None,
-) -> GateReport:
+async def run_gate(body: RunRequest, submission: Submit) -> GateReport:
     """Run the suite in the gate flow and return the recorded decision (verdict, reasons,
     warnings, rules, the EvalResult): HTTP 200 whatever the verdict."""
-    run_id = await submit(request, response, store, body, idempotency_key, "gate")
-    return await run_in_threadpool(_report, store, run_id)
+    run_id = await submission.run(body, "gate")
+    return await run_in_threadpool(_report, submission.store, run_id)
 
 
 @router.get("/gates/{run_id}", response_model=GateCheck)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any, Final
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -44,44 +44,49 @@ def run_id_of(outcome: EvalResult | GateRun) -> str:
     return outcome.run_id if isinstance(outcome, EvalResult) else outcome.decision.run_id
 
 
-async def submit(
-    request: Request,
-    response: Response,
-    store: EvidenceStore,
-    body: RunRequest,
-    key: str | None,
-    flow: FlowName,
-) -> str:
-    """Run a request once (per Idempotency-Key) in the bounded pool; returns the run id and
-    marks a replayed response with `Idempotent-Replayed: true`."""
-    pool: RunPool = request.app.state.pool
+class Submission:
+    """An operator's run submission: run once per Idempotency-Key, in the bounded pool."""
 
-    async def work() -> str:
-        outcome = await pool.run(lambda: launch(store, body, flow))
-        return run_id_of(outcome)
+    def __init__(
+        self,
+        request: Request,
+        response: Response,
+        store: Store,
+        _: Operator,
+        idempotency_key: IdempotencyKey = None,
+    ) -> None:
+        self.store = store
+        self._state = request.app.state
+        self._response = response
+        self._key = idempotency_key
 
-    if key is None:
-        return await work()
-    idempotency: Idempotency = request.app.state.idempotency
-    run_id, replayed = await idempotency.once(flow, key, body, work)
-    if replayed:
-        response.headers[REPLAYED] = "true"
-    return run_id
+    async def run(self, body: RunRequest, flow: FlowName) -> str:
+        """Run `body` in `flow`; returns the run id and marks a replayed response with
+        `Idempotent-Replayed: true`."""
+        pool: RunPool = self._state.pool
+
+        async def work() -> str:
+            outcome = await pool.run(lambda: launch(self.store, body, flow))
+            return run_id_of(outcome)
+
+        if self._key is None:
+            return await work()
+        idempotency: Idempotency = self._state.idempotency
+        run_id, replayed = await idempotency.once(flow, self._key, body, work)
+        if replayed:
+            self._response.headers[REPLAYED] = "true"
+        return run_id
+
+
+Submit = Annotated[Submission, Depends()]
 
 
 @router.post("/runs", response_model=EvalResult, status_code=201)
-async def create_run(
-    body: RunRequest,
-    request: Request,
-    response: Response,
-    store: Store,
-    _: Operator,
-    idempotency_key: IdempotencyKey = None,
-) -> EvalResult:
+async def create_run(body: RunRequest, submission: Submit) -> EvalResult:
     """Score outputs (inline, never stored; or `outputs_uri`) in the suite-run flow and return
     the EvalResult. Runs wait for a free slot; a full queue is 429 with Retry-After."""
-    run_id = await submit(request, response, store, body, idempotency_key, "suite-run")
-    return await run_in_threadpool(load_result, store, run_id)
+    run_id = await submission.run(body, "suite-run")
+    return await run_in_threadpool(load_result, submission.store, run_id)
 
 
 def _filtered_runs(store: EvidenceStore, suite: str | None, subject: str | None) -> list[Any]:
