@@ -65,6 +65,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, Generic, TypeVar
 
 from openai import APIStatusError, AsyncOpenAI
@@ -100,6 +101,7 @@ from assay.judge.port import (
     PairRequest,
     PairVerdict,
     Verdict,
+    Winner,
     judge_unavailable,
 )
 from assay.judge.prompts import (
@@ -108,6 +110,7 @@ from assay.judge.prompts import (
     VERDICT_SCHEMA,
     MalformedReply,
     Prompt,
+    VerdictReply,
     load_prompt,
     parse_pair_reply,
     parse_verdict_reply,
@@ -130,30 +133,39 @@ MALFORMED_RETRIES: Final = 1
 
 ReplyT = TypeVar("ReplyT")
 ReplyCoT = TypeVar("ReplyCoT", covariant=True)
-
-
-@dataclass(frozen=True)
-class _Skip:
-    """Why a call produced no reply (a `Verdict` vocabulary reason)."""
-
-    reason: str
-
-
 SkippedT = TypeVar("SkippedT")
+AnswerT = TypeVar("AnswerT")
 
 
 @dataclass(frozen=True)
-class _ReplyContract(Generic[ReplyCoT]):
-    """What a prompt asks the judge to reply: the schema (and its name), and the strict parser."""
+class _ReplyContract(Generic[ReplyCoT, AnswerT]):
+    """What a prompt asks the judge to reply: the schema (and its name), the strict parser, and
+    the skipped verdict when no reply parses."""
 
     name: str
     schema: dict[str, Any]
     parse: Callable[[str | None], ReplyCoT]
+    skipped: Callable[..., AnswerT]
 
 
-_VERDICT_CONTRACT: Final = _ReplyContract("verdict", VERDICT_SCHEMA, parse_verdict_reply)
+def _graded(threshold: float | None, reply: VerdictReply, stamp: dict[str, Any]) -> Verdict:
+    """A grading reply's verdict: the judge's own, or score >= `threshold` when there is one."""
+    passed = reply.verdict == "pass" if threshold is None else reply.score >= threshold
+    return Verdict(status="pass" if passed else "fail", score=reply.score, **stamp)
 
-_PAIR_CONTRACT: Final = _ReplyContract("pairwise_verdict", PAIR_SCHEMA, parse_pair_reply)
+
+def _compared(winner: Winner, stamp: dict[str, Any]) -> PairVerdict:
+    """A pairwise reply's verdict: the winning position."""
+    return PairVerdict(status="judged", winner=winner, **stamp)
+
+
+_VERDICT_CONTRACT: Final = _ReplyContract(
+    "verdict", VERDICT_SCHEMA, parse_verdict_reply, Verdict.skipped
+)
+
+_PAIR_CONTRACT: Final = _ReplyContract(
+    "pairwise_verdict", PAIR_SCHEMA, parse_pair_reply, PairVerdict.skipped
+)
 
 
 def _member(value: object, name: str) -> object:
@@ -368,24 +380,10 @@ class OpenAIJudge:
             `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the model
             pin, prompt version, mode and the tokens billed.
         """
-        prompt, version = self.prompt, self.prompt_version
         request, redacted = self.redactor.request(request)
-        call, reply = await self._ask(
-            prompt,
-            prompt.user_message(request),
-            _VERDICT_CONTRACT,
-            request.max_output_tokens,
-            redacted,
-        )
-        if isinstance(reply, _Skip):
-            what = f"case {request.case_id}"
-            return self._give_up(what, call, reply.reason, Verdict.skipped, version)
-        if request.pass_threshold is not None:
-            passed = reply.score >= request.pass_threshold
-        else:
-            passed = reply.verdict == "pass"
-        stamp = self._judged(call, version)
-        return Verdict(status="pass" if passed else "fail", score=reply.score, **stamp)
+        user = self.prompt.user_message(request)
+        graded = partial(_graded, request.pass_threshold)
+        return await self._answer(self.prompt, user, _VERDICT_CONTRACT, request, redacted, graded)
 
     async def judge_pair(self, request: PairRequest) -> PairVerdict:
         """Compare two outputs with the pairwise prompt; never raises for a judging failure.
@@ -399,19 +397,42 @@ class OpenAIJudge:
             with `malformed reply` or `judge unavailable: <ErrorType>`. Either way with the
             model pin, the pairwise prompt version, the mode and the tokens billed.
         """
-        prompt, version = self.pairwise_prompt, self.pairwise_prompt_version
         request, redacted = self.redactor.pair(request)
-        call, winner = await self._ask(
-            prompt,
-            prompt.pair_message(request),
-            _PAIR_CONTRACT,
-            request.max_output_tokens,
-            redacted,
+        prompt = self.pairwise_prompt
+        user = prompt.pair_message(request)
+        return await self._answer(prompt, user, _PAIR_CONTRACT, request, redacted, _compared)
+
+    async def _answer(
+        self,
+        prompt: Prompt,
+        user: str,
+        contract: _ReplyContract[ReplyT, AnswerT],
+        request: JudgeRequest | PairRequest,
+        redactions: dict[str, int],
+        answer: Callable[[ReplyT, dict[str, Any]], AnswerT],
+    ) -> AnswerT:
+        """One call (attempts, retries, fallbacks) with `prompt`'s system text and `user`, its
+        reply turned into `answer(reply, stamp)`; when there is none, log why and return the
+        contract's skipped verdict with the tokens spent (a failure is never a pass)."""
+        version = self.redactor.settings.prompt_version(prompt.version)
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": user},
+        ]
+        call, retrying = self._start_call(request.max_output_tokens)
+        call.redactions = redactions
+        try:
+            reply: ReplyT = await retrying(self._attempt_as, messages, call, contract)
+        except MalformedReply:
+            reason = MALFORMED_REPLY
+        except Exception as exc:
+            reason = judge_unavailable(exc)
+        else:
+            return answer(reply, self._judged(call, version))
+        pair = "pair for " if isinstance(request, PairRequest) else ""
+        return self._give_up(
+            f"{pair}case {request.case_id}", call, reason, contract.skipped, version
         )
-        if isinstance(winner, _Skip):
-            what = f"pair for case {request.case_id}"
-            return self._give_up(what, call, winner.reason, PairVerdict.skipped, version)
-        return PairVerdict(status="judged", winner=winner, **self._judged(call, version))
 
     def _judged(self, call: _Call, prompt_version: str) -> dict[str, Any]:
         """What a judged reply records besides its answer: the mode, the pin, the tokens."""
@@ -425,34 +446,11 @@ class OpenAIJudge:
             "redactions": call.redactions,
         }
 
-    async def _ask(
-        self,
-        prompt: Prompt,
-        user: str,
-        contract: _ReplyContract[ReplyT],
-        max_tokens: int | None,
-        redactions: dict[str, int],
-    ) -> tuple[_Call, ReplyT | _Skip]:
-        """One call (attempts, retries, fallbacks) with `prompt`'s system text and `user`: the
-        reply, or why there is none (every failure is a skip with its type, never a pass)."""
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": prompt.system},
-            {"role": "user", "content": user},
-        ]
-        call, retrying = self._start_call(max_tokens)
-        call.redactions = redactions
-        try:
-            return call, await retrying(self._attempt_as, messages, call, contract)
-        except MalformedReply:
-            return call, _Skip(MALFORMED_REPLY)
-        except Exception as exc:
-            return call, _Skip(judge_unavailable(exc))
-
     async def _attempt_as(
         self,
         messages: list[ChatCompletionMessageParam],
         call: _Call,
-        contract: _ReplyContract[ReplyT],
+        contract: _ReplyContract[ReplyT, Any],
     ) -> ReplyT:
         """One attempt: a request in the call's mode, plus any immediate fallback requests, for
         any reply contract (the schema asked for and the parser applied)."""
@@ -515,7 +513,7 @@ class OpenAIJudge:
         mode: Mode,
         messages: list[ChatCompletionMessageParam],
         call: _Call,
-        contract: _ReplyContract[Any] = _VERDICT_CONTRACT,
+        contract: _ReplyContract[Any, Any] = _VERDICT_CONTRACT,
     ) -> object:
         """One HTTP request, its timeout clipped to what is left of the call's deadline."""
         body: dict[str, Any] = {"model": self._model, "messages": messages}
