@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -23,6 +25,16 @@ from tests.conftest import EXAMPLES
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
 SUITE = str(EXAMPLES / "support-suite.yaml")
+
+
+@pytest.fixture
+def budgets_forgotten() -> Iterator[None]:
+    """Budgets these tests save are deleted afterwards: a saved budget applies to every later
+    judged run of the session (and `budget show` lists it)."""
+    yield
+    for name in ("test-budget", "cli-budget"):
+        with contextlib.suppress(ValueError):  # a test saves one of them
+            FinOpsBudget.delete(name)  # type: ignore[attr-defined]
 
 
 def _job(version: str, outputs: Path | None = None) -> NightlyJob:
@@ -82,6 +94,7 @@ def test_suite_run_writes_to_the_store_named_by_a_saved_block(tmp_path: Path) ->
     assert run.parameters["storage_block"] == "test-local"
 
 
+@pytest.mark.usefixtures("budgets_forgotten")
 def test_blocks_round_trip_with_secrets_masked() -> None:
     from pydantic import SecretStr
 
@@ -112,6 +125,7 @@ def test_blocks_round_trip_with_secrets_masked() -> None:
         EvidenceStorage(url="ftp://nope")
 
 
+@pytest.mark.usefixtures("budgets_forgotten")
 def test_cli_saves_storage_and_budget_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
