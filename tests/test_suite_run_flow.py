@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -120,19 +121,23 @@ def test_task_runs_grow_with_chunks_not_cases(store_dir: Path, tmp_path: Path) -
         tmp_path / "out.jsonl", [{"case_id": c["id"], "output": "ok"} for c in cases]
     )
 
-    def task_count(chunk_size: int) -> int:
+    def task_count(chunk_size: int, expected: int) -> int:
+        """The run's task runs, waiting (up to 30 s) while fewer than `expected` are recorded:
+        Prefect 3 records task runs from events, after the flow has returned."""
         result = suite_run(suite=ref, outputs=str(outputs), chunk_size=chunk_size)
         assert result.metrics.passed == 1200
+        in_run = FlowRunFilter(id=FlowRunFilterId(any_=[UUID(result.run_id)]))
+        deadline = time.monotonic() + 30
         with get_client(sync_client=True) as client:
-            runs = client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(result.run_id)]))
-            )
-        return len(runs)
+            while True:
+                count = len(client.read_task_runs(flow_run_filter=in_run))
+                if count >= expected or time.monotonic() > deadline:
+                    return count
+                time.sleep(0.2)
 
-    one_chunk, four_chunks = task_count(2000), task_count(300)
     # resolve-suite, ingest, start, compare, finish, report-findings; one task per chunk
-    assert one_chunk == 6 + 1
-    assert four_chunks == 6 + 4
+    assert task_count(2000, 6 + 1) == 6 + 1
+    assert task_count(300, 6 + 4) == 6 + 4
 
 
 def test_sampled_run_is_reproducible(store_dir: Path) -> None:
