@@ -175,6 +175,42 @@ def test_a_run_reads_outputs_uri_from_s3(service: Service, moto_s3: S3Server) ->
     assert result["metrics"]["cases"] == 50 and result["metrics"]["missing"] == 0
 
 
+def test_a_bad_outputs_uri_is_a_422_before_any_flow_run(
+    tmp_path: Path, moto_s3: S3Server, prefect_api: str
+) -> None:
+    """`outputs_uri` is validated in the service, as the CLI validates `--outputs`: a bad line
+    is a 422 naming object and line, and no flow run is left failed in Prefect."""
+    bucket = moto_s3.create_bucket()
+    lines = [json.dumps(line) for line in example_outputs("v1")]
+    lines[2] = '{"case_id": "refund-window", "output": '
+    moto_s3.client().put_object(Bucket=bucket, Key="bad/part-1.jsonl", Body="\n".join(lines))
+    env = {
+        "AWS_ENDPOINT_URL": moto_s3.endpoint_url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    running = start_service(tmp_path, env=env, prefect_api_url=prefect_api)
+    try:
+        with running.client("operator") as client:
+            assert client.post("/suites", json=example_suite()).status_code == 201
+            body = {
+                "suite": "support-bot",
+                "subject": "agent:bad-uri-bot@v1",
+                "outputs_uri": f"s3://{bucket}/bad/",
+            }
+            problem = _problem(client.post("/runs", json=body), 422)
+            gate = _problem(client.post("/gate", json=body), 422)
+    finally:
+        running.stop()
+    for answer in (problem, gate):
+        assert f"s3://{bucket}/bad/part-1.jsonl line 3: malformed JSON" in answer["detail"]
+    tagged = {"flow_runs": {"tags": {"all_": ["subject:agent:bad-uri-bot@v1"]}}}
+    with httpx.Client(trust_env=False) as prefect:
+        flow_runs = prefect.post(f"{prefect_api}/flow_runs/filter", json=tagged).json()
+    assert flow_runs == [], [run["name"] for run in flow_runs]
+
+
 def test_runs_list_newest_first_with_cursor_pagination(service: Service) -> None:
     with service.client("operator") as client:
         ids = [

@@ -29,7 +29,7 @@ from assay import staging
 from assay.api.inputs import subject_param
 from assay.api.problems import Problem
 from assay.gate.decision import GateRun
-from assay.outputs import CandidateOutput
+from assay.outputs import CandidateOutput, validate_outputs
 from assay.runs.records import EvalResult, load_aggregate
 from assay.runs.sampling import index_run_outputs
 from assay.store import EvidenceStore
@@ -92,8 +92,8 @@ class RunRequest(BaseModel):
 def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
     """Run the suite-run or gate flow for a request, in this thread; blocks until it ends.
 
-    The suite, subject and baseline are checked before any flow starts, so a bad reference is a
-    404/422 with nothing recorded in Prefect.
+    The suite, subject, baseline and outputs are checked before any flow starts, so a bad
+    reference or a bad output line is a 404/422 with nothing recorded in Prefect.
     """
     version, suite = registry.resolve(store, request.suite)
     who = subject_param(request.subject)
@@ -139,6 +139,8 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
             )
 
     if request.outputs_uri is not None:
+        # Read once here as the CLI reads `--outputs`: a bad line is a 422 before any flow run.
+        validate_outputs(request.outputs_uri, {case.id for case in suite.cases})
         return call(request.outputs_uri)
     with staging.staged(request.staged_bytes()) as reference:
         # Inline outputs are in memory: validating them here costs nothing and makes a bad
