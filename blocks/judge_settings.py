@@ -17,6 +17,8 @@ from pydantic import Field, SecretStr, model_validator
 
 from assay.finops.budget import Budget
 from assay.finops.pricing import Prices
+from assay.judge.endpoint import judge_skip_reason
+from assay.judge.port import NO_CREDENTIALS
 from assay.judge.prompts import load_prompt
 from assay.judge.redaction import RedactionSettings
 from assay.judge.service import FREE, JudgeSetup
@@ -121,11 +123,11 @@ class JudgeSettings(Block):
         self, budgets: list[Budget] | None, fresh: bool, repeats: int | None = None
     ) -> JudgeSetup:
         """How a task judges with this block (no key: every check skipped, `no credentials`)."""
-        from assay.judge.openai_adapter import OpenAIJudge
-
         key = self.api_key.get_secret_value() if self.api_key else None
         if not key:
-            return JudgeSetup(None, "no credentials", budgets=budgets, fresh=fresh)
+            return JudgeSetup(None, NO_CREDENTIALS, budgets=budgets, fresh=fresh)
+        from assay.judge.openai_adapter import OpenAIJudge  # the SDK, only for a judge that runs
+
         prompt = load_prompt(self.prompt_version)
         redaction = self.redaction(self._block_document_name)
         return JudgeSetup(
@@ -163,11 +165,11 @@ def judge_setup(judge_block: str | None, fresh: bool, repeats: int | None = None
     if judge_block:
         settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
         return settings.judge_setup(budgets, fresh, repeats)
-    from assay.judge.openai_adapter import OpenAIJudge, judge_skip_reason
-
     reason = judge_skip_reason()
     if reason is not None:
         return JudgeSetup(None, reason, budgets=budgets, fresh=fresh)
+    from assay.judge.openai_adapter import OpenAIJudge  # the SDK, only for a judge that runs
+
     model = os.environ["ASSAY_JUDGE_MODEL"].strip()
     prompt = load_prompt()
     redaction = RedactionSettings.configured()

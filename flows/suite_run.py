@@ -26,6 +26,7 @@ from assay.outputs import OutputSlice
 from assay.runs.lifecycle import this_process
 from assay.runs.records import EvalResult, RunPlan, RunStatus, fail_run, load_result
 from assay.runs.scoring import RunMetrics
+from assay.stats import preload as preload_statistics
 from assay.subject import Subject
 from assay.suites import registry
 from assay.verdicts import suite_run_verdict
@@ -115,6 +116,7 @@ def suite_run(
             error instead of a new run. A resume that does not match the recorded run is
             refused before anything is written (see `assay.runs.lifecycle`).
     """
+    preload_statistics()  # every run's summary needs them; they load while the tasks wait
     store_uri = store_reference(store, storage_block)
     version = resolve_suite(store_uri, suite)
     _, golden = registry.resolve(evidence_store(store_uri), version.ref)

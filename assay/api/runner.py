@@ -102,6 +102,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     from prefect import tags
 
     from flows.gate import gate
+    from flows.local import in_this_process
     from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
 
     def call(outputs: str) -> EvalResult | GateRun:
@@ -125,7 +126,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
 
     def run_flow(outputs: str) -> EvalResult | GateRun:
         labels = ("assay", "api", *(["gate"] if flow == "gate" else []))
-        with tags(*labels, f"suite:{version.suite}", f"subject:{who}"):
+        with in_this_process(), tags(*labels, f"suite:{version.suite}", f"subject:{who}"):
             return (gate if flow == "gate" else suite_run)(
                 suite=version.ref,
                 outputs=outputs,

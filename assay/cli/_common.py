@@ -186,7 +186,10 @@ def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) ->
     Prints the run's Prefect UI link on stderr (unless `quiet`); on an ephemeral API, says
     once how to get a UI instead."""
     global _ui_note_shown
-    state = cast(Any, flow)(**parameters, return_state=True)
+    from flows.local import in_this_process
+
+    with in_this_process():
+        state = cast(Any, flow)(**parameters, return_state=True)
     link = orchestration.ui_link(state.state_details.flow_run_id)
     if quiet:
         pass

@@ -24,6 +24,7 @@ from assay.calibration.labels import Label, LabelTask, append_item, load_set, ta
 from assay.calibration.render import markdown_report
 from assay.calibration.report import CalibrationReport
 from assay.cli import _common as common
+from assay.judge import judge_skip_reason
 from assay.suites import registry
 
 EXIT_UNCALIBRATED = 1
@@ -96,8 +97,6 @@ def calibrate_command(
     """Measure the configured judge against the human labels; exit 1 unless it is calibrated."""
     evidence = common.open_evidence(store)
     common.guarded(lambda: load_set(calibration_set))
-    from assay.judge import judge_skip_reason  # imports the openai SDK: only when calibrating
-
     missing = None if judge_block else judge_skip_reason()
     if missing is not None:
         common.fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")

@@ -1,8 +1,9 @@
 """The judge: a port (`assay.judge.port`), versioned prompts, and one OpenAI-compatible adapter.
 
 The port and the prompts import quickly and are what scorers and flows depend on. The adapter
-imports the `openai` SDK (about a second), so it is loaded on first use of `OpenAIJudge`,
-`judge_from_env` or `judge_skip_reason` from this package, not when `assay.judge` is imported.
+imports the `openai` SDK (about a second), so it is loaded on first use of `OpenAIJudge` or
+`judge_from_env` from this package, not when `assay.judge` is imported; `judge_skip_reason`
+(whether the environment configures a judge) needs no SDK.
 Nothing here imports Prefect.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from assay.judge.endpoint import judge_skip_reason
 from assay.judge.port import (
     BUDGET_BLOCKED,
     JUDGED,
@@ -28,9 +30,9 @@ from assay.judge.port import (
 from assay.judge.prompts import MalformedReply, Prompt, PromptError, load_prompt
 
 if TYPE_CHECKING:
-    from assay.judge.openai_adapter import OpenAIJudge, judge_from_env, judge_skip_reason
+    from assay.judge.openai_adapter import OpenAIJudge, judge_from_env
 
-_ADAPTER_NAMES = frozenset({"OpenAIJudge", "judge_from_env", "judge_skip_reason"})
+_ADAPTER_NAMES = frozenset({"OpenAIJudge", "judge_from_env"})
 
 __all__ = [
     "BUDGET_BLOCKED",

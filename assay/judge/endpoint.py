@@ -1,5 +1,9 @@
-"""An OpenAI-compatible endpoint: where it is, which failures are worth retrying, and how long
-the server asked to wait. Shared by the judge adapter and the embedder.
+"""An OpenAI-compatible endpoint: whether the environment configures one, where it is, which
+failures are worth retrying, and how long the server asked to wait. Shared by the judge adapter
+and the embedder.
+
+The `openai` SDK (a few hundred milliseconds to import) is imported only by `is_transient`,
+which runs only once a client exists: a run with no judge configured never loads it.
 """
 
 from __future__ import annotations
@@ -12,12 +16,24 @@ from email.utils import parsedate_to_datetime
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
-from openai import APIConnectionError, APIStatusError
+from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"
 BASE_URL_ENV: Final = "OPENAI_BASE_URL"
 MODEL_ENV: Final = "ASSAY_JUDGE_MODEL"
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+
+
+def judge_skip_reason(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the environment configures no judge: `no judge configured` (no `ASSAY_JUDGE_MODEL`),
+    `no credentials` (no `OPENAI_API_KEY`), or None when both are set."""
+    env = os.environ if environ is None else environ
+    if not env.get(MODEL_ENV, "").strip():
+        return NO_JUDGE
+    if not env.get(API_KEY_ENV, "").strip():
+        return NO_CREDENTIALS
+    return None
+
 
 TRANSIENT_STATUSES: Final = frozenset({408, 409, 429})
 """Retried besides every 5xx: timeout, conflict (OpenAI's lock contention), rate limit."""
@@ -83,6 +99,8 @@ def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None)
 
 def is_transient(exc: BaseException) -> bool:
     """Whether the same request may succeed later: 408/409/429/5xx, timeouts, network errors."""
+    from openai import APIConnectionError, APIStatusError
+
     if isinstance(exc, APIStatusError):
         return exc.status_code in TRANSIENT_STATUSES or exc.status_code >= 500
     return isinstance(exc, APIConnectionError)  # includes APITimeoutError

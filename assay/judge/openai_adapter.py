@@ -86,6 +86,7 @@ from assay.judge.endpoint import (
     MODEL_ENV,
     api_key_for,
     is_transient,
+    judge_skip_reason,
     redact_url,
     retry_after_seconds,
 )
@@ -94,8 +95,6 @@ from assay.judge.port import (
     JUDGED,
     MALFORMED_REPLY,
     MODES,
-    NO_CREDENTIALS,
-    NO_JUDGE,
     JudgeRequest,
     Mode,
     PairRequest,
@@ -605,17 +604,6 @@ class OpenAIJudge:
             output_tokens=call.output_tokens,
             redactions=call.redactions,
         )
-
-
-def judge_skip_reason(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why the environment configures no judge: `no judge configured` (no `ASSAY_JUDGE_MODEL`),
-    `no credentials` (no `OPENAI_API_KEY`), or None when both are set."""
-    env = os.environ if environ is None else environ
-    if not env.get(MODEL_ENV, "").strip():
-        return NO_JUDGE
-    if not env.get(API_KEY_ENV, "").strip():
-        return NO_CREDENTIALS
-    return None
 
 
 def judge_from_env(environ: Mapping[str, str] | None = None, **options: Any) -> OpenAIJudge | None:
