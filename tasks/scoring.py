@@ -58,9 +58,9 @@ class ChunkSummary(BaseModel):
     judge: JudgePin | None = None
     """The judge this chunk was set up with, when the suite has llm_judge checks."""
     redactions: dict[str, int] = {}
+    """Redactions per kind in this chunk's judge prompts (counts only)."""
     judge_repeats: int = 1
     """Verdicts asked per llm_judge check (the judge setup's K)."""
-    """Redactions per kind in this chunk's judge prompts (counts only)."""
 
 
 def _prepared(

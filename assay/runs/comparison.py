@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from assay.regression import Comparison, RunSide, compare, no_baseline
 from assay.runs.baselines import select_baseline
-from assay.runs.records import RunAggregate, load_aggregate, load_result, read_chunk
+from assay.runs.records import RunAggregate, load_aggregate, load_result, read_verdicts
 from assay.runs.scoring import RunMetrics
 from assay.scorers import Status
 from assay.store import EvidenceStore
@@ -19,7 +19,7 @@ def case_verdicts(store: EvidenceStore, run_id: str) -> dict[str, bool]:
 def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> dict[str, bool]:
     verdicts: dict[str, bool] = {}
     for number in range(chunks):
-        for case in read_chunk(store, run_id, number).cases:
+        for case in read_verdicts(store, run_id, number):
             if case.status is not Status.SKIPPED:
                 verdicts[case.case_id] = case.status is Status.PASS
     return verdicts
