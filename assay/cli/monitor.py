@@ -1,27 +1,21 @@
-"""`assay monitor`: session health per subject from live-session signals."""
+"""`assay monitor`: session health per subject from live-session signals.
+
+`assay.monitor` is imported inside the command and its printers, so that other commands and
+`assay --help` do not build its models (about 40 ms).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from assay.cli import _common as common
-from assay.monitor.figures import diff_text, states_text
-from assay.monitor.receiver import signals_reference
-from assay.monitor.render import cost_text, relative_text, tokens_text
-from assay.monitor.report import (
-    ABSENCE_NOTE,
-    NO_DATA_KIND,
-    MonitorReport,
-    SubjectHealth,
-    expected_subjects,
-    silent,
-)
-from assay.monitor.signals import read_signals
-from assay.monitor.windows import parse_now, windows
 from assay.rate import rate_text
+
+if TYPE_CHECKING:
+    from assay.monitor.report import MonitorReport, SubjectHealth
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 
@@ -54,6 +48,11 @@ def monitor_command(
 ) -> None:
     """Per subject: completion, failure, high-severity share, cost and tokens, against the
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
+    from assay.monitor.receiver import signals_reference
+    from assay.monitor.report import expected_subjects
+    from assay.monitor.signals import read_signals
+    from assay.monitor.windows import parse_now, windows
+
     end = common.guarded(lambda: parse_now(now))
     evidence = common.open_evidence(store)
     if (signals is None) == (not from_store):
@@ -80,6 +79,9 @@ def monitor_command(
 
 
 def _print(report: MonitorReport) -> None:
+    from assay.monitor.figures import states_text
+    from assay.monitor.report import ABSENCE_NOTE, NO_DATA_KIND, silent
+
     common.out.print(
         f"[bold]Session monitor[/bold] · {report.window} · "
         f"{report.current.start:%Y-%m-%d %H:%M} to {report.current.end:%Y-%m-%d %H:%M} UTC",
@@ -133,6 +135,9 @@ def _print(report: MonitorReport) -> None:
 
 def _figures(h: SubjectHealth) -> Table:
     """One subject's rates, cost and tokens beside their change against the previous window."""
+    from assay.monitor.figures import diff_text
+    from assay.monitor.render import cost_text, relative_text, tokens_text
+
     moved = h.change
     table = Table("", "this window", "change vs previous", box=None, show_header=False)
     table.add_row(

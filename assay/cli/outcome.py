@@ -1,14 +1,20 @@
-"""`assay outcome`: the six-dimension outcome score per subject, its band and governance action."""
+"""`assay outcome`: the six-dimension outcome score per subject, its band and governance action.
+
+`assay.outcome` is imported inside the command: its models cost every other command (and
+`assay --help`) about 50 ms to build, for nothing.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from assay.cli import _common as common
-from assay.outcome import DIMENSIONS, OutcomeReport, check_records, load_contract
+
+if TYPE_CHECKING:
+    from assay.outcome import OutcomeReport
 
 _BAND_STYLE = {
     "Excellent": "green",
@@ -37,6 +43,8 @@ def outcome_command(
     as_json: common.JsonOption = False,
 ) -> None:
     """Score invocation records per subject: six dimensions, composite, band and action."""
+    from assay.outcome import check_records, load_contract
+
     evidence = common.open_evidence(store)
     common.guarded(lambda: load_contract(contract))  # bad input fails before Prefect starts
     common.guarded(lambda: check_records(records))
@@ -67,6 +75,8 @@ def _score(value: float | None) -> str:
 
 
 def _print_report(report: OutcomeReport) -> None:
+    from assay.outcome import DIMENSIONS
+
     weights = report.settings.weights
     for subject in report.subjects:
         table = Table(title=f"{subject.subject} · {subject.invocations} invocation(s)")
