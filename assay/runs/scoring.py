@@ -190,7 +190,7 @@ def score_case(
     the other checks run here.
     """
     if output is None:
-        return CaseEvidence.model_construct(
+        return CaseEvidence(
             case_id=case_id,
             status=Status.FAIL,
             score=0.0,
@@ -216,7 +216,7 @@ def score_case(
             status = Status.ERROR
         else:
             status = Status.FAIL
-    return CaseEvidence.model_construct(
+    return CaseEvidence(
         case_id=case_id,
         status=status,
         score=score,
@@ -224,7 +224,7 @@ def score_case(
         output_hmac=hasher(text),
         label=_label([(s, o.status, o.reason) for s, o in outcomes]),
         checks=[
-            CheckResult.model_construct(scorer=s.label, status=o.status, score=o.score)
+            CheckResult(scorer=s.label, status=o.status, score=o.score)
             for s, o in outcomes
         ],
     )
