@@ -223,10 +223,7 @@ def score_case(
         missing=False,
         output_hmac=hasher(text),
         label=_label([(s, o.status, o.reason) for s, o in outcomes]),
-        checks=[
-            CheckResult(scorer=s.label, status=o.status, score=o.score)
-            for s, o in outcomes
-        ],
+        checks=[CheckResult(scorer=s.label, status=o.status, score=o.score) for s, o in outcomes],
     )
 
 
