@@ -95,6 +95,12 @@ class ServerProcess:
         self.stop()
         raise RuntimeError(f"{self.command[0]} did not answer within {self.timeout}s")
 
+    @property
+    def pid(self) -> int:
+        """The server process's id (it must be running)."""
+        assert self._process is not None
+        return self._process.pid
+
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 5 s); the port is free when this returns."""
         if self._process is not None:

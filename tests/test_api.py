@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from httpx_sse import connect_sse
 
@@ -209,6 +210,22 @@ def test_a_bad_outputs_uri_is_a_422_before_any_flow_run(
     with httpx.Client(trust_env=False) as prefect:
         flow_runs = prefect.post(f"{prefect_api}/flow_runs/filter", json=tagged).json()
     assert flow_runs == [], [run["name"] for run in flow_runs]
+
+
+def test_stopping_the_service_stops_the_ephemeral_prefect_api_it_started(tmp_path: Path) -> None:
+    """Without a configured Prefect API the service starts an ephemeral one; SIGTERM to the
+    service (what a terminal's Ctrl-C or a supervisor sends) must not leave it running alone."""
+    running = start_service(tmp_path)
+    service = psutil.Process(running.process.pid)
+    prefect = [
+        child
+        for child in service.children(recursive=True)
+        if "prefect.server.api.server" in " ".join(child.cmdline())
+    ]
+    assert len(prefect) == 1, [child.cmdline() for child in service.children(recursive=True)]
+    running.stop()
+    _, alive = psutil.wait_procs(prefect, timeout=15)
+    assert alive == [], f"the ephemeral Prefect API outlived the service: {alive}"
 
 
 def test_runs_list_newest_first_with_cursor_pagination(service: Service) -> None:

@@ -7,7 +7,7 @@ start-up, off the event loop; every router is mounted; errors are problem+json.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -26,7 +26,7 @@ from assay.api.routes import (
     scorecards,
     suites,
 )
-from assay.api.runner import RunPool, start_prefect_api
+from assay.api.runner import RunPool, prefect_api
 from assay.api.settings import ServeSettings
 from assay.store import open_store
 
@@ -50,9 +50,11 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if settings.start_prefect:
-            app.state.prefect_api = await run_in_threadpool(start_prefect_api)
-        yield
+        with ExitStack() as running:
+            if settings.start_prefect:
+                api = await run_in_threadpool(running.enter_context, prefect_api())
+                app.state.prefect_api = api
+            yield
 
     app = FastAPI(
         title="Assay",

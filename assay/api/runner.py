@@ -9,7 +9,7 @@ the CLI runs (`suite-run`, `gate`).
   with `Retry-After`. Reads use the server's own thread pool and never wait behind runs.
 - The Prefect API is chosen as the CLI chooses it (`PREFECT_API_URL`, else the lasting local
   server, else an ephemeral API) — the service starts the ephemeral one once, at start-up
-  (`start_prefect_api`).
+  and stops it when the service stops (`prefect_api`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
@@ -194,25 +195,31 @@ class RunPool:
             self.admitted -= 1
 
 
-def start_prefect_api() -> str:
-    """Make sure the Prefect API the CLI's selection chose answers; returns its URL.
+@contextmanager
+def prefect_api() -> Iterator[str]:
+    """The Prefect API this service's runs use, for as long as the service runs; yields its URL.
 
     `assay serve` selects the API as every command does (`PREFECT_API_URL`, else the lasting
     server of `assay server start`; `assay/cli/orchestration.py`), so with either set, that
     server is used. Otherwise Prefect's ephemeral API (the one a CLI command would start on its
-    first flow) is started here, once, so that no request pays
-    for its start-up and every run of this service shares it.
+    first flow) is started here, once, so that no request pays for its start-up and every run
+    of this service shares it — and it is stopped when the service stops (SIGTERM included:
+    uvicorn runs the app's shutdown), never left running on its own.
     """
     from prefect.settings import PREFECT_API_URL
 
     configured = PREFECT_API_URL.value()
     if configured:
-        return str(configured)
+        yield str(configured)
+        return
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()
     server.start()
-    return server.api_url
+    try:
+        yield server.api_url
+    finally:
+        server.stop()
 
 
 def prefect_answers() -> bool:
