@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
@@ -18,6 +19,7 @@ from prefect.client.schemas.filters import (
     LogFilter,
     LogFilterFlowRunId,
 )
+from prefect.settings import get_current_settings
 
 from flows.calibration import calibration
 from flows.gate import gate
@@ -181,3 +183,18 @@ def test_nightly_states_and_sub_run_names(store_dir: Path) -> None:
     scorecard = json.loads(str(tables["assay-scorecard"].data))
     assert set(scorecard[0]) == {"subject", "suite", "runs", "latest pass rate", "trend / run"}
     assert "95% CI" in scorecard[0]["latest pass rate"]
+
+
+@flow
+def _heartbeat_frequency() -> int | None:
+    return get_current_settings().flows.heartbeat_frequency
+
+
+def test_flow_runs_started_in_this_process_send_no_prefect_heartbeat() -> None:
+    """The CLI and `assay serve` run flows inside `in_this_process`: Prefect's heartbeat thread
+    (joined at the end of every run, after up to a second's sleep) is off there, and only there."""
+    from flows.local import in_this_process
+
+    assert _heartbeat_frequency() is not None
+    with in_this_process():
+        assert _heartbeat_frequency() is None

@@ -32,7 +32,6 @@ from assay.api.problems import Problem
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput, validate_outputs
 from assay.runs.records import EvalResult, load_aggregate
-from assay.runs.sampling import index_run_outputs
 from assay.store import EvidenceStore
 from assay.suites import registry
 
@@ -104,7 +103,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
 
     from flows.gate import gate
     from flows.local import in_this_process
-    from flows.suite_run import DEFAULT_CHUNK_SIZE, suite_run
+    from flows.suite_run import suite_run
 
     def call(outputs: str) -> EvalResult | GateRun:
         try:
@@ -140,14 +139,14 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
                 fresh_judge=request.fresh_judge,
             )
 
+    # Outputs are validated here as the CLI validates `--outputs` (the same pass, nothing kept):
+    # a bad line is a 422 before any flow run is created.
+    known = {case.id for case in suite.cases}
     if request.outputs_uri is not None:
-        # Read once here as the CLI reads `--outputs`: a bad line is a 422 before any flow run.
-        validate_outputs(request.outputs_uri, {case.id for case in suite.cases})
+        validate_outputs(request.outputs_uri, known)
         return call(request.outputs_uri)
     with staging.staged(request.staged_bytes()) as reference:
-        # Inline outputs are in memory: validating them here costs nothing and makes a bad
-        # case id a 422 before any flow run is created (the CLI's "validate first" rule).
-        index_run_outputs(suite, reference, request.sample, request.seed, DEFAULT_CHUNK_SIZE)
+        validate_outputs(reference, known)
         return call(reference)
 
 
