@@ -18,10 +18,12 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from typer.testing import CliRunner
 
 from assay.cli import app
+from assay.runs.records import read_cases
 from assay.runs.scoring import RunMetrics, run_verdict
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite, parse_suite
+from blocks import FinOpsBudget
 from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, Reply, malformed, server_error
 
@@ -124,3 +126,140 @@ def test_a_suite_without_the_field_keeps_its_content_address(store_dir: Path) ->
     second, created = registry.publish(store, stricter)
     assert (second.version, created) == (first.version + 1, True)
     assert registry.resolve(store, second.ref)[1].min_coverage == 1.0
+
+
+# --- coverage by checks (fail closed, part 2) ----------------------------------------------
+
+
+def _mixed_suite(tmp_path: Path, cases: int = 20) -> tuple[Path, Path]:
+    """Every case carries a deterministic check that passes *and* an `llm_judge` check."""
+    suite = tmp_path / "mixed.json"
+    suite.write_text(
+        json.dumps(
+            {
+                "suite": "mixed",
+                "cases": [
+                    {
+                        "id": f"m{n:02d}",
+                        "input": "q",
+                        "scorers": [{"contains": "ok"}, {"llm_judge": {"rubric": "Is polite."}}],
+                    }
+                    for n in range(cases)
+                ],
+            }
+        )
+    )
+    outputs = tmp_path / "mixed.jsonl"
+    outputs.write_text(
+        "".join(json.dumps({"case_id": f"m{n:02d}", "output": "ok"}) + "\n" for n in range(cases))
+    )
+    return suite, outputs
+
+
+def test_a_garbage_judge_on_mixed_cases_is_not_a_pass(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    judge_env.script(default=malformed("garbage, not a verdict"))
+    suite, outputs = _mixed_suite(tmp_path)
+
+    result = suite_run(suite=str(suite), outputs=str(outputs), subject="agent:mixed@v1")
+
+    m = result.metrics
+    assert (m.cases, m.scored, m.passed, m.incomplete, m.not_judged) == (20, 0, 0, 20, 0)
+    assert result.passed is False
+    assert result.verdict_reason == "coverage 0/20 below 0.95"
+    (case, *_) = read_cases(FileStore(store_dir), result.run_id)
+    assert case.status == "skipped" and case.label.startswith("incomplete: 1 check not scored")
+
+
+def test_a_budget_blocked_judge_on_mixed_cases_is_not_a_pass(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "1.0")  # a priced judge: the budget applies
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    suite, outputs = _mixed_suite(tmp_path)
+    calls = len(judge_env.requests)
+    FinOpsBudget(
+        limit_usd=0.000001, period="day", mode="block", scope="subject:agent:mixed-budget"
+    ).save("test-coverage-budget", overwrite=True)
+    try:
+        result = suite_run(suite=str(suite), outputs=str(outputs), subject="agent:mixed-budget@v1")
+    finally:
+        FinOpsBudget.delete("test-coverage-budget")  # type: ignore[attr-defined]
+
+    assert len(judge_env.requests) == calls  # nothing was spent
+    assert (result.metrics.scored, result.metrics.incomplete) == (0, 20)
+    assert result.passed is False
+
+
+def _mostly_judged_suite(tmp_path: Path) -> tuple[Path, Path]:
+    """8 cases: 6 carry only `llm_judge` checks, 2 only deterministic ones."""
+    cases = [
+        {"id": f"j{n}", "input": "q", "scorers": [{"llm_judge": {"rubric": "Is polite."}}]}
+        for n in range(6)
+    ] + [{"id": f"d{n}", "input": "q", "scorers": [{"contains": "ok"}]} for n in range(2)]
+    suite = tmp_path / "mostly-judged.json"
+    suite.write_text(json.dumps({"suite": "mostly-judged", "pass_threshold": 0.5, "cases": cases}))
+    outputs = tmp_path / "mostly-judged.jsonl"
+    outputs.write_text(
+        "".join(json.dumps({"case_id": c["id"], "output": "ok"}) + "\n" for c in cases)
+    )
+    return suite, outputs
+
+
+def test_no_judge_configured_leaves_judged_cases_out_with_a_declared_warning(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ASSAY_JUDGE_MODEL", raising=False)
+    suite, outputs = _mostly_judged_suite(tmp_path)
+
+    shown = CliRunner().invoke(app, ["gate", str(suite), "--outputs", str(outputs), "--json"])
+
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert report["verdict"] == "pass" and report["reasons"] == []
+    m = report["result"]["metrics"]
+    assert (m["cases"], m["scored"], m["passed"], m["not_judged"], m["incomplete"]) == (
+        8,
+        2,
+        2,
+        6,
+        0,
+    )
+    (note,) = [w for w in report["warnings"] if w.startswith("6 case(s) not judged")]
+    assert "j0, j1" in note
+    rules = {rule["rule"]: rule for rule in report["rules"]}
+    assert rules["coverage"]["passed"] and "2/2 (+ 6 not judged)" in rules["coverage"]["detail"]
+
+
+def test_nothing_judged_and_nothing_else_never_passes(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ASSAY_JUDGE_MODEL", raising=False)
+    suite, outputs = _judge_only_suite(tmp_path)
+    only_judged = json.loads(suite.read_text())
+    only_judged["cases"] = only_judged["cases"][:4]
+    suite.write_text(json.dumps(only_judged))
+    outputs.write_text("".join(outputs.read_text().splitlines(keepends=True)[:4]))
+
+    shown = CliRunner().invoke(app, ["gate", str(suite), "--outputs", str(outputs), "--json"])
+
+    assert shown.exit_code == 1, shown.output
+    report = json.loads(shown.stdout)
+    assert {r["rule"] for r in report["reasons"]} == {"coverage", "pass_rate_below_threshold"}
+
+
+def test_the_pass_rate_rule_speaks_only_of_the_pass_rate(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path
+) -> None:
+    judge_env.script(default=malformed("garbage, not a verdict"))
+    suite, outputs = _judge_only_suite(tmp_path, pass_threshold=0.5)
+
+    shown = CliRunner().invoke(app, ["gate", str(suite), "--outputs", str(outputs), "--json"])
+
+    report = json.loads(shown.stdout)
+    rules = {rule["rule"]: rule for rule in report["rules"]}
+    assert rules["pass_rate_below_threshold"]["passed"] is True
+    assert "coverage" not in rules["pass_rate_below_threshold"]["detail"]
+    assert rules["coverage"]["passed"] is False
+    assert "coverage 0.200 (1/5) vs minimum 0.95" in rules["coverage"]["detail"]

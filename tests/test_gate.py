@@ -129,7 +129,14 @@ def test_a_regression_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> N
     assert candidate.result.pass_rate == 0.75  # above the 0.6 threshold
     assert [r.rule for r in decision.reasons] == ["regressed"]
     assert "40/40 → 30/40" in decision.reasons[0].message
-    assert [r.passed for r in decision.rules] == [False, True, True, True, True]
+    assert [(r.rule, r.passed) for r in decision.rules] == [
+        ("regressed", False),
+        ("coverage", True),
+        ("pass_rate_below_threshold", True),
+        ("judge_uncalibrated", True),
+        ("judge_unavailable", True),
+        ("budget_blocked", True),
+    ]
 
 
 def test_a_low_pass_rate_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> None:
@@ -172,9 +179,11 @@ def test_a_judge_outage_alone_fails_the_gate(
     judge_env.script(default=malformed())  # the judge answers, but never with a verdict
     run = gate(suite=suite, outputs=outputs, subject="agent:outage@v1", fresh_judge=True)
     decision = run.decision
-    assert [r.rule for r in decision.reasons] == ["judge_unavailable"]
+    # The unjudged cases are incomplete: they fail coverage too, never count as passed.
+    assert [r.rule for r in decision.reasons] == ["coverage", "judge_unavailable"]
     assert decision.unjudged_cases == [f"c{i:02d}" for i in range(JUDGED)]
-    assert run.result.pass_rate == 1.0  # the deterministic checks passed: only the rule fails
+    assert run.result.pass_rate == 1.0  # the deterministic checks passed
+    assert not run.result.passed and run.result.metrics.incomplete == JUDGED
     assert not any("not judged" in w for w in decision.warnings)  # a failure, not a warning
 
 
@@ -193,8 +202,9 @@ def test_a_blocked_budget_alone_fails_the_gate(
     finally:
         FinOpsBudget.delete("test-gate-budget")  # type: ignore[attr-defined]
     assert len(judge_env.requests) == calls  # nothing was spent
-    assert [r.rule for r in run.decision.reasons] == ["budget_blocked"]
+    assert [r.rule for r in run.decision.reasons] == ["coverage", "budget_blocked"]
     assert run.result.metrics.skipped_checks == JUDGED
+    assert not run.result.passed and run.result.metrics.incomplete == JUDGED
 
 
 def test_missing_credentials_are_a_warning_that_lists_the_unjudged_cases(
@@ -242,6 +252,7 @@ def test_cli_exit_codes_json_junit_and_check_after_an_override(
     rules = {c.name: c.is_passed for c in suites["assay gate rules"]}
     assert rules == {
         "regressed": True,
+        "coverage": True,
         "pass_rate_below_threshold": False,
         "judge_uncalibrated": True,
         "judge_unavailable": True,

@@ -315,6 +315,8 @@ def test_merge_adds_every_count() -> None:
         "skipped": 1,
         "missing": 1,
         "errors": 1,
+        "incomplete": 1,
+        "not_judged": 0,
         "skipped_checks": 0,
         "judge_calls": 0,
         "judge_cache_hits": 0,

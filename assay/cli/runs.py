@@ -150,7 +150,7 @@ def print_result(result: EvalResult) -> None:
     )
     common.out.print(
         f"  pass rate {rate_text(m.passed, m.scored)} · threshold "
-        f"{result.pass_threshold:.2f} · coverage {m.scored}/{m.cases} (min "
+        f"{result.pass_threshold:.2f} · coverage {m.coverage_text()} (min "
         f"{result.min_coverage:g}) · mean score {score}",
         highlight=False,
     )

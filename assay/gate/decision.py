@@ -5,8 +5,11 @@ status, and recorded write-once under `gates/<run_id>.json`. Rules, each reporte
 passed or not:
 
 - `regressed`: the run regressed against its baseline (Newcombe interval and score drop);
-- `pass_rate_below_threshold`: the pass rate is below the suite's pass threshold, or nothing was
-  scored at all (fail closed: an empty denominator never passes);
+- `coverage`: fewer cases were fully scored than the suite's `min_coverage` asks (a case with a
+  check the configured judge could not score is incomplete and counts against it; cases left out
+  for want of any judge are outside the denominator), or nothing was scored at all;
+- `pass_rate_below_threshold`: the pass rate of the scored cases is below the suite's pass
+  threshold, or nothing was scored at all (fail closed: an empty denominator never passes);
 - `judge_uncalibrated`: the suite uses `llm_judge`, a judge was configured, and that judge
   (model pin, prompt version) has no passing calibration report;
 - `judge_unavailable`: a judge was configured but some `llm_judge` checks went unjudged (the
@@ -41,12 +44,21 @@ from assay.suites.suite import Suite
 GateVerdict = Literal["pass", "fail"]
 
 REGRESSED: Final = "regressed"
+COVERAGE: Final = "coverage"
 PASS_RATE: Final = "pass_rate_below_threshold"
 UNCALIBRATED: Final = "judge_uncalibrated"
 UNAVAILABLE: Final = "judge_unavailable"
 BUDGET_BLOCKED: Final = "budget_blocked"
 FLIP_RATE: Final = "judge_flip_rate"
-RULES: Final = (REGRESSED, PASS_RATE, UNCALIBRATED, UNAVAILABLE, BUDGET_BLOCKED, FLIP_RATE)
+RULES: Final = (
+    REGRESSED,
+    COVERAGE,
+    PASS_RATE,
+    UNCALIBRATED,
+    UNAVAILABLE,
+    BUDGET_BLOCKED,
+    FLIP_RATE,
+)
 """Every gate rule, in the order they are reported (`judge_flip_rate` only when a limit is set:
 `--max-judge-flip-rate`)."""
 
@@ -122,11 +134,17 @@ def _rule_results(
 
     m = result.metrics
     rate = "n/a" if result.pass_rate is None else f"{result.pass_rate:.3f}"
-    pass_rate_ok = result.pass_rate is not None and result.passed
+    pass_rate_ok = result.pass_rate is not None and result.pass_rate >= result.pass_threshold
     pass_detail = (
         f"pass rate {rate} ({m.passed}/{m.scored}) vs threshold {result.pass_threshold:.2f}"
         + ("" if m.scored else "; nothing was scored")
-        + (f"; {result.verdict_reason}" if result.verdict_reason else "")
+    )
+    coverage = m.coverage
+    coverage_ok = coverage is not None and coverage >= result.min_coverage
+    coverage_detail = (
+        f"coverage {'n/a' if coverage is None else f'{coverage:.3f}'} "
+        f"({m.coverage_text()}) vs minimum {result.min_coverage:g}"
+        + (f"; {m.incomplete} case(s) incomplete (a check not scored)" if m.incomplete else "")
     )
 
     if not uses_judge:
@@ -173,6 +191,7 @@ def _rule_results(
             available_detail = f"every llm_judge check was judged ({split} split, skipped)"
     return [
         RuleResult(rule=REGRESSED, passed=not regressed, detail=regression_detail),
+        RuleResult(rule=COVERAGE, passed=coverage_ok, detail=coverage_detail),
         RuleResult(rule=PASS_RATE, passed=pass_rate_ok, detail=pass_detail),
         RuleResult(rule=UNCALIBRATED, passed=judge_ok, detail=judge_detail),
         RuleResult(rule=UNAVAILABLE, passed=not outage, detail=available_detail),

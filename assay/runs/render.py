@@ -21,8 +21,18 @@ def warnings(result: EvalResult) -> list[str]:
             f"{m.skipped_checks} check(s) skipped and excluded from scores "
             "(each case's label says why)"
         )
-    if m.skipped:
-        notes.append(f"{m.skipped} case(s) skipped entirely and excluded from the denominator")
+    if m.incomplete:
+        notes.append(
+            f"{m.incomplete} case(s) incomplete: a check the configured judge could not score; "
+            "counted against coverage, never as passed"
+        )
+    if m.not_judged:
+        notes.append(
+            f"{m.not_judged} case(s) carry only judged checks and were left out of coverage "
+            "(no judge or no credentials)"
+        )
+    if other := m.skipped - m.incomplete - m.not_judged:
+        notes.append(f"{other} case(s) skipped entirely and excluded from the denominator")
     if m.errors:
         notes.append(f"{m.errors} case(s) had a scorer error and were failed")
     if result.sample is not None:
@@ -50,7 +60,7 @@ def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code)
         f"# {result.suite}@{result.suite_version} · {subject}",
         "",
         f"**{verdict}** — pass rate {rate_text(m.passed, m.scored)}, "
-        f"threshold {result.pass_threshold:.2f}; coverage {m.scored}/{m.cases} "
+        f"threshold {result.pass_threshold:.2f}; coverage {m.coverage_text()} "
         f"(min {result.min_coverage:g}); mean score {score}",
         "",
         "| cases | scored | passed | failed | skipped | missing | errors |",

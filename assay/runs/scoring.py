@@ -1,11 +1,19 @@
 """Scoring: cases against outputs, and the aggregation rules of SPEC §5 — in one place.
 
-Case rule: a case passes when every non-skipped scorer passes; its score is the mean of the
-non-skipped scores; a case whose scorers were all skipped is `skipped`; a case with no output is
-failed ("no output") and counted as `missing`. Run rule (`run_verdict`): score = mean case score
-over scored cases, pass_rate = passed / scored; the run passes when coverage (scored / cases)
-reaches the suite's `min_coverage` and then pass_rate >= pass_threshold. Coverage is checked
-first, so cases that drop out of the denominator (a broken judge) can never let the rest decide.
+Case rule (coverage by checks): a case passes only when every check it carries was scored and
+passed. A check is *left out* when no judge is configured at all (`no judge configured`, `no
+credentials`: declared, not a failure); any other skipped check (a configured judge's errors past
+retries, a malformed reply, a blocked budget, a split vote) leaves it *unscored*. Then, in order:
+a case with no output is failed ("no output", counted `missing`); a scored check that failed (or
+errored) fails the case, whatever the unscored ones would have said; a case with an unscored check
+is `skipped` (incomplete: it counts against coverage, never as passed); a case whose checks all
+ran passes; a case whose checks were all left out is `skipped` and `not_judged`. Its score is the
+mean of the scored checks.
+
+Run rule (`run_verdict`): score = mean case score over scored cases, pass_rate = passed / scored;
+coverage = scored / (cases − not judged); the run passes when coverage reaches the suite's
+`min_coverage` and then pass_rate >= pass_threshold. Coverage is checked first, so cases that drop
+out of the denominator (a broken judge) can never let the rest decide; nothing scored never passes.
 """
 
 from __future__ import annotations
@@ -17,11 +25,15 @@ from pydantic import BaseModel, Field
 
 from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
+from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
 from assay.scorers import Outcome, Scorer, Status, clamp
 from assay.suites.suite import Case, Suite
 
 NO_OUTPUT = "no output"
+LEFT_OUT: frozenset[str] = frozenset({NO_JUDGE, NO_CREDENTIALS})
+"""Skip reasons of a judged check with no judge configured at all: the check is left out (a
+declared warning), not unscored."""
 
 
 class CheckResult(BaseModel):
@@ -39,6 +51,8 @@ class CaseEvidence(BaseModel):
     status: Status
     score: float | None
     missing: bool = False
+    not_judged: bool = False
+    """Every check of the case was a judged check left out for want of a judge."""
     output_hmac: str | None
     label: str = Field(max_length=120)
     checks: list[CheckResult]
@@ -54,6 +68,10 @@ class RunMetrics(BaseModel):
     skipped: int = 0
     missing: int = 0
     errors: int = 0
+    incomplete: int = 0
+    """Skipped cases with a check a configured judge could not score (against coverage)."""
+    not_judged: int = 0
+    """Skipped cases whose checks were all left out (no judge configured): outside coverage."""
     score_sum: float = Field(default=0.0, exclude=True)
     skipped_checks: int = 0
     """Individual scorer checks skipped (e.g. llm_judge with no judge), excluded from scores."""
@@ -80,6 +98,8 @@ class RunMetrics(BaseModel):
         self.skipped_checks += sum(1 for c in case.checks if c.status is Status.SKIPPED)
         if case.status is Status.SKIPPED:
             self.skipped += 1
+            self.not_judged += case.not_judged
+            self.incomplete += not case.not_judged
             return
         self.scored += 1
         self.score_sum += case.score or 0.0
@@ -108,9 +128,19 @@ class RunMetrics(BaseModel):
         return self.passed / self.scored if self.scored else None
 
     @property
+    def coverable(self) -> int:
+        """Cases that count for coverage: all but those left out for want of a judge."""
+        return self.cases - self.not_judged
+
+    @property
     def coverage(self) -> float | None:
-        """scored / cases (missing cases count as scored: they failed); None with no cases."""
-        return self.scored / self.cases if self.cases else None
+        """scored / coverable cases (missing cases count as scored: they failed); None with none."""
+        return self.scored / self.coverable if self.coverable else None
+
+    def coverage_text(self) -> str:
+        """`18/20`, with `(+ 6 not judged)` when cases were left out for want of a judge."""
+        left_out = f" (+ {self.not_judged} not judged)" if self.not_judged else ""
+        return f"{self.scored}/{self.coverable}{left_out}"
 
 
 def run_verdict(
@@ -121,11 +151,13 @@ def run_verdict(
     The reason is None for a passing run, else one line with both numbers, e.g.
     `coverage 1/5 below 0.95` or `pass rate 36/50 below 0.8`.
     """
+    if not metrics.cases:
+        return False, "no cases"
     coverage = metrics.coverage
     if coverage is None:
-        return False, "no cases"
+        return False, f"nothing was scored ({metrics.not_judged} case(s) not judged: no judge)"
     if coverage < min_coverage:
-        return False, f"coverage {metrics.scored}/{metrics.cases} below {min_coverage:g}"
+        return False, f"coverage {metrics.coverage_text()} below {min_coverage:g}"
     pass_rate = metrics.pass_rate
     if pass_rate is None:
         return False, "nothing was scored"
@@ -168,12 +200,17 @@ def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
     ]
     if failing:
         return clamp("; ".join(failing))
-    skipped = sum(1 for _, status, _ in checks if status is Status.SKIPPED)
-    ran = len(checks) - skipped
-    text = f"{ran} check{'s' if ran != 1 else ''} passed" if ran else "all checks skipped"
+    skipped = [reason for _, status, reason in checks if status is Status.SKIPPED]
+    unscored = [reason for reason in skipped if reason not in LEFT_OUT]
+    ran = len(checks) - len(skipped)
+    if unscored:
+        text = f"incomplete: {len(unscored)} check{'s' if len(unscored) != 1 else ''} not scored"
+    elif ran:
+        text = f"{ran} check{'s' if ran != 1 else ''} passed"
+    else:
+        text = "all checks skipped"
     if skipped:
-        reasons = sorted({reason for _, status, reason in checks if status is Status.SKIPPED})
-        text += f"; {skipped} skipped ({', '.join(reasons)})"
+        text += f"; {len(skipped)} skipped ({', '.join(sorted(set(skipped)))})"
     return clamp(text)
 
 
@@ -206,21 +243,22 @@ def score_case(
         for position, scorer in enumerate(scorers)
     ]
     counted = [o for _, o in outcomes if o.status is not Status.SKIPPED]
-    if not counted:
+    unscored = any(o.status is Status.SKIPPED and o.reason not in LEFT_OUT for _, o in outcomes)
+    score = sum(o.score for o in counted) / len(counted) if counted else None
+    if any(o.status is Status.ERROR for o in counted):
+        status = Status.ERROR
+    elif any(o.status is Status.FAIL for o in counted):
+        status = Status.FAIL
+    elif unscored or not counted:
         status, score = Status.SKIPPED, None
     else:
-        score = sum(o.score for o in counted) / len(counted)
-        if all(o.status is Status.PASS for o in counted):
-            status = Status.PASS
-        elif any(o.status is Status.ERROR for o in counted):
-            status = Status.ERROR
-        else:
-            status = Status.FAIL
+        status = Status.PASS
     return CaseEvidence(
         case_id=case_id,
         status=status,
         score=score,
         missing=False,
+        not_judged=status is Status.SKIPPED and not unscored and bool(outcomes),
         output_hmac=hasher(text),
         label=_label([(s, o.status, o.reason) for s, o in outcomes]),
         checks=[CheckResult(scorer=s.label, status=o.status, score=o.score) for s, o in outcomes],
