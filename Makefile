@@ -52,7 +52,7 @@ lint: setup  ## ruff, mypy and the docs site (mkdocs build --strict)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 docs: setup  ## build the docs site into site/ (mkdocs serve for a live preview)
 	$(BIN)/mkdocs build --strict

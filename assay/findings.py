@@ -1,6 +1,7 @@
 """Findings: append-only records of things people must act on (SPEC §6).
 
-A finding is derived from a run's EvalResult, so its key is deterministic
+The record and its store layout; which findings a suite run gives rise to is
+`assay.runs.findings`. A finding is derived from a run's EvalResult, so its key is deterministic
 (`findings/<run_id>/<kind>.json`): re-running or retrying the reporting never duplicates one.
 Findings without a suite (outcome and monitor reports, which cover many subjects) are keyed per
 subject too: `findings/<report_id>/<kind>/<hash of the subject>.json`.
@@ -15,8 +16,6 @@ from pydantic import BaseModel
 
 from assay.canonical import content_hash
 from assay.finops.budget import Decision
-from assay.regression import RegressionStatus
-from assay.runs.records import EvalResult
 from assay.store import EvidenceStore
 
 
@@ -43,50 +42,6 @@ def _key(finding: Finding) -> str:
         subject = content_hash(finding.subject).removeprefix("sha256:")[:16]
         return f"findings/{finding.run_id}/{finding.kind}/{subject}.json"
     return f"findings/{finding.run_id}/{finding.kind}.json"
-
-
-def findings_for(result: EvalResult) -> list[Finding]:
-    """The findings a finished run gives rise to: a regression, a budget that stopped judging."""
-    found = (
-        []
-        if result.budget is None
-        else [
-            budget_finding(
-                result.budget,
-                result.run_id,
-                result.suite,
-                result.suite_version,
-                result.subject,
-                result.occurred_at,
-            )
-        ]
-    )
-    return [f for f in (*found, _regression_finding(result)) if f is not None]
-
-
-def _regression_finding(result: EvalResult) -> Finding | None:
-    regression = result.regression
-    if regression is None or regression.status is not RegressionStatus.REGRESSED:
-        return None
-    assert regression.baseline is not None and regression.interval is not None
-    subject = result.subject
-    lo, hi = regression.interval
-    summary = (
-        f"{result.suite}@{result.suite_version} · {subject} regressed: pass rate "
-        f"{regression.baseline.passed}/{regression.baseline.scored} → "
-        f"{regression.candidate.passed}/{regression.candidate.scored} "
-        f"(drop 95% CI {lo:.3f} to {hi:.3f}), score drop {regression.score_drop:.3f}"
-    )
-    return Finding(
-        kind="eval_regression",
-        run_id=result.run_id,
-        suite=result.suite,
-        suite_version=result.suite_version,
-        subject=subject,
-        occurred_at=result.occurred_at,
-        summary=summary,
-        details=regression.model_dump(mode="json"),
-    )
 
 
 def record(store: EvidenceStore, finding: Finding) -> bool:

@@ -11,8 +11,8 @@ from pathlib import Path
 from prefect import flow
 from prefect.runtime import flow_run
 
+from assay.calibration.render import calibration_verdict
 from assay.calibration.report import CalibrationReport
-from assay.verdicts import calibration_verdict
 from tasks._store import store_reference
 from tasks.calibration import calibrate_judge, publish_calibration_artifact
 from tasks.verdicts import verdict_state

@@ -12,7 +12,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.gate.decision import GateRun
-from assay.verdicts import gate_verdict
+from assay.gate.render import gate_verdict
 from flows.suite_run import run_name as suite_run_name
 from flows.suite_run import suite_run
 from tasks._store import store_reference

@@ -20,7 +20,7 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from assay.runs.records import EvalResult
-from assay.verdicts import nightly_verdict
+from assay.runs.render import nightly_verdict
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard, run_link

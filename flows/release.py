@@ -12,7 +12,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.release import ReleaseReport
-from assay.verdicts import release_verdict
+from assay.release.render import release_verdict
 from tasks._store import store_reference
 from tasks.release import publish_release_artifact, release_report
 from tasks.verdicts import verdict_state

@@ -25,11 +25,11 @@ from assay.judge.reliability import run_reliability
 from assay.outputs import OutputSlice
 from assay.runs.lifecycle import this_process
 from assay.runs.records import EvalResult, RunPlan, RunStatus, fail_run, load_result
+from assay.runs.render import suite_run_verdict
 from assay.runs.scoring import RunMetrics
 from assay.stats import preload as preload_statistics
 from assay.subject import Subject
 from assay.suites import registry
-from assay.verdicts import suite_run_verdict
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts

@@ -8,7 +8,8 @@ from prefect import get_run_logger, task
 from prefect.events import emit_event
 from prefect.settings import PREFECT_UI_URL
 
-from assay.findings import Finding, findings_for, record
+from assay.findings import Finding, record
+from assay.runs.findings import findings_for
 from assay.runs.records import EvalResult
 from blocks import NotificationTarget
 from tasks._options import IO_RETRIES, NO_PERSISTENCE

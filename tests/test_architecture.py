@@ -1,13 +1,15 @@
 """The layer rules (SPEC §2, docs/architecture.md), read from every module's imports with `ast`.
 
-- `assay/` is the domain core: no Prefect import anywhere under it except `assay/cli/`;
-- `assay/cli/` imports nothing from `tasks/` (configuration comes from `blocks/`);
+- `assay/` is the domain core: no `prefect*`, `flows`, `tasks` or `blocks` import anywhere under
+  it except the edges, `assay/cli/` and `assay/api/`;
+- the edges import nothing from `tasks/` (configuration comes from `blocks/`);
 - `tasks/` imports no `flows/`;
 - no import cycles between packages (a feature package of `assay/`, a ground-floor module of
   `assay/`, or one of `tasks`, `flows`, `blocks`, `deployments`).
 
-Every import counts, also one inside a function or under `TYPE_CHECKING`: a lazy import is
-still a dependency.
+Every import counts, also one inside a function or under `TYPE_CHECKING`, and a string handed
+to `importlib.import_module` or `__import__` (its constant prefix, for an f-string such as
+`f"flows.{name}"`): a lazy import is still a dependency.
 """
 
 from __future__ import annotations
@@ -46,6 +48,23 @@ def _modules() -> dict[str, Path]:
     }
 
 
+def _string_import(node: ast.Call) -> str | None:
+    """The module named by `import_module("…")` / `__import__("…")`: the constant text, or the
+    constant prefix of an f-string up to its last dot (`f"flows.{name}"` → `flows`)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    argument = node.args[0]
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return argument.value
+    if isinstance(argument, ast.JoinedStr) and argument.values:
+        first = argument.values[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return first.value.rpartition(".")[0] or first.value
+    return None
+
+
 def _imports() -> list[Import]:
     modules = _modules()
     found: list[Import] = []
@@ -64,6 +83,8 @@ def _imports() -> list[Import]:
                 for alias in node.names:
                     submodule = f"{base}.{alias.name}"
                     found.append(Import(name, submodule if submodule in modules else base, where))
+            elif isinstance(node, ast.Call) and (target := _string_import(node)):
+                found.append(Import(name, target, where))
     return found
 
 
@@ -118,16 +139,24 @@ EDGES = ("assay.cli", "assay.api")
 """The command line and the HTTP service: the parts of assay/ that launch flows."""
 
 
-def test_the_domain_core_imports_no_prefect_outside_the_edges() -> None:
+ORCHESTRATION = ("flows", "tasks", "blocks")
+"""The layers above the domain: only the edges may reach them from under assay/."""
+
+
+def test_the_domain_core_imports_no_prefect_or_orchestration_outside_the_edges() -> None:
     broken = [
         f"{i.where}: {i.source} imports {i.target}"
         for i in _imports()
         if _within(i.source, "assay")
         and not any(_within(i.source, edge) for edge in EDGES)
-        and i.target.split(".")[0].startswith("prefect")
+        and (
+            i.target.split(".")[0].startswith("prefect")
+            or any(_within(i.target, layer) for layer in ORCHESTRATION)
+        )
     ]
-    assert broken == [], "Prefect under assay/ outside assay/cli/ and assay/api/:\n" + "\n".join(
-        broken
+    assert broken == [], (
+        "Prefect, flows/, tasks/ or blocks/ under assay/ outside assay/cli/ and assay/api/:\n"
+        + "\n".join(broken)
     )
 
 
@@ -174,3 +203,34 @@ def test_the_rules_see_the_whole_tree() -> None:
     assert {"assay.cli", "assay.judge.service", "tasks.scoring", "flows.suite_run"} <= sources
     assert any(i.source == "flows.suite_run" and i.target.startswith("tasks.") for i in imports)
     assert any(i.source.startswith("assay.cli") and i.target.startswith("prefect") for i in imports)
+    # `import_module(f"flows.{name}")` in the CLI is seen as an import of `flows`.
+    assert any(i.source.startswith("assay.cli") and i.target == "flows" for i in imports)
+
+
+def test_string_imports_are_read(tmp_path: Path) -> None:
+    """A guard on the reader: `import_module` strings and f-string prefixes are imports."""
+    tree = ast.parse(
+        "import importlib\n"
+        "importlib.import_module('tasks.scoring')\n"
+        "import_module(f'tasks.{name}')\n"
+        "__import__('blocks')\n"
+        "import_module(name)\n"
+    )
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    assert [_string_import(call) for call in calls] == ["tasks.scoring", "tasks", "blocks", None]
+
+
+def test_the_architecture_page_names_every_package_and_ground_floor_module() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = sorted(path.parent.name for path in (ROOT / "assay").glob("*/__init__.py"))
+    ground = sorted(path.stem for path in (ROOT / "assay").glob("*.py") if path.stem != "__init__")
+    unnamed = [
+        f"assay/{name}/"
+        for name in packages
+        if f"`assay/{name}/`" not in page and (f"{name}/" not in page)
+    ]
+    floor = page.split("ground floor:", 1)[1].split("```", 1)[0]
+    unnamed += [
+        f"assay/{name}.py" for name in ground if name not in floor.replace(",", " ").split()
+    ]
+    assert unnamed == [], "docs/architecture.md does not name: " + ", ".join(unnamed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from assay.calibration.report import CalibrationReport
 from assay.rate import Rate
+from assay.verdicts import FlowVerdict
 
 
 def _rate_line(name: str, successes: int, n: int, rate: Rate) -> str:
@@ -54,3 +55,9 @@ def markdown_report(report: CalibrationReport) -> str:
         f" → now {report.ratcheted_targets.agreement:.3f} / {report.ratcheted_targets.kappa:.3f}.",
     ]
     return "\n".join(lines)
+
+
+def calibration_verdict(report: CalibrationReport) -> FlowVerdict:
+    return FlowVerdict(
+        name="Calibrated" if report.passed else "Not calibrated", message=report.verdict
+    )

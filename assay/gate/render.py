@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from assay.gate.decision import GateDecision
+from assay.verdicts import FlowVerdict
 
 
 def markdown_decision(decision: GateDecision, run_link: Callable[[str], str] = str) -> str:
@@ -26,3 +27,16 @@ def markdown_decision(decision: GateDecision, run_link: Callable[[str], str] = s
     if decision.warnings:
         lines += ["", "**Warnings**", *[f"- {note}" for note in decision.warnings]]
     return "\n".join(lines)
+
+
+def gate_verdict(decision: GateDecision) -> FlowVerdict:
+    """Gate: `Gate passed`, or `Gate failed` naming the first failing rule."""
+    if decision.verdict == "pass":
+        warned = f"; {len(decision.warnings)} warning(s)" if decision.warnings else ""
+        return FlowVerdict(name="Gate passed", message=f"every rule passed{warned}")
+    first = decision.reasons[0]
+    more = len(decision.reasons) - 1
+    return FlowVerdict(
+        name="Gate failed",
+        message=f"{first.rule}: {first.message}" + (f" (+{more} more)" if more else ""),
+    )

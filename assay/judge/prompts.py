@@ -121,13 +121,6 @@ class Prompt:
             output=untrusted_block(request.output),
         )
 
-    def messages(self, request: JudgeRequest) -> list[dict[str, str]]:
-        """Chat messages (system, then user) grading `request` with this template."""
-        return [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": self.user_message(request)},
-        ]
-
     def pair_message(self, request: PairRequest) -> str:
         """The user message comparing the two outputs of `request` with this (pairwise) template.
 
@@ -141,13 +134,6 @@ class Prompt:
             first=untrusted_block(request.first, "RESPONSE 1"),
             second=untrusted_block(request.second, "RESPONSE 2"),
         )
-
-    def pair_messages(self, request: PairRequest) -> list[dict[str, str]]:
-        """Chat messages (system, then user) comparing the outputs of `request`."""
-        return [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": self.pair_message(request)},
-        ]
 
 
 def untrusted_block(text: str, label: str = "CANDIDATE OUTPUT") -> str:

@@ -10,6 +10,7 @@ import json
 
 from assay.rate import rate_text
 from assay.release.report import ReleaseReport, VariantReport
+from assay.verdicts import FlowVerdict
 
 COLUMNS: tuple[str, ...] = (
     "variant",
@@ -108,3 +109,10 @@ def markdown_report(report: ReleaseReport) -> str:
         f"{report.created_at:%Y-%m-%d %H:%M} UTC",
     ]
     return "\n".join(lines)
+
+
+def release_verdict(report: ReleaseReport) -> FlowVerdict:
+    """Release: `Release ok`, or `Release blocked` with the first variant's stopping gate."""
+    if report.passed:
+        return FlowVerdict(name="Release ok", message="every variant passed every gate")
+    return FlowVerdict(name="Release blocked", message=stop_lines(report)[0])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from assay.judge.reliability import judge_lines
 from assay.rate import rate_text
 from assay.regression import Comparison, RegressionStatus
 from assay.runs.records import EvalResult
+from assay.verdicts import FlowVerdict
 
 
 def warnings(result: EvalResult) -> list[str]:
@@ -122,3 +123,40 @@ def regression_lines(
         "changed: " + ("; ".join(regression.changed) or "nothing (same suite and scorers)")
     )
     return lines
+
+
+def suite_run_verdict(result: EvalResult) -> FlowVerdict:
+    """Suite run: `Regressed` (against its baseline) beats `Passed` / `Not passed`."""
+    m = result.metrics
+    rate = f"pass rate {rate_text(m.passed, m.scored)}"
+    regression = result.regression
+    if regression is not None and regression.status is RegressionStatus.REGRESSED:
+        assert regression.baseline is not None
+        b = regression.baseline
+        return FlowVerdict(
+            name="Regressed",
+            message=f"{rate}, down from {b.passed}/{b.scored} in baseline "
+            f"{regression.baseline_run}",
+        )
+    threshold = f"threshold {result.pass_threshold:.2f}"
+    if result.passed:
+        return FlowVerdict(name="Passed", message=f"{rate}, {threshold}")
+    coverage = m.coverage
+    if result.verdict_reason and (coverage is None or coverage < result.min_coverage):
+        return FlowVerdict(name="Not passed", message=result.verdict_reason)
+    return FlowVerdict(name="Not passed", message=f"{rate}, below {threshold}")
+
+
+def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> FlowVerdict:
+    """Nightly: `All passed`, or `Some failed` naming the jobs that did not pass.
+
+    Args:
+        jobs: Each job's `SUITE · SUBJECT` and whether it passed (None: the job failed).
+    """
+    bad = [name for name, passed in jobs if passed is not True]
+    if not bad:
+        return FlowVerdict(name="All passed", message=f"{len(jobs)} of {len(jobs)} jobs passed")
+    return FlowVerdict(
+        name="Some failed",
+        message=f"{len(bad)} of {len(jobs)} jobs did not pass: {', '.join(bad)}",
+    )
