@@ -167,6 +167,22 @@ def test_a_one_class_set_calibrates_nothing() -> None:
     assert report.specificity.negatives == 0 and report.specificity.rate is None
 
 
+def test_a_set_with_nothing_judged_says_so_not_one_class() -> None:
+    items, _ = _items(tp=1, fn=0, fp=0, tn=1)  # one pass and one fail label
+    report = _measure(items, [Verdict.skipped("no credentials")] * 2)
+    assert not report.passed and report.n == 0
+    assert "nothing was judged (all 2 item(s) were skipped" in report.verdict
+    assert "one class" not in report.verdict
+
+
+def test_one_label_of_each_class_is_not_enough() -> None:
+    report = _measure(*_items(tp=1, fn=0, fp=0, tn=1))
+    assert not report.passed and report.n == 2
+    assert "only 2 item(s) judged; at least 30 are needed (one label of each class" in (
+        report.verdict
+    )
+
+
 def test_targets_ratchet_up_over_three_runs_and_never_down(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "s")
     assert current_targets(store) == Targets(agreement=0.85, kappa=0.6)

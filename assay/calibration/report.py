@@ -137,14 +137,23 @@ def _shortfalls(
     n: int, items: int, agreement: float | None, kappa: Kappa, targets: Targets
 ) -> list[str]:
     """Why a report does not calibrate its judge; empty when it does."""
+    if n == 0:
+        return [
+            f"nothing was judged (all {items} item(s) were skipped; see skipped_reasons), so "
+            "agreement cannot be measured — this set calibrates nothing"
+        ]
     if not kappa.defined or kappa.value is None or agreement is None:
         return [
-            "the human labels are all one class (or nothing was judged), so chance-corrected "
+            f"the human labels of the {n} judged item(s) are all one class, so chance-corrected "
             "agreement cannot be measured — this set calibrates nothing"
+            + (f" (at least {MIN_JUDGED} judged items are needed)" if n < MIN_JUDGED else "")
         ]
     found = []
     if n < MIN_JUDGED:
-        found.append(f"only {n} item(s) judged; at least {MIN_JUDGED} are needed")
+        found.append(
+            f"only {n} item(s) judged; at least {MIN_JUDGED} are needed (one label of each "
+            "class is not enough)"
+        )
     if items - n > MAX_SKIPPED_SHARE * items:
         found.append(f"{items - n} of {items} items unjudged (more than {MAX_SKIPPED_SHARE:.0%})")
     if agreement < targets.agreement:
