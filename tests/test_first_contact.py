@@ -152,6 +152,12 @@ def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
         assert (home / "server.pid").exists()  # Prefect's own background server
         status = _assay("server", "status", "--json", env=env, cwd=tmp_path)
         assert status.returncode == 0 and '"running": true' in status.stdout
+        block_types = httpx.post(
+            f"http://127.0.0.1:{port}/api/block_types/filter", json={}, timeout=30
+        ).json()
+        assert {"assay-evidence-storage", "assay-finops-budget", "assay-judge-settings"} <= {
+            block_type["slug"] for block_type in block_types
+        }  # the UI's Blocks page can create Assay's blocks
 
         done = _assay(*run, env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr

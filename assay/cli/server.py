@@ -82,6 +82,15 @@ def server_start(
             fail(f"the Prefect server did not answer at {state.api_url} within {timeout:.0f} s")
         time.sleep(0.5)
     orchestration.write_state(state.model_copy(update={"pid": _pid()}))
+    # Registered so that the UI's Blocks page can create an EvidenceStorage, a FinOpsBudget, …
+    registered = _prefect(
+        "block", "register", "-m", "blocks", env={**env, "PREFECT_API_URL": state.api_url}
+    )
+    if registered.returncode != 0:
+        out.print(
+            f"warning: Assay's block types were not registered: {_last_line(registered)}",
+            highlight=False,
+        )
     out.print(
         f"Prefect server up: UI at {state.ui_url}, API at {state.api_url}.\n"
         "Every assay command now runs its flows there and prints each run's link; "
