@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import StoreUnavailableError
+from assay.findings import list_findings
 from assay.finops.budget import Budget, preflight
 from assay.finops.ledger import CostRecord, read_costs
 from assay.finops.pricing import Prices
@@ -368,6 +369,7 @@ def test_a_judge_billing_past_max_tokens_cannot_spend_past_a_block_budget(
     assert result.budget is not None and result.budget.status == "blocked"
     assert result.budget.reason.endswith("> limit $50.0000: no further judge call started")
     assert result.metrics.skipped_checks == 40 - len(judge_server.requests)
+    assert [f.kind for f in list_findings(store, result.run_id)] == ["budget_blocked"]
     over = [note for note in warnings(result) if "max_tokens" in note]
     assert over == [
         f"{len(judge_server.requests)} judge call(s) reported more output tokens than max_tokens "
