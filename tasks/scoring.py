@@ -147,6 +147,7 @@ def score_chunk(
     summary.metrics.repeated_checks = judged.repeated
     summary.metrics.unanimous_checks = judged.unanimous
     summary.metrics.split_checks = judged.split
+    summary.metrics.judge_calls_over_bound = judged.over_bound
     summary.budget = judged.decision
     summary.redactions = judged.redactions
     summary.judge_repeats = setup.repeats

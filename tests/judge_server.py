@@ -39,7 +39,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -64,6 +64,8 @@ class Reply:
         headers: Extra response headers (`Retry-After`, …).
         usage: (prompt_tokens, completion_tokens), or None to send no `usage` at all.
         message: The error message in an error body (servers often echo the request here).
+        honours_max_tokens: False plays a judge that bills past the request's `max_tokens`:
+            its text and `usage` are sent as scripted instead of cut at the cap.
     """
 
     status: int = 200
@@ -72,6 +74,7 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     usage: tuple[int, int] | None = DEFAULT_USAGE
     message: str = "scripted error"
+    honours_max_tokens: bool = True
 
 
 def verdict(
@@ -111,15 +114,7 @@ def server_error(status: int = 500, **options: Any) -> Reply:
 
 def slow(seconds: float, reply: Reply | None = None) -> Reply:
     """`reply` (default: a passing verdict) answered after `seconds`."""
-    base = reply or verdict()
-    return Reply(
-        status=base.status,
-        content=base.content,
-        delay=seconds,
-        headers=base.headers,
-        usage=base.usage,
-        message=base.message,
-    )
+    return replace(reply or verdict(), delay=seconds)
 
 
 @dataclass
@@ -359,7 +354,7 @@ def _respond(reply: Reply, recorded: RecordedRequest) -> JSONResponse:
         return JSONResponse({"error": error}, status_code=reply.status, headers=dict(reply.headers))
     content, finish_reason, usage = reply.content, "stop", reply.usage
     cap = recorded.body.get("max_tokens")
-    if isinstance(cap, int) and usage is not None and usage[1] > cap:
+    if reply.honours_max_tokens and isinstance(cap, int) and usage is not None and usage[1] > cap:
         # As a real server does: the answer stops at max_tokens (and is billed as such).
         content = content[: cap * 4] if content is not None else None
         finish_reason, usage = "length", (usage[0], cap)

@@ -59,6 +59,7 @@ SUBJECT_KEYS = {
     "previous",
     "change",
     "findings",
+    "outside",
 }
 
 _serial = iter(range(1_000_000))
@@ -705,3 +706,26 @@ def test_the_hourly_deployment_runs_the_monitor_flow_with_valid_parameters() -> 
     parameters = flow.validate_parameters(hourly["parameters"])
     assert (repo / parameters["signals"]).is_file()
     parse_window(parameters["window"])
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_sessions_outside_the_window_are_counted_for_their_subject(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    # Every session ended days before the window: the subject is no data, and says why.
+    signals = write(tmp_path / "old.jsonl", [signal(hours_ago=100 + i) for i in range(3)])
+
+    human = CliRunner().invoke(app, ["monitor", str(signals), "--now", NOW.isoformat()])
+    as_json = CliRunner().invoke(app, ["monitor", str(signals), "--now", NOW.isoformat(), "--json"])
+
+    assert human.exit_code == 0, human.output
+    assert "no signals in the window (3 session(s) outside it and the previous one)" in (
+        " ".join(human.output.split())
+    )
+    (bot,) = json.loads(as_json.stdout)["subjects"]
+    assert (bot["status"], bot["outside"]) == ("no_data", 3)
+    report = report_for(tmp_path, [signal(hours_ago=100), signal(hours_ago=100, subject="agent:b")])
+    assert "| agent:b | no data: no signals in the window (1 session(s) outside" in (
+        markdown_report(report)
+    )
+    assert [h.outside for h in report.subjects] == [1, 1]

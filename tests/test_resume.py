@@ -8,6 +8,7 @@ SIGKILL mid-run.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.errors import InputError
+from assay.finops.ledger import CostRecord, read_costs
 from assay.runs.lifecycle import settle, stale_reason
 from assay.runs.records import RunOwner, RunStatus, load_aggregate, load_result, now
 from assay.store import FileStore
@@ -178,3 +180,49 @@ def test_a_killed_run_is_marked_interrupted_then_resumed_to_completion(
     with get_client(sync_client=True) as client:
         state = client.read_flow_run(UUID(killed.owner.flow_run)).state
     assert state is not None and state.type.value == "CRASHED"
+
+
+def test_a_resumed_runs_judge_figures_cover_every_attempt(
+    judge_env: JudgeServer,
+    prefect_api: str,
+    store_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "1.0")
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    judge_env.script(*[verdict("pass", 0.9)] * 4, default=slow(300))  # 4 paid, then it hangs
+    suite, outputs = _suite(tmp_path, name="paid-twice", judged=True)
+    store = FileStore(store_dir)
+    process = subprocess.Popen(
+        [ASSAY, "run", str(suite), "--outputs", str(outputs), "--json"],
+        env={**os.environ, "PREFECT_API_URL": prefect_api},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        run_id = _wait_for_running_run(store, process)
+        deadline = time.monotonic() + 120
+        while len(_run_costs(store, run_id)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    paid_before = sum(record.calls for record in _run_costs(store, run_id))
+
+    judge_env.script(default=verdict("pass", 0.9))
+    result = suite_run(suite=str(suite), outputs=str(outputs), run_id=run_id, resume=True)
+
+    ledger = _run_costs(store, run_id)
+    assert paid_before == 4
+    assert result.metrics.judge_calls == sum(record.calls for record in ledger) == 12
+    assert result.metrics.judge_cost_usd == pytest.approx(
+        math.fsum(record.cost_usd for record in ledger)
+    )
+    assert result.metrics.judge_cost_usd == pytest.approx(12 * (120 * 1.0 + 30 * 2.0) / 1e6)
+
+
+def _run_costs(store: FileStore, run_id: str) -> list[CostRecord]:
+    today = now().date()
+    return [r for r in read_costs(store, today - timedelta(days=1), today) if r.run_id == run_id]

@@ -326,6 +326,7 @@ def test_merge_adds_every_count() -> None:
         "repeated_checks": 0,
         "unanimous_checks": 0,
         "split_checks": 0,
+        "judge_calls_over_bound": 0,
         "write_guard": None,  # set by the store when the run finishes, never summed
     }
     assert first.score == pytest.approx(2.5 / 4)

@@ -14,6 +14,7 @@ are a real folder and a real moto S3 server.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import StoreUnavailableError
+from assay.findings import list_findings
 from assay.finops.budget import Budget, preflight
 from assay.finops.ledger import CostRecord, read_costs
 from assay.finops.pricing import Prices
@@ -36,7 +38,10 @@ from assay.judge.openai_adapter import OpenAIJudge
 from assay.judge.port import JudgeRequest
 from assay.judge.prompts import load_prompt
 from assay.judge.service import JudgeSetup, cache_key, judge_requests
+from assay.runs.render import warnings
 from assay.store import EvidenceStore, FileStore
+from blocks import FinOpsBudget
+from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, Reply, slow, verdict
 from tests.servers import RestartableS3Server, S3Server
 
@@ -317,3 +322,56 @@ def test_a_store_outage_stops_the_judging(
     stopper.join()
 
     assert len(judge_server.requests) < 200  # stopped soon after the store went away
+
+
+def _judged_suite(tmp_path: Path, cases: int) -> tuple[str, str]:
+    """A suite of `cases` cases, each carrying one `llm_judge` check, and their outputs."""
+    rows = [
+        {"id": f"c{i:02d}", "input": "q", "scorers": [{"llm_judge": {"rubric": "Is polite."}}]}
+        for i in range(cases)
+    ]
+    suite = tmp_path / "judged.json"
+    suite.write_text(json.dumps({"suite": "judged", "cases": rows}))
+    outputs = tmp_path / "judged.jsonl"
+    outputs.write_text(
+        "".join(json.dumps({"case_id": r["id"], "output": "yes"}) + "\n" for r in rows)
+    )
+    return str(suite), str(outputs)
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_judge_billing_past_max_tokens_cannot_spend_past_a_block_budget(
+    judge_server: JudgeServer, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each call is projected at 400 output tokens (a fraction of a cent), but the judge ignores
+    # max_tokens and bills 2,000,000 completion tokens: $4.00 a call, $160 for the 40 cases.
+    judge_server.script(
+        default=Reply(content=verdict().content, usage=(50, 2_000_000), honours_max_tokens=False)
+    )
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "0")
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    suite, outputs = _judged_suite(tmp_path, 40)
+    FinOpsBudget(limit_usd=50, period="day", mode="block", scope="subject:agent:overbilled").save(
+        "test-overbilled-budget", overwrite=True
+    )
+    try:
+        result = suite_run(suite=suite, outputs=outputs, subject="agent:overbilled@v1")
+    finally:
+        FinOpsBudget.delete("test-overbilled-budget")  # type: ignore[attr-defined]
+
+    store = FileStore(store_dir)
+    assert spent_usd(store) <= 2 * 50
+    assert len(judge_server.requests) < 40
+    assert not result.passed
+    assert result.budget is not None and result.budget.status == "blocked"
+    assert result.budget.reason.endswith("> limit $50.0000: no further judge call started")
+    assert result.metrics.skipped_checks == 40 - len(judge_server.requests)
+    assert [f.kind for f in list_findings(store, result.run_id)] == ["budget_blocked"]
+    over = [note for note in warnings(result) if "max_tokens" in note]
+    assert over == [
+        f"{len(judge_server.requests)} judge call(s) reported more output tokens than max_tokens "
+        "allows; recorded as reported"
+    ]

@@ -80,6 +80,7 @@ def monitor_command(
 
 def _print(report: MonitorReport) -> None:
     from assay.monitor.figures import states_text
+    from assay.monitor.render import no_signals_text
     from assay.monitor.report import ABSENCE_NOTE, NO_DATA_KIND, silent
 
     common.out.print(
@@ -103,7 +104,7 @@ def _print(report: MonitorReport) -> None:
                 highlight=False,
             )
         if h.status == "no_data":
-            common.out.print("  no signals in the window: nothing is known about this subject")
+            common.out.print(f"  {no_signals_text(h)}: nothing is known about this subject")
             continue
         common.out.print(f"  states: {states_text(h)}", highlight=False)
         if h.status == "insufficient":

@@ -74,6 +74,19 @@ class Budget(BaseModel):
         return scope
 
 
+class Standing(BaseModel):
+    """Where one applicable `block` budget stood when a batch was allowed to spend."""
+
+    model_config = ConfigDict(frozen=True)
+
+    budget: str
+    limit_usd: float
+    spent_usd: float
+    """The period's recorded spend in the budget's scope."""
+    reserved_usd: float
+    """What other batches' live reservations held against it."""
+
+
 class Decision(BaseModel):
     """The preflight's answer for one judge task, and the numbers behind it.
 
@@ -117,6 +130,19 @@ def preflight(
     now: datetime | None = None,
     reservation: Reservation | None = None,
 ) -> Decision:
+    """Decide, before a judge task spends anything, whether it may (see `assess`)."""
+    return assess(store, budgets, projected_usd, suite, subject, now, reservation)[0]
+
+
+def assess(
+    store: EvidenceStore,
+    budgets: list[Budget] | None,
+    projected_usd: float,
+    suite: str,
+    subject: str,
+    now: datetime | None = None,
+    reservation: Reservation | None = None,
+) -> tuple[Decision, tuple[Standing, ...]]:
     """Decide, before a judge task spends anything, whether it may.
 
     For each budget whose scope covers the suite and subject, the period's recorded spend is
@@ -143,8 +169,9 @@ def preflight(
         reservation: The caller's own reservation of `projected_usd`, not counted twice.
 
     Returns:
-        The decision. `refused` (fail closed) when `budgets` is None or the ledger or the
-        reservations cannot be read; `no_budget` (allowed) when no budget applies.
+        The decision — `refused` (fail closed) when `budgets` is None or the ledger or the
+        reservations cannot be read; `no_budget` (allowed) when no budget applies — and where
+        each applicable `block` budget stood, for checking the actual spend (`spent_past`).
 
     Raises:
         ValueError: `projected_usd` is negative or not finite, or `now` is naive.
@@ -153,7 +180,7 @@ def preflight(
         raise ValueError("projected spend must be a finite, non-negative amount")
     current = utc_now(now)
     if budgets is None:
-        return refused(projected_usd, "budget store unreadable")
+        return refused(projected_usd, "budget store unreadable"), ()
     applicable = [b for b in budgets if scope_matches(b.scope, suite, subject)]
     if not applicable:
         return Decision(
@@ -164,11 +191,12 @@ def preflight(
             spent_usd=None,
             projected_usd=projected_usd,
             reason=f"no budget applies to suite {suite} and subject {subject}",
-        )
+        ), ()
     spent_by: dict[tuple[Period, str], float] = {}
     best: tuple[int, float] | None = None
     decision: Decision | None = None
     holding: tuple[list[Reservation], dict[str, float]] | None = None
+    blocks: list[Standing] = []
     for budget in applicable:
         try:
             if holding is None:
@@ -179,7 +207,7 @@ def preflight(
                 spent_by[(budget.period, budget.scope)] = already
         except Exception as exc:  # any failure, of any kind, refuses spending (fail closed)
             why = f"cost ledger unreadable for budget {budget.name} ({type(exc).__name__})"
-            return refused(projected_usd, why, budget)
+            return refused(projected_usd, why, budget), ()
         held = reserved(holding[0], budget.scope, holding[1])
         total = already + held + projected_usd
         exceeded = projected_usd > 0 and total > budget.limit_usd + TOLERANCE_USD
@@ -191,6 +219,15 @@ def preflight(
             f"{usd(already)}{held_text} + projected {usd(projected_usd)} {relation} limit "
             f"{usd(budget.limit_usd)}"
         )
+        if budget.mode == "block":
+            blocks.append(
+                Standing(
+                    budget=budget.name,
+                    limit_usd=budget.limit_usd,
+                    spent_usd=already,
+                    reserved_usd=held,
+                )
+            )
         rank = (_SEVERITY[status], total - budget.limit_usd)
         if best is None or rank > best:
             best = rank
@@ -205,7 +242,52 @@ def preflight(
                 reserved_usd=held or None,
             )
     assert decision is not None
-    return decision
+    return decision, tuple(blocks)
+
+
+def spent_past(
+    decision: Decision, standings: tuple[Standing, ...], actual_usd: float
+) -> Decision | None:
+    """The `blocked` decision once a batch's actual spend takes a block budget past its limit.
+
+    The preflight allowed the batch on its projection; a judge that bills more than it was
+    asked for (usage past `max_tokens`) can spend past it. Recorded spend plus reservations —
+    the period's spend and other batches' holds as the preflight read them, plus this batch's
+    actual spend, which then stands for its own (smaller) reservation — is checked after every
+    paid call: past a limit, no further call starts (SPEC §8).
+
+    Args:
+        decision: The preflight's decision that let the batch spend.
+        standings: Where each block budget stood then (`assess`).
+        actual_usd: What the batch's calls have cost so far, as recorded in the ledger.
+
+    Returns:
+        None while every block budget holds; else the decision naming the budget passed most.
+    """
+    over = [
+        standing
+        for standing in standings
+        if standing.spent_usd + standing.reserved_usd + actual_usd
+        > standing.limit_usd + TOLERANCE_USD
+    ]
+    if not over:
+        return None
+    worst = max(over, key=lambda s: s.spent_usd + s.reserved_usd + actual_usd - s.limit_usd)
+    held_text = f" + reserved {usd(worst.reserved_usd)}" if worst.reserved_usd else ""
+    return Decision(
+        allowed=False,
+        status="blocked",
+        budget=worst.budget,
+        limit_usd=worst.limit_usd,
+        spent_usd=worst.spent_usd + actual_usd,
+        projected_usd=decision.projected_usd,
+        reason=(
+            f"budget {worst.budget} (block): spent {usd(worst.spent_usd)}{held_text} + actual "
+            f"{usd(actual_usd)} (projected {usd(decision.projected_usd)}) > limit "
+            f"{usd(worst.limit_usd)}: no further judge call started"
+        ),
+        reserved_usd=worst.reserved_usd or None,
+    )
 
 
 def refused(projected_usd: float, why: str, budget: Budget | None = None) -> Decision:

@@ -132,11 +132,14 @@ def period_bounds(period: Period, now: datetime | None = None) -> tuple[datetime
     return start, datetime(after.year, after.month, after.day, tzinfo=UTC)
 
 
-def read_costs(store: EvidenceStore, first: date, last: date) -> list[CostRecord]:
+def read_costs(
+    store: EvidenceStore, first: date, last: date, run_id: str | None = None
+) -> list[CostRecord]:
     """Every ledger record dated from `first` to `last` (UTC days, inclusive), in key order.
 
     Lists one prefix per day, so the cost is proportional to the days asked for, not to the
-    ledger's size.
+    ledger's size. With `run_id`, only that run's records (every attempt's): keys name their
+    run, so other runs' records are not fetched.
 
     Raises:
         pydantic.ValidationError: a record is corrupt.
@@ -148,6 +151,8 @@ def read_costs(store: EvidenceStore, first: date, last: date) -> list[CostRecord
     day = first
     while day <= last:
         for key in store.list(_day_prefix(day)):
+            if run_id is not None and not key.startswith(f"{_day_prefix(day)}{run_id}-"):
+                continue
             call = _CALL_KEY.search(key)
             if call is not None:
                 calls[call["part"]] = key  # read only if no batch summary covers it
@@ -159,7 +164,7 @@ def read_costs(store: EvidenceStore, first: date, last: date) -> list[CostRecord
     for part, key in calls.items():
         if part not in covered:
             records.append(CostRecord.model_validate_json(store.get(key)))
-    return records
+    return [r for r in records if run_id is None or r.run_id == run_id]
 
 
 def scope_matches(scope: str, suite: str, subject: str) -> bool:

@@ -17,7 +17,12 @@ their requests and cache keys, then hand them to `judge_requests` (one verdict p
 4. as calls return, their tokens are priced and appended to the cost ledger (a small group
    per record), then their verdicts cached (write-once): nothing paid is lost by a kill, a
    retry or a resume with another chunk layout, and nothing is counted twice. When the store
-   cannot take the spend or the verdicts, no further call is started.
+   cannot take the spend or the verdicts, no further call is started;
+5. after every paid call, the batch's actual spend is checked against each `block` budget
+   (`assay.finops.budget.spent_past`): a judge that bills past `max_tokens` is recorded as
+   it reported (the ledger keeps the true cost, and the call is counted in `over_bound`), and
+   once a limit is passed no further call starts — the rest are skipped (`budget_blocked`)
+   and the batch's decision becomes `blocked`.
 
 With no judge configured, every verdict is skipped with the reason (fail closed).
 
@@ -44,7 +49,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 from assay.canonical import canonical_json
 from assay.errors import AssayError
-from assay.finops.budget import Budget, Decision, preflight, refused
+from assay.finops.budget import Budget, Decision, Standing, assess, refused, spent_past
 from assay.finops.ledger import CostRecord, record_cost, scope_matches
 from assay.finops.pricing import Prices, estimate_tokens, price
 from assay.finops.reservations import Reservation, release, reserve
@@ -151,6 +156,8 @@ class Judged(Generic[VerdictT]):
     cache_hits: int = 0
     cost_usd: float = 0.0
     decision: Decision | None = None
+    over_bound: int = 0
+    """Calls whose reported output tokens exceeded the `max_tokens` they were sent with."""
 
 
 @dataclass(frozen=True)
@@ -352,24 +359,33 @@ def _judge(
                 output_tokens=setup.max_output_tokens,
             ),
         )
-        reservation, judged.decision = _reserve(store, setup, spender, first_chunk, projected)
+        reservation, judged.decision, standings = _reserve(
+            store, setup, spender, first_chunk, projected
+        )
         if on_decision is not None:
             on_decision(judged.decision)
+        blocked = way.skipped(BUDGET_BLOCKED, setup.pin)
         if judged.decision.allowed:
+            guard = _Guard(judged.decision, standings)
             try:
                 for number, batch in enumerate(_batches(pending, batch_size or len(pending))):
-                    spend = _Spend(store, setup, spender, first_chunk + number, reservation)
+                    if guard.stopped is not None:
+                        for index in batch:
+                            verdicts[index] = blocked
+                        continue
+                    spend = _Spend(store, setup, spender, first_chunk + number, reservation, guard)
                     answers = _ask(store, setup, way, [requests[i] for i in batch], spend)
                     for index, verdict in zip(batch, answers, strict=True):
                         verdicts[index] = verdict
-                    judged.calls += len(batch)
+                    judged.calls += len(spend.parts)
                     judged.cost_usd += spend.cost_usd
+                    judged.over_bound += spend.over_bound
             finally:
                 if reservation is not None:
                     with suppress(Exception):  # unreleased, it expires (reservations.TTL_ENV)
                         release(store, reservation)
+            judged.decision = guard.stopped or judged.decision
         else:
-            blocked = way.skipped(BUDGET_BLOCKED, setup.pin)
             for index in pending:
                 verdicts[index] = blocked
     judged.verdicts = [verdict for verdict in verdicts if verdict is not None]
@@ -378,17 +394,18 @@ def _judge(
 
 def _reserve(
     store: EvidenceStore, setup: JudgeSetup, spender: Spender, chunk: int, projected: float
-) -> tuple[Reservation | None, Decision]:
+) -> tuple[Reservation | None, Decision, tuple[Standing, ...]]:
     """Reserve the projected spend, then run the preflight counting everyone else's reservations.
 
     Reserving *before* reading means two concurrent batches always see at least one of each
     other's reservations, so together they cannot pass a limit that each alone fits under. When
     only other live reservations stop a batch (`Decision.contended`), it withdraws and tries
     again after a random pause, so a race ends with one winner rather than two losers.
+    Returns the reservation (when one is held), the decision and the block budgets' standings.
     """
 
-    def check(reservation: Reservation | None) -> Decision:
-        return preflight(
+    def check(reservation: Reservation | None) -> tuple[Decision, tuple[Standing, ...]]:
+        return assess(
             store,
             setup.budgets,
             projected,
@@ -402,7 +419,7 @@ def _reserve(
         scope_matches(budget.scope, spender.suite, spender.subject)
         for budget in setup.budgets or []
     ):
-        return None, check(None)  # nothing to hold: no spend, no budget, or budgets unreadable
+        return None, *check(None)  # nothing to hold: no spend, no budget, or budgets unreadable
     for attempt in range(CONTENTION_RETRIES + 1):
         try:
             reservation = reserve(
@@ -415,15 +432,14 @@ def _reserve(
                 now=spender.at,
             )
         except Exception as exc:  # a reservation that cannot be written refuses (fail closed)
-            return None, refused(
-                projected, f"budget reservation not written ({type(exc).__name__})"
-            )
-        decision = check(reservation)
+            why = f"budget reservation not written ({type(exc).__name__})"
+            return None, refused(projected, why), ()
+        decision, standings = check(reservation)
         if decision.allowed:
-            return reservation, decision
+            return reservation, decision, standings
         release(store, reservation)
         if not decision.contended or attempt == CONTENTION_RETRIES:
-            return None, decision
+            return None, decision, ()
         time.sleep(random.uniform(0.5, 1.5) * CONTENTION_PAUSE_SECONDS * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
 
@@ -431,6 +447,30 @@ def _reserve(
 def _batches(items: list[int], size: int) -> Iterator[list[int]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+@dataclass
+class _Guard:
+    """A judging's actual spend against its block budgets, across its batches (step 5)."""
+
+    decision: Decision
+    """The preflight's decision that let it spend."""
+    standings: tuple[Standing, ...]
+    """Where each block budget stood at the preflight."""
+    actual_usd: float = 0.0
+    stopped: Decision | None = None
+    """The `blocked` decision, once the actual spend passed a block budget's limit."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def paid(self, cost_usd: float) -> None:
+        with self._lock:
+            self.actual_usd += cost_usd
+            if self.stopped is None:
+                self.stopped = spent_past(self.decision, self.standings, self.actual_usd)
+
+
+class _BudgetSpent(Exception):
+    """Stops a batch's calls: its actual spend passed a block budget (see `_Guard`)."""
 
 
 @dataclass
@@ -442,9 +482,11 @@ class _Spend:
     spender: Spender
     chunk: int
     reservation: Reservation | None
+    guard: _Guard
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    over_bound: int = 0
     parts: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -479,6 +521,8 @@ class _Spend:
             self.cost_usd += cost
             self.input_tokens += verdict.input_tokens
             self.output_tokens += verdict.output_tokens
+            self.over_bound += verdict.output_tokens > self.setup.max_output_tokens
+        self.guard.paid(cost)
 
     def close(self) -> None:
         """Write the batch's summary, which stands for its calls' records from now on."""
@@ -508,7 +552,8 @@ def _ask(
     most `max_concurrency` calls paid but unrecorded; the writes overlap the other calls in
     flight, so neither their latency (fsync, an S3 round trip) nor their I/O blocks the event
     loop. When a write fails — the store cannot take the spend or the evidence — no further
-    call is started.
+    call is started; nor when the spend passes a block budget (`_Guard`), and then the calls
+    not started are skipped (`budget_blocked`).
     """
     pin = setup.pin
     capped = [
@@ -516,8 +561,10 @@ def _ask(
         for _, request in batch
     ]
     failure: list[Exception] = []
+    kept: dict[int, VerdictT] = {}
 
     def keep(position: int, verdict: VerdictT) -> None:
+        kept[position] = verdict
         try:
             spend.call(verdict)
             if way.cacheable(verdict, pin):
@@ -541,14 +588,23 @@ def _ask(
                     capped,
                     setup.max_concurrency,
                     arrived,
-                    lambda: failure[0] if failure else None,
+                    stop,
                 )
             finally:
                 close = getattr(judge, "aclose", None)
                 if close is not None:
                     await close()
 
-        answers = run_sync(call())
+        def stop() -> BaseException | None:
+            if failure:
+                return failure[0]
+            return _BudgetSpent() if spend.guard.stopped is not None else None
+
+        try:
+            answers = run_sync(call())
+        except _BudgetSpent:
+            blocked = way.skipped(BUDGET_BLOCKED, pin)
+            answers = [kept.get(position, blocked) for position in range(len(batch))]
     if failure:
         raise failure[0]  # the task fails and is retried; what was recorded stays
     spend.close()

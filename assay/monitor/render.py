@@ -9,7 +9,13 @@ from assay.monitor.figures import (
     diff_text,
     states_text,
 )
-from assay.monitor.report import ABSENCE_NOTE, NO_DATA_KIND, MonitorReport, silent
+from assay.monitor.report import (
+    ABSENCE_NOTE,
+    NO_DATA_KIND,
+    MonitorReport,
+    SubjectHealth,
+    silent,
+)
 from assay.rate import rate_text
 
 
@@ -35,12 +41,24 @@ def tokens_text(tokens: Tokens) -> str:
     return f"{tokens.median:.0f} / {tokens.p95:.0f} (n={tokens.n})"
 
 
+def no_signals_text(health: SubjectHealth) -> str:
+    """`no signals in the window`, with how many of the subject's sessions fell outside it."""
+    if not health.outside:
+        return "no signals in the window"
+    return f"no signals in the window ({health.outside} session(s) outside it and the previous one)"
+
+
 def change_text(moved: Change) -> str:
     """The change against the previous window, in one short line."""
     return (
         f"failure {diff_text(moved.failure)}, completion {diff_text(moved.completion)}, "
         f"cost {relative_text(moved.cost_per_completed)}"
     )
+
+
+def _status_text(health: SubjectHealth) -> str:
+    status = health.status.replace("_", " ")
+    return f"{status}: {no_signals_text(health)}" if health.status == "no_data" else status
 
 
 def markdown_report(report: MonitorReport) -> str:
@@ -56,7 +74,7 @@ def markdown_report(report: MonitorReport) -> str:
     ]
     for h in report.subjects:
         lines.append(
-            f"| {h.subject} | {h.status.replace('_', ' ')} | {h.sessions} | {states_text(h)} "
+            f"| {h.subject} | {_status_text(h)} | {h.sessions} | {states_text(h)} "
             f"| {h.unknown.sessions} "
             f"| {rate_text(h.completion.completed, h.completion.n)} "
             f"| {rate_text(h.failure.failed, h.failure.n)} "

@@ -57,6 +57,9 @@ class SubjectHealth(WindowStats):
     previous: WindowStats
     change: Change
     findings: list[Crossing]
+    outside: int = 0
+    """Its sessions in neither window (older than the previous one, or at or after `now`):
+    a subject whose every session is there says so, not only `no_data`."""
 
 
 class MonitorReport(BaseModel):
@@ -105,6 +108,7 @@ def assess(
     subjects = set(expected)
     in_current: dict[str, list[SessionSignal]] = {}
     in_previous: dict[str, list[SessionSignal]] = {}
+    outside: dict[str, int] = {}
     for signal in signals:
         if signal.subject is None:
             counts.unattributed += 1
@@ -121,6 +125,7 @@ def assess(
             in_previous.setdefault(signal.subject, []).append(signal)
         else:
             counts.outside += 1
+            outside[signal.subject] = outside.get(signal.subject, 0) + 1
     health = []
     for subject in sorted(subjects):
         now_stats = window_stats(in_current.get(subject, []))
@@ -136,6 +141,7 @@ def assess(
                 previous=before,
                 change=moved,
                 findings=crossed,
+                outside=outside.get(subject, 0),
             )
         )
     return MonitorReport(

@@ -48,6 +48,8 @@ class ChunkJudgement:
     """Of those, checks whose K verdicts agreed."""
     split: int = 0
     """Checks whose verdicts split evenly: skipped with `judge split`."""
+    over_bound: int = 0
+    """Judge calls that reported more output tokens than `max_tokens` allows."""
 
 
 def _outcome(verdict: Verdict) -> Outcome:
@@ -103,6 +105,7 @@ def judge_chunk(
         cache_hits=batch.cache_hits,
         cost_usd=batch.cost_usd,
         decision=batch.decision,
+        over_bound=batch.over_bound,
     )
     for key, verdicts in zip(keys, repeats, strict=True):
         verdict, unanimous = majority(verdicts)

@@ -13,6 +13,7 @@ error, never an overwrite.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from assay.errors import NotFoundError
 from assay.finops.budget import Decision
+from assay.finops.ledger import read_costs
 from assay.judge.port import JudgePin
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
@@ -250,8 +252,20 @@ def finish_run(
 
     A run finished before (an interrupted re-run) keeps its first EvalResult: evidence is never
     rewritten, and the scores it reports are the same because chunks are deterministic.
+
+    `judge_calls` and `judge_cost_usd` are the cost ledger's for this run id, over every attempt
+    (killed attempts, resumes, lost workers, task retries): the chunks' own counts see only the
+    attempt that finished them, which found the earlier attempts' verdicts as cache hits.
     """
-    metrics = metrics.model_copy(update={"write_guard": store.write_guard})
+    first = aggregate.started_at.astimezone(UTC).date()
+    paid = read_costs(store, first, now().date(), run_id=aggregate.run_id)
+    metrics = metrics.model_copy(
+        update={
+            "write_guard": store.write_guard,
+            "judge_calls": sum(record.calls for record in paid),
+            "judge_cost_usd": math.fsum(record.cost_usd for record in paid),
+        }
+    )
     passed, reason = run_verdict(metrics, aggregate.pass_threshold, aggregate.min_coverage)
     result = EvalResult(
         **aggregate.model_dump(

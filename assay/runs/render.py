@@ -36,6 +36,11 @@ def warnings(result: EvalResult) -> list[str]:
         notes.append(f"{other} case(s) skipped entirely and excluded from the denominator")
     if m.errors:
         notes.append(f"{m.errors} case(s) had a scorer error and were failed")
+    if m.judge_calls_over_bound:
+        notes.append(
+            f"{m.judge_calls_over_bound} judge call(s) reported more output tokens than "
+            "max_tokens allows; recorded as reported"
+        )
     if result.sample is not None:
         notes.append(f"sampled run: {m.cases} case(s) chosen with seed {result.seed}")
     return notes + result.judge_warnings

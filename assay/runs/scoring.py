@@ -89,6 +89,8 @@ class RunMetrics(BaseModel):
     """Of those, checks whose K verdicts agreed."""
     split_checks: int = 0
     """Checks whose repeats split evenly (skipped, `judge split`)."""
+    judge_calls_over_bound: int = 0
+    """Judge calls that reported more output tokens than `max_tokens` allows (recorded as is)."""
     write_guard: str | None = None
     """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
 
