@@ -141,6 +141,7 @@ def suite_run(
         seed=seed if sample is not None else None,
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
+        outputs_digest=index.digest(),
     )
     this_run = str(flow_run.id)
     aggregate = start_run_task(store_uri, plan, this_process(this_run), resuming=resume)

@@ -80,6 +80,9 @@ class RunPlan(_RunOf):
     seed: int | None = None
     cases: int
     chunks: int
+    outputs_digest: str | None = None
+    """`OutputsIndex.digest` of the outputs as the run indexed them (None on older records): a
+    resume whose outputs index otherwise is refused."""
 
 
 class RunAggregate(RunPlan):
