@@ -403,12 +403,20 @@ def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[Cand
         )
 
 
-class _HeldBlocks:
-    """The blocks of one streaming pass still needed to hash the slice being cut, so that each
-    slice's digest comes from the bytes the pass reads anyway (no second read)."""
+class _SliceHasher:
+    """Hashes the bytes of the slice being cut while the index pass streams them (no second
+    read). Blocks are held until hashed and hashed about once per block, not once per line; held
+    blocks stay few even when a sparse sample spreads one slice over the whole file."""
+
+    HELD_BLOCKS = 2
 
     def __init__(self) -> None:
         self._held: deque[tuple[int, bytes]] = deque()
+        self._digest = hashlib.sha256()
+        self._settled: hashlib._Hash | None = None
+        """The digest up to `end`, once bytes after it (unselected lines) were fed."""
+        self._fed = self.end = 0
+        self.open = False
 
     def stream(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
         offset = 0
@@ -417,16 +425,44 @@ class _HeldBlocks:
             offset += len(block)
             yield block
 
-    def hash_into(self, digest: hashlib._Hash, start: int, end: int) -> None:
-        """Feed bytes [start, end) to `digest` and forget every block before `end`."""
+    def selected(self, start: int, end: int) -> None:
+        """A selected line, bytes [start, end): it opens a slice or extends the open one."""
+        if not self.open:
+            self.open, self._digest, self._fed, self._settled = True, hashlib.sha256(), start, None
+        self.end, self._settled = end, None
+        if len(self._held) > self.HELD_BLOCKS:
+            self._feed(end)
+
+    def passed(self, end: int) -> None:
+        """An unselected line ending at `end`: inside the open slice only if a selected one
+        follows, so the digest so far is kept aside before it is fed."""
+        if not self.open:
+            self._forget_before(end)
+            return
+        if len(self._held) > self.HELD_BLOCKS:
+            if self._settled is None:
+                self._feed(self.end)
+                self._settled = self._digest.copy()
+            self._feed(end)
+
+    def close(self) -> str:
+        """The open slice's digest, bytes [its start, `end`)."""
+        self.open = False
+        if self._settled is not None:
+            return self._settled.hexdigest()
+        self._feed(self.end)
+        return self._digest.hexdigest()
+
+    def _feed(self, end: int) -> None:
         for offset, block in self._held:
             if offset >= end:
                 break
-            if offset + len(block) > start:
-                digest.update(memoryview(block)[max(start - offset, 0) : end - offset])
-        self.forget_before(end)
+            if offset + len(block) > self._fed:
+                self._digest.update(memoryview(block)[max(self._fed - offset, 0) : end - offset])
+        self._fed = max(self._fed, end)
+        self._forget_before(end)
 
-    def forget_before(self, end: int) -> None:
+    def _forget_before(self, end: int) -> None:
         while self._held and self._held[0][0] + len(self._held[0][1]) <= end:
             self._held.popleft()
 
@@ -438,32 +474,31 @@ def _index_jsonl(
     claim: Callable[[str, str, int, str], None],
 ) -> Iterator[OutputSlice]:
     source = output.name
-    held = _HeldBlocks()
-    start, first_line, count, hashed = 0, 1, 0, 0
-    digest = hashlib.sha256()
+    hasher = _SliceHasher()
+    start, first_line, count = 0, 1, 0
 
     def cut() -> OutputSlice:
+        end = hasher.end
         return OutputSlice(
             path=source,
             start=start,
-            end=hashed,
+            end=end,
             first_line=first_line,
-            sha256=digest.hexdigest(),
+            sha256=hasher.close(),
             **output.pins(),
             cases=count,
         )
 
-    for number, line_start, end, raw in numbered_lines(held.stream(output.blocks())):
+    for number, line_start, end, raw in numbered_lines(hasher.stream(output.blocks())):
         record = parse_line(raw, source, number)
         claim(record.case_id, source, number, "case_id")
         if record.case_id not in wanted:
-            if count == 0:
-                held.forget_before(end)
+            hasher.passed(end)
             continue
         if count == 0:
-            start, first_line, hashed, digest = line_start, number, line_start, hashlib.sha256()
-        held.hash_into(digest, hashed, end)
-        count, hashed = count + 1, end
+            start, first_line = line_start, number
+        hasher.selected(line_start, end)
+        count += 1
         if count == chunk_size:
             yield cut()
             count = 0

@@ -94,6 +94,31 @@ def test_a_truncated_file_fails_the_chunk_that_reads_it(tmp_path: Path) -> None:
     )
 
 
+def test_sparse_slices_over_many_blocks_are_pinned_to_every_byte_of_their_range(
+    tmp_path: Path,
+) -> None:
+    # A sample of every 97th case in chunks of 200: slices span several 4 MiB read blocks, hold
+    # unselected lines, and the last one is followed by unselected lines it does not include.
+    cases = [f"case-{n:05d}" for n in range(40_000)]
+    chosen = cases[::97]
+    outputs = tmp_path / "big.jsonl"
+    outputs.write_bytes(_lines({case: "x" * 280 for case in cases}))
+    index = index_outputs(str(outputs), set(cases), chosen, 200)
+    assert [piece.cases for piece in index.slices] == [200, 200, 13]
+    assert index.slices[0].end - index.slices[0].start > 4 * 1024 * 1024
+    read = [o.case_id for piece in index.slices for o in read_slice(piece, set(chosen))]
+    assert read == chosen
+
+    data = bytearray(outputs.read_bytes())
+    inside = data.index(b'"case-00050"')  # an unselected line within the first slice
+    data[inside + 30] = ord("y")
+    outputs.write_bytes(bytes(data))
+
+    with pytest.raises(InputError, match=rf"^outputs changed during the run: {outputs} chunk 0 "):
+        list(read_slice(index.slices[0], set(chosen)))
+    assert len(list(read_slice(index.slices[2], set(chosen)))) == 13
+
+
 def test_trace_exports_rewritten_after_indexing_fail_the_chunk(tmp_path: Path) -> None:
     from tests.otel_agent import agent_traces, otlp_json
 
