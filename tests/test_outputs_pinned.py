@@ -22,6 +22,7 @@ from assay.s3 import make_client, parse_s3_uri
 from assay.store import FileStore
 from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
+from tests.servers import S3Server
 
 CASES = [f"c{n:02d}" for n in range(12)]
 
@@ -136,8 +137,12 @@ def test_trace_exports_rewritten_after_indexing_fail_the_chunk(tmp_path: Path) -
     assert str(caught.value).startswith(f"outputs changed during the run: {exports} chunk 1 (")
 
 
-def test_an_s3_object_overwritten_after_indexing_fails_the_chunk(s3_env: str) -> None:
-    bucket, _ = parse_s3_uri(s3_env)
+@pytest.mark.parametrize("server", ["moto_s3", "rclone_s3"])
+def test_an_s3_object_overwritten_after_indexing_fails_the_chunk(
+    server: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3: S3Server = request.getfixturevalue(server)
+    bucket, _ = parse_s3_uri(s3.use_from_env(monkeypatch))
     key = "outputs/run.jsonl"
     uri = f"s3://{bucket}/{key}"  # indexed through its prefix, named by the object
     client = make_client()
