@@ -81,8 +81,9 @@ class RunPlan(_RunOf):
     cases: int
     chunks: int
     outputs_digest: str | None = None
-    """`OutputsIndex.digest` of the outputs as the run indexed them (None on older records): a
-    resume whose outputs index otherwise is refused."""
+    """`OutputsIndex.digest` of the outputs as the run indexed them, keyed by the store's
+    output-hash secret (None on older records): a resume whose outputs index otherwise is
+    refused."""
 
 
 class RunAggregate(RunPlan):
