@@ -63,6 +63,33 @@ def _rebuild_input_error(
     return InputError(source, problem, line=line, field=field)
 
 
+class OutputsChangedError(InputError):
+    """An outputs object no longer holds what the run's index saw when it pinned it.
+
+    The index records each slice's digest (and an S3 object's ETag and version); a chunk that
+    finds other bytes, fewer bytes, other case ids or another object fails the run with this one
+    line. Retrying cannot fix it, and scoring what is there would score other outputs.
+
+    Attributes:
+        chunk: The chunk (slice of the index) that found the change, when one did.
+    """
+
+    def __init__(self, source: str, problem: str, *, chunk: int | None = None) -> None:
+        self.chunk = chunk
+        super().__init__(source, problem)
+
+    def __str__(self) -> str:
+        where = self.source if self.chunk is None else f"{self.source} chunk {self.chunk}"
+        return f"outputs changed during the run: {where} ({self.problem})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_outputs_changed, (self.source, self.problem, self.chunk))
+
+
+def _rebuild_outputs_changed(source: str, problem: str, chunk: int | None) -> OutputsChangedError:
+    return OutputsChangedError(source, problem, chunk=chunk)
+
+
 class NotFoundError(AssayError):
     """A suite, version or run that was asked for does not exist."""
 

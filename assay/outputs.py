@@ -5,14 +5,20 @@ Outputs never travel as data between pipeline steps. `index_outputs` validates t
 one streaming pass and returns an `OutputsIndex` of byte ranges (`OutputSlice`s); each scoring
 chunk then reads only its own slice. Memory stays flat whatever the input size, and nothing that
 Prefect records (parameters, results) ever holds output text.
+
+The index also *pins* what each slice must hold when its chunk reads it, later: the SHA-256 of
+its bytes (hashed during the index pass, which reads every byte anyway) and, for S3, the
+object's ETag and version. A slice that reads anything else raises `OutputsChangedError`.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
-from collections.abc import Callable, Collection, Iterator
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
@@ -21,12 +27,12 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import staging
-from assay.errors import InputError, shown
+from assay.errors import InputError, OutputsChangedError, shown
 from assay.jsonl import numbered_lines, parse_record
 
 if TYPE_CHECKING:
     from assay.otel.outputs import TraceSlice
-    from assay.s3 import ObjectReader
+    from assay.s3 import ObjectPin, ObjectReader
 
 
 class Usage(BaseModel):
@@ -58,6 +64,12 @@ class ByteRange(BaseModel):
     start: int
     end: int
     first_line: int
+    sha256: str | None = None
+    """Digest of the range's bytes when it was indexed; a read that finds others is refused."""
+    etag: str | None = None
+    """An S3 object's ETag when it was indexed: ranges are read `If-Match` it."""
+    version_id: str | None = None
+    """An S3 object's version when it was indexed (versioned buckets): ranges read that one."""
 
 
 class OutputSlice(ByteRange):
@@ -67,6 +79,8 @@ class OutputSlice(ByteRange):
     ranges that hold spans of its traces (see `assay.otel.outputs`).
     """
 
+    chunk: int = 0
+    """Its place in the index, which is the chunk number of the run that scores it."""
     cases: int
     format: Literal["jsonl", "otlp"] = "jsonl"
     case_attribute: str | None = None
@@ -119,24 +133,57 @@ class OutputsIndex(BaseModel):
     missing: list[str]
     """Selected case ids with no output, in the order given."""
 
+    def digest(self) -> str:
+        """One SHA-256 over every slice's place and pins: a resume that indexes other outputs
+        (other bytes, objects or cases) gets another digest."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
 
 BLOCK_SIZE = 4 * 1024 * 1024
 
 
 class OutputSource:
-    """One JSONL object: a local file or an S3 object, read in blocks or by byte range."""
+    """One JSONL object: a local file or an S3 object, read in blocks or by byte range.
 
-    def __init__(self, name: str) -> None:
+    An S3 object is pinned by its first read (ETag and version); every later read of the same
+    source, and of a slice that carries the pin, must find that object or raises
+    `OutputsChangedError`.
+    """
+
+    def __init__(self, name: str, pin: ObjectPin | None = None) -> None:
         self.name = name
         """`/path/file.jsonl` or `s3://bucket/key.jsonl`: what errors and slices name."""
+        self.pin = pin
+
+    @classmethod
+    def of(cls, part: ByteRange) -> OutputSource:
+        """The source of a range, pinned as the range was indexed."""
+        if part.etag is None:
+            return cls(part.path)
+        from assay.s3 import ObjectPin
+
+        return cls(part.path, ObjectPin(etag=part.etag, version_id=part.version_id))
+
+    def pins(self) -> dict[str, str | None]:
+        """The pin fields a range of this source carries."""
+        if self.pin is None:
+            return {}
+        return {"etag": self.pin.etag, "version_id": self.pin.version_id}
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object."""
         if staging.is_staged(self.name):
             return staging.read(self.name, start, end)
         if self.name.startswith("s3://"):
+            from assay.s3 import ObjectChangedError
+
             bucket, key = _split_s3(self.name)
-            return _reader().read(bucket, key, start, end)
+            try:
+                data, pin = _reader().read_pinned(bucket, key, start, end, self.pin)
+            except ObjectChangedError as exc:
+                raise OutputsChangedError(self.name, str(exc)) from None
+            self.pin = self.pin or pin
+            return data
         with open(self.name, "rb") as handle:
             handle.seek(start)
             return handle.read(end - start)
@@ -293,25 +340,39 @@ def index_outputs(
         from assay.otel.outputs import index_traces
 
         found = index_traces(traces, reference.case_attribute, wanted, chunk_size, claim)
-        slices.extend(_trace_slice(piece, reference.case_attribute) for piece in found.slices)
+        pins = {source.name: source.pins() for source in traces}
+        slices.extend(_trace_slice(piece, reference.case_attribute, pins) for piece in found.slices)
         without_text = found.without_text
+    for number, piece in enumerate(slices):
+        piece.chunk = number
     missing = [c for c in selected if c not in first_seen or c in without_text]
     return OutputsIndex(slices=slices, seen=len(first_seen) - len(without_text), missing=missing)
 
 
-def _trace_slice(piece: TraceSlice, case_attribute: str) -> OutputSlice:
+def _trace_slice(
+    piece: TraceSlice, case_attribute: str, pins: dict[str, dict[str, str | None]]
+) -> OutputSlice:
     home, *others = piece.ranges
     return OutputSlice(
         path=home.path,
         start=home.start,
         end=home.end,
         first_line=home.first_line,
+        sha256=home.sha256,
+        **pins[home.path],
         cases=len(piece.case_ids),
         format="otlp",
         case_attribute=case_attribute,
         case_ids=piece.case_ids,
         extra=[
-            ByteRange(path=r.path, start=r.start, end=r.end, first_line=r.first_line)
+            ByteRange(
+                path=r.path,
+                start=r.start,
+                end=r.end,
+                first_line=r.first_line,
+                sha256=r.sha256,
+                **pins[r.path],
+            )
             for r in others
         ],
     )
@@ -321,9 +382,11 @@ def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[Cand
     from assay.otel.outputs import Range, TraceSlice, read_trace_slice
 
     assert piece.case_attribute is not None and piece.case_ids is not None
-    ranges = [Range(r.path, r.start, r.end, r.first_line) for r in [piece, *piece.extra]]
+    parts = [piece, *piece.extra]
+    ranges = [Range(r.path, r.start, r.end, r.first_line, r.sha256) for r in parts]
     traces = TraceSlice(case_ids=piece.case_ids, ranges=ranges)
-    for traced in read_trace_slice(traces, piece.case_attribute, selected, OutputSource):
+    sources = {r.path: OutputSource.of(r) for r in parts}
+    for traced in read_trace_slice(traces, piece.case_attribute, selected, sources.__getitem__):
         figures = traced.usage
         known = (figures.input_tokens, figures.output_tokens, figures.cost_usd) != (None,) * 3
         yield CandidateOutput(
@@ -340,6 +403,70 @@ def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[Cand
         )
 
 
+class _SliceHasher:
+    """Hashes the bytes of the slice being cut while the index pass streams them (no second
+    read). Blocks are held until hashed and hashed about once per block, not once per line; held
+    blocks stay few even when a sparse sample spreads one slice over the whole file."""
+
+    HELD_BLOCKS = 2
+
+    def __init__(self) -> None:
+        self._held: deque[tuple[int, bytes]] = deque()
+        self._digest = hashlib.sha256()
+        self._settled: hashlib._Hash | None = None
+        """The digest up to `end`, once bytes after it (unselected lines) were fed."""
+        self._fed = self.end = 0
+        self.open = False
+
+    def stream(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        offset = 0
+        for block in blocks:
+            self._held.append((offset, block))
+            offset += len(block)
+            yield block
+
+    def selected(self, start: int, end: int) -> None:
+        """A selected line, bytes [start, end): it opens a slice or extends the open one."""
+        if not self.open:
+            self.open, self._digest, self._fed, self._settled = True, hashlib.sha256(), start, None
+        self.end, self._settled = end, None
+        if len(self._held) > self.HELD_BLOCKS:
+            self._feed(end)
+
+    def passed(self, end: int) -> None:
+        """An unselected line ending at `end`: inside the open slice only if a selected one
+        follows, so the digest so far is kept aside before it is fed."""
+        if not self.open:
+            self._forget_before(end)
+            return
+        if len(self._held) > self.HELD_BLOCKS:
+            if self._settled is None:
+                self._feed(self.end)
+                self._settled = self._digest.copy()
+            self._feed(end)
+
+    def close(self) -> str:
+        """The open slice's digest, bytes [its start, `end`)."""
+        self.open = False
+        if self._settled is not None:
+            return self._settled.hexdigest()
+        self._feed(self.end)
+        return self._digest.hexdigest()
+
+    def _feed(self, end: int) -> None:
+        for offset, block in self._held:
+            if offset >= end:
+                break
+            if offset + len(block) > self._fed:
+                self._digest.update(memoryview(block)[max(self._fed - offset, 0) : end - offset])
+        self._fed = max(self._fed, end)
+        self._forget_before(end)
+
+    def _forget_before(self, end: int) -> None:
+        while self._held and self._held[0][0] + len(self._held[0][1]) <= end:
+            self._held.popleft()
+
+
 def _index_jsonl(
     output: OutputSource,
     wanted: Collection[str],
@@ -347,23 +474,36 @@ def _index_jsonl(
     claim: Callable[[str, str, int, str], None],
 ) -> Iterator[OutputSlice]:
     source = output.name
-    start, first_line, count, previous_end = 0, 1, 0, 0
-    for number, line_start, end, raw in numbered_lines(output.blocks()):
+    hasher = _SliceHasher()
+    start, first_line, count = 0, 1, 0
+
+    def cut() -> OutputSlice:
+        end = hasher.end
+        return OutputSlice(
+            path=source,
+            start=start,
+            end=end,
+            first_line=first_line,
+            sha256=hasher.close(),
+            **output.pins(),
+            cases=count,
+        )
+
+    for number, line_start, end, raw in numbered_lines(hasher.stream(output.blocks())):
         record = parse_line(raw, source, number)
         claim(record.case_id, source, number, "case_id")
         if record.case_id not in wanted:
+            hasher.passed(end)
             continue
         if count == 0:
             start, first_line = line_start, number
+        hasher.selected(line_start, end)
         count += 1
-        previous_end = end
         if count == chunk_size:
-            yield OutputSlice(path=source, start=start, end=end, first_line=first_line, cases=count)
+            yield cut()
             count = 0
     if count:
-        yield OutputSlice(
-            path=source, start=start, end=previous_end, first_line=first_line, cases=count
-        )
+        yield cut()
 
 
 def validate_outputs(uri: str, known: Collection[str]) -> int:
@@ -375,11 +515,19 @@ def validate_outputs(uri: str, known: Collection[str]) -> int:
 
 
 def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
-    """Stream the selected outputs of one slice (lines of unselected cases are skipped)."""
-    if piece.format == "otlp":
-        yield from _read_traces(piece, selected)
-        return
-    data = OutputSource(piece.path).read(piece.start, piece.end)
+    """Stream the selected outputs of one slice (lines of unselected cases are skipped).
+
+    Raises:
+        OutputsChangedError: the slice no longer holds what the index pinned (other or fewer
+            bytes, another S3 object, missing case ids), naming the file and the chunk.
+    """
+    try:
+        if piece.format == "otlp":
+            yield from _read_traces(piece, selected)
+            return
+        data = _pinned_bytes(piece)
+    except OutputsChangedError as exc:
+        raise OutputsChangedError(exc.source, exc.problem, chunk=piece.chunk) from None
     for number, raw in enumerate(data.split(b"\n"), start=piece.first_line):
         stripped = raw.strip()
         if not stripped:
@@ -387,3 +535,15 @@ def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[Candid
         record = parse_line(stripped, piece.path, number)
         if record.case_id in selected:
             yield record
+
+
+def _pinned_bytes(part: ByteRange) -> bytes:
+    """The bytes of a range, checked against the pins the index recorded for it."""
+    data = OutputSource.of(part).read(part.start, part.end)
+    if len(data) < part.end - part.start:
+        raise OutputsChangedError(part.path, "the byte range is shorter than when it was indexed")
+    if part.sha256 is not None and hashlib.sha256(data).hexdigest() != part.sha256:
+        raise OutputsChangedError(
+            part.path, "the byte range holds other bytes than when it was indexed"
+        )
+    return data

@@ -23,6 +23,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
     ResponseStreamingError,
 )
+from pydantic import BaseModel
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -76,6 +77,17 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     ProtocolError,
     ConnectionError,  # the builtin: reset, aborted, refused, broken pipe
 )
+
+
+class ObjectPin(BaseModel):
+    """Which object a read saw: its ETag and, in a versioned bucket, its version."""
+
+    etag: str
+    version_id: str | None = None
+
+
+class ObjectChangedError(Exception):
+    """A pinned read found another object under the key (overwritten, deleted, truncated)."""
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -293,5 +305,55 @@ class ObjectReader:
             if error_code(exc) == "InvalidRange":  # starts at or after the end of the object
                 return b""
             if error_code(exc) == "NoSuchKey":
+                raise NotFoundError(f"no object s3://{bucket}/{key}") from None
+            raise
+
+    def read_pinned(
+        self, bucket: str, key: str, start: int, end: int, pin: ObjectPin | None
+    ) -> tuple[bytes, ObjectPin | None]:
+        """Bytes [start, end) of the object `pin` names (any object, when None), and its pin
+        (None only when nothing was read: an empty range, or one past the end of the object).
+
+        A pinned read asks for the pinned version when the bucket gave one (an overwrite then
+        leaves it readable), and sends `If-Match: ETAG` in any case, so the bytes come from the
+        object that was pinned or not at all.
+
+        Raises:
+            ObjectChangedError: the pinned object is gone or was replaced.
+            ValueError: `start` is negative or after `end`.
+        """
+        if start < 0 or end < start:
+            raise ValueError(f"invalid byte range [{start}, {end}) for {key}")
+        if start == end:
+            return b"", pin
+        conditions: dict[str, Any] = {}
+        if pin is not None:
+            conditions["IfMatch"] = pin.etag
+            if pin.version_id is not None:
+                conditions["VersionId"] = pin.version_id
+
+        def call() -> tuple[bytes, ObjectPin | None]:
+            response = self.client.get_object(
+                Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **conditions
+            )
+            version = response.get("VersionId")
+            found = ObjectPin(
+                etag=response["ETag"], version_id=None if version in (None, "null") else version
+            )
+            return response["Body"].read(), found
+
+        try:
+            return retrying("get_object", self._where(bucket, key))(call)
+        except ClientError as exc:
+            code = error_code(exc)
+            if pin is not None and code in ("PreconditionFailed", "NoSuchKey", "NoSuchVersion"):
+                raise ObjectChangedError(
+                    f"the S3 object is not the one indexed (ETag {pin.etag}"
+                    + (f", version {pin.version_id}" if pin.version_id else "")
+                    + f"): {code}"
+                ) from None
+            if code == "InvalidRange":  # starts at or after the end of the object
+                return b"", pin
+            if code == "NoSuchKey":
                 raise NotFoundError(f"no object s3://{bucket}/{key}") from None
             raise

@@ -20,6 +20,7 @@ from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
 
 from assay.finops.budget import Decision, strictest
+from assay.hashing import OutputHasher, store_secret
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import run_reliability
 from assay.outputs import OutputSlice
@@ -141,6 +142,8 @@ def suite_run(
         seed=seed if sample is not None else None,
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
+        # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
+        outputs_digest=OutputHasher(store_secret(evidence_store(store_uri)))(index.digest()),
     )
     this_run = str(flow_run.id)
     aggregate = start_run_task(store_uri, plan, this_process(this_run), resuming=resume)

@@ -9,16 +9,20 @@ spans of one trace naming two cases. The case's output text is the case span's
 
 Indexing streams every document once and keeps, per trace, only ids, numbers and the positions
 of the documents holding its spans. A slice names its case ids and the byte ranges of those
-documents; reading a slice decodes just those ranges. The text is never copied anywhere.
+documents; reading a slice decodes just those ranges. The text is never copied anywhere. Each
+range is pinned by a digest of its documents (the SHA-256 of their SHA-256s, hashed as the index
+pass reads them): a range that reads other documents, or a slice missing one of its case ids,
+raises `OutputsChangedError`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from assay.errors import InputError
+from assay.errors import InputError, OutputsChangedError
 from assay.otel.genai import (
     SpanUsage,
     is_output_attribute,
@@ -50,6 +54,13 @@ class Range:
     start: int
     end: int
     first_line: int
+    sha256: str | None = None
+    """`documents_digest` of the documents in the range when it was indexed."""
+
+
+def documents_digest(digests: Iterable[bytes]) -> str:
+    """One digest for a run of documents, from each document's SHA-256 in file order."""
+    return hashlib.sha256(b"".join(digests)).hexdigest()
 
 
 @dataclass
@@ -98,6 +109,7 @@ class _Trace:
 class _Located:
     path: str
     document: Document
+    digest: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +140,11 @@ class TraceBook:
         """Decode one document and file its spans under their traces."""
         number = len(self.located)
         self.located.append(
-            _Located(path, Document(document.line, document.start, document.end, b""))
+            _Located(
+                path,
+                Document(document.line, document.start, document.end, b""),
+                hashlib.sha256(document.raw).digest(),
+            )
         )
         for span in json_spans(document.raw, path, document.line, self._needed):
             self._order += 1
@@ -183,7 +199,9 @@ class TraceBook:
         )
 
 
-def _read(book: TraceBook, source: Source, part: Range | None) -> None:
+def _read(book: TraceBook, source: Source, part: Range | None) -> str:
+    """Add the documents of `source` (or of one range of it) to `book`; their digest."""
+    first = len(book.located)
     if part is None:
         blocks: Iterable[bytes] = source.blocks()
         line_offset, byte_offset = 0, 0
@@ -200,6 +218,7 @@ def _read(book: TraceBook, source: Source, part: Range | None) -> None:
                 document.raw,
             ),
         )
+    return documents_digest(located.digest for located in book.located[first:])
 
 
 @dataclass
@@ -256,14 +275,19 @@ def _home(book: TraceBook, trace: _Trace) -> str:
 def _slice(book: TraceBook, batch: list[_Trace]) -> TraceSlice:
     numbers = sorted({n for trace in batch for n in trace.documents})
     ranges: list[Range] = []
+    digests: list[list[bytes]] = []
     for n in numbers:
         located = book.located[n]
         doc = located.document
         last = ranges[-1] if ranges else None
         if last is not None and last.path == located.path and last.end >= doc.start:
             last.end = max(last.end, doc.end)
+            digests[-1].append(located.digest)
             continue
         ranges.append(Range(located.path, doc.start, doc.end, doc.line))
+        digests.append([located.digest])
+    for part, held in zip(ranges, digests, strict=True):
+        part.sha256 = documents_digest(held)
     home = _home(book, batch[0])
     own = next(r for r in ranges if r.path == home)
     return TraceSlice(
@@ -278,17 +302,29 @@ def read_trace_slice(
     selected: Collection[str],
     open_source: Callable[[str], Source],
 ) -> Iterator[TracedOutput]:
-    """The selected outputs of one trace slice, in the slice's order, read from its byte ranges."""
+    """The selected outputs of one trace slice, in the slice's order, read from its byte ranges.
+
+    Raises:
+        OutputsChangedError: a range holds other documents than when it was indexed, or a case
+            id of the slice is no longer there with its output text.
+    """
     book = TraceBook(case_attribute, keep_spans=True)
     for part in piece.ranges:
-        _read(book, open_source(part.path), part)
+        digest = _read(book, open_source(part.path), part)
+        if part.sha256 is not None and digest != part.sha256:
+            raise OutputsChangedError(
+                part.path, "the byte range holds other documents than when it was indexed"
+            )
     # Other slices' traces may be only partly in these ranges: look up ours, validate nothing
     # more (indexing already checked every trace with all its spans).
     found = {trace.case_id: trace for trace in book.traces.values() if trace.case_id}
     for case_id in piece.case_ids:
         trace = found.get(case_id)
-        if trace is None or trace.case_span is None or case_id not in selected:
-            continue
-        text = output_text(trace.case_span.attributes)
-        if text is not None:
-            yield TracedOutput(case_id, text, trace.case_span.duration_ms, usage(trace.spans))
+        span = None if trace is None else trace.case_span
+        text = None if span is None else output_text(span.attributes)
+        if trace is None or span is None or text is None:
+            raise OutputsChangedError(
+                piece.ranges[0].path, "a case the index found in the range is no longer there"
+            )
+        if case_id in selected:
+            yield TracedOutput(case_id, text, span.duration_ms, usage(trace.spans))

@@ -3,8 +3,9 @@
 Rules (docs/reliability.md):
 - `--resume RUN` needs a recorded run: an unknown id is a `NotFoundError`, never a new run.
 - A resume must match the recorded plan (suite and version, subject, outputs, sample and seed,
-  case count and chunk layout); otherwise it is refused *before anything is written*, so the
-  recorded run — completed or not — is left exactly as it was.
+  case count and chunk layout) and index the same outputs (`RunPlan.outputs_digest`: the bytes,
+  S3 objects and case ids each chunk was pinned to); otherwise it is refused *before anything
+  is written*, so the recorded run — completed or not — is left exactly as it was.
 - Resuming a completed run changes nothing: its EvalResult stands and is returned.
 - A `running` run is **stale** when the process that ran it is gone: on the same host, its pid
   no longer exists (or is a zombie); on another host, its aggregate has had no heartbeat (it is
@@ -117,6 +118,12 @@ def _refusal(recorded: RunAggregate, plan: RunPlan) -> str | None:
         for name in _PLAN_FIELDS
         if getattr(recorded, name) != getattr(plan, name)
     ]
+    pinned = recorded.outputs_digest
+    if not differ and pinned is not None and pinned != plan.outputs_digest:
+        differ.append(
+            f"outputs {shown(recorded.outputs)} holding other content (the outputs changed "
+            "since the run began)"
+        )
     if not differ:
         return None
     return f"run {recorded.run_id} was recorded with " + "; ".join(differ)

@@ -82,6 +82,10 @@ class RunPlan(_RunOf):
     seed: int | None = None
     cases: int
     chunks: int
+    outputs_digest: str | None = None
+    """`OutputsIndex.digest` of the outputs as the run indexed them, keyed by the store's
+    output-hash secret (None on older records): a resume whose outputs index otherwise is
+    refused."""
 
 
 class RunAggregate(RunPlan):
