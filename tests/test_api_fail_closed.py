@@ -80,3 +80,49 @@ def test_a_reason_over_the_limit_is_422_and_known_refusals_are_audited_without_e
     assert reason not in too_long.text and reason not in str(refused)
     assert refused["attempt"]["outcome"] == "refused" and "reason" not in refused["attempt"]
     assert [r.reason for r in audit_records(store, "v-run")] == [reason]
+
+
+def test_a_suite_that_is_not_utf8_is_422_naming_the_line(service: Service) -> None:
+    text = (
+        b'{\n  "suite": "latin-1",\n  "cases": [{"id": "caf\xe9", "input": "q", "scorers": []}]\n}'
+    )
+    with service.client("operator") as client:
+        published = client.post(
+            "/suites", content=text, headers={"content-type": "application/json"}
+        )
+        listed = client.get("/suites").json()
+    body = _problem(published, 422)
+    assert "not UTF-8" in body["detail"] and body["line"] == 3
+    assert "latin-1" not in [suite["suite"] for suite in listed]
+
+
+def _otlp(value: Any) -> dict[str, Any]:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [value]}]}]}
+
+
+def test_an_otlp_document_nested_50000_deep_is_400_not_a_recursion_error(
+    service: Service,
+) -> None:
+    deep = '{"resourceSpans": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    with service.client("operator") as client:
+        response = client.post(
+            "/v1/traces", content=deep, headers={"content-type": "application/json"}
+        )
+    body = _problem(response, 400)
+    assert "nest" in body["detail"]
+
+
+def test_identifiers_too_long_for_the_store_are_422_not_500(service: Service) -> None:
+    long_key = "k" * 300
+    with service.client("operator", headers={"Idempotency-Key": long_key}) as client:
+        keyed = client.post("/runs", json={"suite": "s", "subject": "agent:a", "outputs": []})
+    with service.client("operator") as client:
+        subject = client.post(
+            "/runs", json={"suite": "s", "subject": "agent:" + "a" * 5000, "outputs": []}
+        )
+        suite = client.post(
+            "/runs", json={"suite": "s" * 5000, "subject": "agent:a", "outputs": []}
+        )
+    for response in (keyed, subject, suite):
+        assert response.status_code in (404, 422), response.text[:300]
+        assert "a" * 200 not in response.text and "s" * 200 not in response.text
