@@ -73,6 +73,11 @@ def read_text(path: str | Path) -> str:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(source, f"cannot read: {exc.strerror}") from None
+    return decoded_text(data, source)
+
+
+def decoded_text(data: bytes, source: str) -> str:
+    """`data` as UTF-8 text; non-UTF-8 bytes are an input error naming their line."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
+from assay.errors import InputError
 from assay.gate.access import (
     UNKNOWN_CALLER,
     AccessDeniedError,
@@ -94,3 +95,32 @@ def test_refused_access_adds_are_audited_and_listed(
         if path.is_file():
             assert admin.encode() not in path.read_bytes()
             assert viewer.encode() not in path.read_bytes()
+
+
+def test_admins_demoting_themselves_at_once_leave_one_admin(fresh_store: EvidenceStore) -> None:
+    tokens = {"admin-0": add_principal(fresh_store, "admin-0", Tier.ADMIN)}
+    for n in range(1, RACERS):
+        name = f"admin-{n}"
+        tokens[name] = add_principal(fresh_store, name, Tier.ADMIN, by_token=tokens["admin-0"])
+    start = threading.Barrier(RACERS)
+    demoted: list[str] = []
+    refused: list[str] = []
+
+    def demote(name: str) -> None:
+        start.wait()
+        try:
+            add_principal(fresh_store, name, Tier.VIEWER, by_token=tokens[name], rotate=True)
+        except InputError as exc:
+            assert "last admin" in str(exc)
+            refused.append(name)
+        else:
+            demoted.append(name)
+
+    threads = [threading.Thread(target=demote, args=(name,)) for name in tokens]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    admins = [p.name for p in principals(fresh_store) if p.tier is Tier.ADMIN]
+    assert admins == refused and len(demoted) == RACERS - 1

@@ -26,7 +26,7 @@ from assay.api.routes import (
     scorecards,
     suites,
 )
-from assay.api.runner import RunPool, prefect_api
+from assay.api.runner import RunPool, prefect_api, settle_interrupted_runs
 from assay.api.settings import ServeSettings
 from assay.store import open_store
 
@@ -54,6 +54,7 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
             if settings.start_prefect:
                 api = await run_in_threadpool(running.enter_context, prefect_api())
                 app.state.prefect_api = api
+                await run_in_threadpool(settle_interrupted_runs, store)
             yield
 
     app = FastAPI(

@@ -9,6 +9,7 @@ request and logs the exception's type and frames, never its message.
 
 from __future__ import annotations
 
+import errno
 import logging
 import traceback
 from typing import Any, Final
@@ -170,6 +171,9 @@ def as_problem(exc: Exception) -> Problem | None:
         return validation_problem(list(errors))
     if isinstance(exc, RecursionError):
         return Problem(422, "body: the document nests too deeply", kind="invalid-input")
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        # A request's identifier became a store key longer than the file system allows.
+        return Problem(422, "a name in the request is too long for the store", kind="invalid-input")
     if isinstance(exc, ValueError):
         # The domain raises ValueError for bad arguments (a key, a URI); the CLI's exit 2.
         return Problem(422, str(exc), kind="invalid-input")
@@ -201,6 +205,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, on_problem)
     app.add_exception_handler(ValueError, on_problem)
     app.add_exception_handler(RecursionError, on_problem)
+    app.add_exception_handler(OSError, on_problem)
 
 
 def unexpected(exc: BaseException) -> JSONResponse:

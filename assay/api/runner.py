@@ -31,7 +31,8 @@ from assay.api.inputs import subject_param
 from assay.api.problems import Problem
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput, validate_outputs
-from assay.runs.records import EvalResult, load_aggregate
+from assay.runs.lifecycle import settle
+from assay.runs.records import EvalResult, RunStatus, list_runs, load_aggregate
 from assay.store import EvidenceStore
 from assay.suites import registry
 
@@ -219,6 +220,44 @@ def prefect_api() -> Iterator[str]:
         yield server.api_url
     finally:
         server.stop()
+
+
+def settle_interrupted_runs(store: EvidenceStore) -> list[str]:
+    """At start-up: mark the runs a killed earlier process left `running` interrupted, and
+    their Prefect flow runs Crashed; returns their run ids.
+
+    A run of inline outputs cannot be resumed (its outputs lived in the killed process's memory),
+    so its record says to submit it again (`assay.runs.lifecycle.settle`).
+    """
+    settled = []
+    for run in list_runs(store):
+        if run.status is not RunStatus.RUNNING:
+            continue
+        run = settle(store, run)
+        if run.status is not RunStatus.INTERRUPTED:
+            continue  # still live in another process
+        settled.append(run.run_id)
+        if run.owner is not None and run.owner.flow_run is not None:
+            crash_flow_run(run.owner.flow_run, f"interrupted: {run.error}")
+    return settled
+
+
+def crash_flow_run(flow_run_id: str, message: str) -> None:
+    """Set a flow run that is not final to Crashed; nothing when this Prefect API does not know
+    it (the killed process ran against another one) or it ended meanwhile."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Crashed
+
+    with get_client(sync_client=True) as client:
+        try:
+            state = client.read_flow_run(UUID(flow_run_id)).state
+        except ObjectNotFound:
+            return
+        if state is not None and not state.is_final():
+            client.set_flow_run_state(UUID(flow_run_id), Crashed(message=message), force=True)
 
 
 def prefect_answers() -> bool:

@@ -1,7 +1,8 @@
 """`assay override RUN_ID --reason …` and `assay audit`: governed overrides and their audit trail.
 
-`assay override` exit codes: 0 granted; 1 refused (the reason on stderr; the attempt is audited
-all the same); 2 usage or input errors (nothing is audited).
+`assay override` exit codes: 0 granted; 1 refused (the reason on stderr; a principal's attempt is
+audited all the same, an unknown token's is not); 2 usage or input errors, such as a reason over
+`MAX_REASON` characters (nothing is audited).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def override(
     if as_json:
         common.print_json(record.model_dump(mode="json"))
     if record.refusal is not None:
-        refused(f"{record.refusal} (attempt audited)")
+        refused(f"{record.refusal} ({'attempt audited' if record.audited else 'nothing recorded'})")
     if not as_json:
         common.out.print(
             Text(

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 
 from assay.cli import _common as common
+
+SERVICE_MODULES: Final = {
+    "fastapi": "fastapi",
+    "uvicorn": "uvicorn",
+    "opentelemetry.proto.collector.trace.v1.trace_service_pb2": "opentelemetry-proto",
+}
+"""What the service imports beyond the core (module: its distribution). Prefect brings FastAPI
+and uvicorn; `POST /v1/traces` needs opentelemetry-proto, which only the `serve` extra brings."""
+
+
+def missing_distributions() -> list[str]:
+    """The distributions of `SERVICE_MODULES` that cannot be imported here."""
+    missing = []
+    for module, distribution in SERVICE_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(distribution)
+    return missing
 
 
 @common.app.command("serve")
@@ -27,7 +47,16 @@ def serve(
         typer.Option("--max-queued-runs", help="Runs waiting for a slot; beyond, 429.", min=0),
     ] = 16,
 ) -> None:
-    """Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token."""
+    """Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token.
+
+    Needs the `serve` extra (`pip install 'assay[serve]'`); without it, refuses to start.
+    """
+    missing = missing_distributions()
+    if missing:
+        common.fail(
+            f"assay serve needs {', '.join(missing)}, which is not installed: "
+            "pip install 'assay[serve]'"
+        )
     common.prefect_defaults()
     import uvicorn
 

@@ -6,10 +6,15 @@ hash: a 256-bit random token cannot be guessed from its hash, so no salt or secr
 and a leaked store leaks no usable token. The caller's token (`ASSAY_TOKEN`) is hashed and
 compared with every principal's hash in constant time.
 
-Records are write-once and append-only:
-`access/principals/<name>/<timestamp>-<random>.json` (PrincipalRecord). Re-adding a name is
-refused unless it is a rotation, which appends a new record (a new token, and possibly a new
-tier); the latest record of a name wins, so the old token stops working at once.
+Records are write-once and append-only: every change after the bootstrap is the next entry of
+one numbered log, `access/changes/<n>.json` (PrincipalRecord), claimed with a conditional write
+(`put_once_if_absent`). A change is checked against the state the log held when it was read; if
+another change took that number meanwhile, the state is read again and the change re-checked, so
+changes are serialized: of two admins demoting themselves at once, the second is re-checked
+against the first's demotion and refused as the last admin. (Stores written before the log kept
+`access/principals/<name>/<timestamp>-<random>.json`; those are still read, before the log.)
+Re-adding a name is refused unless it is a rotation, which appends a new record (a new token, and
+possibly a new tier); the latest record of a name wins, so the old token stops working at once.
 
 Who may change access: while the store has no principal at all, anyone may add the first one, and
 it must be an admin (bootstrap); from then on every add or rotation needs an admin's token, and
@@ -46,6 +51,9 @@ BOOTSTRAP: Final = "bootstrap"
 """`added_by` of the first principal, added while the store had none."""
 
 _PREFIX: Final = "access/principals/"
+_CHANGES: Final = "access/changes/"
+_CHANGE_ATTEMPTS: Final = 16
+"""How many times a change is re-read and re-checked when concurrent changes take its number."""
 _BOOTSTRAP_KEY: Final = "access/bootstrap.json"
 _AUDIT_PREFIX: Final = "access/audit/"
 UNKNOWN_CALLER: Final = "unknown"
@@ -101,10 +109,15 @@ def _hash(token: str) -> str:
 
 
 def _latest_records(store: EvidenceStore) -> dict[str, PrincipalRecord]:
-    """The current record of every principal, by name.
+    """The current record of every principal, by name."""
+    return _access_state(store)[0]
 
-    The bootstrap record comes first; keys list in lexicographic order and sort by time within
-    a name, so the last one wins.
+
+def _access_state(store: EvidenceStore) -> tuple[dict[str, PrincipalRecord], int]:
+    """The current record of every principal, by name, and the number of the log's last entry.
+
+    The bootstrap record comes first, then the legacy per-name records (keys list in
+    lexicographic order and sort by time within a name), then the log in order: the last wins.
     """
     records: dict[str, PrincipalRecord] = {}
     try:
@@ -119,7 +132,12 @@ def _latest_records(store: EvidenceStore) -> dict[str, PrincipalRecord]:
     records.update(
         (name, PrincipalRecord.model_validate_json(store.get(key))) for name, key in latest.items()
     )
-    return records
+    last = 0
+    for key in store.list(_CHANGES):
+        record = PrincipalRecord.model_validate_json(store.get(key))
+        records[record.name] = record
+        last = int(key.removeprefix(_CHANGES).removesuffix(".json"))
+    return records, last
 
 
 def _public(record: PrincipalRecord) -> Principal:
@@ -209,7 +227,29 @@ def _add(
     rotate: bool,
     at: datetime,
 ) -> str:
-    records = _latest_records(store)
+    for _ in range(_CHANGE_ATTEMPTS):
+        records, last = _access_state(store)
+        token = _checked_change(store, records, last + 1, name, tier, by_token, rotate, at)
+        if token is not None:
+            return token
+    raise AccessDeniedError(
+        f"access changed concurrently {_CHANGE_ATTEMPTS} times while this change was checked; "
+        "try again"
+    )
+
+
+def _checked_change(
+    store: EvidenceStore,
+    records: dict[str, PrincipalRecord],
+    number: int,
+    name: str,
+    tier: Tier,
+    by_token: str | None,
+    rotate: bool,
+    at: datetime,
+) -> str | None:
+    """Check the change against `records` and write it as log entry `number`; returns the new
+    token, or None when another change took that number first (re-read and re-check)."""
     added_by = _authorise(records, by_token, tier)
     current = records.get(name)
     if current is None and rotate:
@@ -234,8 +274,10 @@ def _add(
                 "another first admin was added at the same time; ask that admin for access"
             )
         return token
-    key = f"{_PREFIX}{name}/{record.at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
-    store.put_once(key, record.model_dump_json().encode())
+    if not store.put_once_if_absent(
+        f"{_CHANGES}{number:010d}.json", record.model_dump_json().encode()
+    ):
+        return None
     return token
 
 

@@ -5,27 +5,31 @@ gate is an override: an admin's token and a written reason of at least 20 charac
 override changes the run's *effective* verdict to `pass`, which is what `assay gate --check`
 re-checks.
 
-Every attempt, granted or refused, appends one write-once audit record under
-`audit/<run_id>/<timestamp>-<random>.json`; nothing is ever overwritten or deleted. An attempt
-is refused, in this order of checks, when: the token is missing or unknown; the caller is not an
-admin; the reason is too short; the run has no recorded gate decision; the recorded verdict is
-already `pass`; or the run was already overridden. A refused attempt is audited under the run id
-it named, even when no such run exists, so probing is visible too. A run id that cannot name a
-store folder (empty, only dots, or with `/` or whitespace) is a usage error, not an attempt.
+Every attempt by a known principal, granted or refused, appends one write-once audit record
+under `audit/<run_id>/<timestamp>-<random>.json`; nothing is ever overwritten or deleted. An
+attempt is refused, in this order of checks, when: the token is missing or unknown; the caller is
+not an admin; the reason is too short; the run has no recorded gate decision; the recorded verdict
+is already `pass`; or the run was already overridden. A refused attempt by a principal is audited
+under the run id it named, even when no such run exists, so probing is visible too. A caller
+without a valid token writes nothing at all: the store is not a log anyone may fill. A run id
+that cannot name a store folder (empty, only dots, or with `/` or whitespace) and a reason longer
+than `MAX_REASON` characters are usage errors, not attempts: nothing is written, so an audit
+record's reason is never longer than `MAX_REASON`.
 
-Tokens are never stored: a record names the principal (or `unknown`) and its tier.
+Tokens are never stored: a record names the principal and its tier.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 from datetime import datetime
 from typing import Final, Literal
 from uuid import uuid4
 
 from pydantic import BaseModel, Field
 
-from assay.errors import InputError, NotFoundError
+from assay.errors import InputError, NotFoundError, shown
 from assay.gate.access import Principal, Tier, identify
 from assay.gate.decision import GateDecision, GateReason, GateVerdict, load_decision
 from assay.runs.records import now as utc_now
@@ -34,8 +38,12 @@ from assay.store import EvidenceStore
 MIN_REASON: Final = 20
 """The fewest characters (after stripping) an override reason may have."""
 
+MAX_REASON: Final = 2000
+"""The most characters an override reason may have: a longer one is bad input (422, CLI exit 2)
+and nothing is written, so an audit record stays small whoever sends it."""
+
 UNKNOWN: Final = "unknown"
-"""The principal of an audit record whose token matched no principal."""
+"""The principal of a refused attempt whose token matched no principal (never audited)."""
 
 _PREFIX: Final = "audit/"
 _RUN_ID: Final = re.compile(r"^[^/\s]*[^/\s.][^/\s]*$")
@@ -68,6 +76,12 @@ class OverrideRecord(BaseModel):
     outcome: OverrideOutcome
     refusal: str | None
 
+    @property
+    def audited(self) -> bool:
+        """Whether the attempt was written to the audit trail (callers without a valid token
+        are refused without a write)."""
+        return self.principal != UNKNOWN
+
 
 class GateCheck(BaseModel):
     """A past gate run re-checked: what the gate recorded and what holds now.
@@ -94,7 +108,9 @@ class GateCheck(BaseModel):
 def _folder(run_id: str) -> str:
     """The audit folder of a run; InputError when the run id cannot name one."""
     if _RUN_ID.fullmatch(run_id) is None:
-        raise InputError(run_id, "a run id has no `/` or whitespace and is not only dots")
+        raise InputError(
+            "run_id", f"{shown(run_id)}: a run id has no `/` or whitespace and is not only dots"
+        )
     return f"{_PREFIX}{run_id}/"
 
 
@@ -159,28 +175,36 @@ def request_override(
     reason: str,
     now: datetime | None = None,
 ) -> OverrideRecord:
-    """Attempt to override a run's failed gate; the attempt is audited whatever its outcome.
+    """Attempt to override a run's failed gate; a known caller's attempt is audited whatever
+    its outcome, an unknown caller's is refused without a write.
 
     Args:
         store: The evidence store holding gate decisions, principals and the audit trail.
         run_id: The gate run to override.
         token: The caller's token (`ASSAY_TOKEN`); None when not set.
-        reason: Why the failure is a false alarm (at least 20 characters after stripping).
+        reason: Why the failure is a false alarm (at least 20 characters after stripping, at
+            most `MAX_REASON`).
         now: The attempt time (default: now, UTC).
 
     Returns:
-        The audit record written; `outcome` says whether the override was granted.
+        The attempt (written to the audit trail when `audited`); `outcome` says whether the
+        override was granted.
 
     Raises:
-        InputError: The run id cannot name a store folder (nothing is written).
+        InputError: The run id cannot name a store folder, or the reason is longer than
+            `MAX_REASON` characters (nothing is written).
     """
     folder = _folder(run_id)
-    caller = identify(store, token)
     reason = reason.strip()
-    try:
-        decision: GateDecision | None = load_decision(store, run_id)
-    except NotFoundError:
-        decision = None
+    if len(reason) > MAX_REASON:
+        raise InputError(
+            "reason", f"the reason has {len(reason):,} characters; at most {MAX_REASON} are allowed"
+        )
+    caller = identify(store, token)
+    decision: GateDecision | None = None
+    if caller is not None:  # an unknown caller learns nothing about the run
+        with suppress(NotFoundError):
+            decision = load_decision(store, run_id)
     granted = _granted(audit_records(store, run_id)) if decision is not None else []
     refusal = _refusal(caller, token, reason, decision, granted)
     before = None if decision is None else _effective(decision, granted)
@@ -195,6 +219,7 @@ def request_override(
         outcome="refused" if refusal else "granted",
         refusal=refusal,
     )
-    key = f"{folder}{record.at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
-    store.put_once(key, record.model_dump_json().encode())
+    if record.audited:
+        key = f"{folder}{record.at:%Y%m%dT%H%M%S%fZ}-{uuid4().hex[:8]}.json"
+        store.put_once(key, record.model_dump_json().encode())
     return record

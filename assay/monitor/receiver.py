@@ -89,7 +89,7 @@ class Receipt:
     @property
     def error_message(self) -> str:
         """`N span(s): reason; …` — empty when nothing was rejected."""
-        return "; ".join(f"{n} root span(s): {reason}" for reason, n in self.batch.rejected.items())
+        return "; ".join(f"{n} span(s): {reason}" for reason, n in self.batch.rejected.items())
 
 
 def signals_key(moment: datetime) -> str:

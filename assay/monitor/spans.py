@@ -13,11 +13,16 @@ One root span (a span without a parent) is one session, identified by its trace 
 
 Only these fields are read; every other attribute, text or not, is left behind with the span.
 A root span that cannot become a valid signal is rejected with a reason that names the rule,
-never the value.
+never the value. Figures outside physical bounds are rejected, not dropped: a token count that
+is not a whole number from 0 to `MAX_TOKENS`, a cost (US dollars) that is not a number from 0 to
+`MAX_COST_USD` — negative, NaN and infinite ones included — on any span, root or child, or summed
+over a session; and a root span lasting more than `MAX_SESSION_DAYS`. A child span rejected so
+is counted among the rejected spans and its figures are not summed.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -33,7 +38,6 @@ from assay.otel.genai import (
     SpanUsage,
     combined,
     span_usage,
-    usage,
 )
 from assay.otel.traces import STATUS_ERROR, Span
 
@@ -53,6 +57,12 @@ SIGNAL_ATTRIBUTES: Final = frozenset(
     }
 )
 """The only attributes a session signal is made from; the receiver decodes no other."""
+MAX_TOKENS: Final = 1_000_000_000
+"""The most input (or output) tokens one span or session may report."""
+MAX_COST_USD: Final = 1_000_000.0
+"""The most US dollars one span or session may report (`gen_ai.usage.cost`)."""
+MAX_SESSION_DAYS: Final = 30
+"""The longest a root span (a session) may last."""
 PENDING_TRACES: Final = 100_000
 """Traces whose child figures wait for their root span; the oldest is dropped beyond this."""
 
@@ -112,6 +122,48 @@ def subject_of(span: Span) -> str:
         raise Rejection(rule) from None
 
 
+def _token_rule(name: str) -> str:
+    return f"{name} must be a whole number from 0 to {MAX_TOKENS:,}"
+
+
+_COST_RULE: Final = f"{COST_USD} must be a number from 0 to {MAX_COST_USD:,.0f} (US dollars)"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def bounded_usage(span: Span) -> SpanUsage:
+    """The span's usage figures (`span_usage`), each checked against its physical bound.
+
+    Raises:
+        Rejection: a figure outside its bound (negative, NaN, infinite or implausibly large).
+    """
+    for names in (INPUT_TOKENS, OUTPUT_TOKENS):
+        for name in names:
+            value = span.attributes.get(name)
+            if _is_number(value) and not (isinstance(value, int) and 0 <= value <= MAX_TOKENS):
+                raise Rejection(_token_rule(name))
+    cost = span.attributes.get(COST_USD)
+    if _is_number(cost) and not (0 <= cost <= MAX_COST_USD):  # type: ignore[operator]
+        raise Rejection(_COST_RULE)  # NaN fails the comparison too
+    return span_usage(span)
+
+
+def _checked_totals(figures: SpanUsage) -> SpanUsage:
+    for name, value in (
+        (INPUT_TOKENS[0], figures.input_tokens),
+        (OUTPUT_TOKENS[0], figures.output_tokens),
+    ):
+        if value is not None and value > MAX_TOKENS:
+            raise Rejection(f"{_token_rule(name)} summed over the session")
+    if figures.cost_usd is not None and not (
+        math.isfinite(figures.cost_usd) and figures.cost_usd <= MAX_COST_USD
+    ):
+        raise Rejection(f"{_COST_RULE} summed over the session")
+    return figures
+
+
 def _moment(unix_ns: int) -> datetime:
     return datetime.fromtimestamp(unix_ns / 1e9, UTC)
 
@@ -124,12 +176,15 @@ def root_signal(root: Span, children: SpanUsage) -> SessionSignal:
         children: Usage of the trace's other spans, used when the root carries none.
 
     Raises:
-        Rejection: the span has no end time, or no well-formed subject.
+        Rejection: the span has no end time, lasts longer than `MAX_SESSION_DAYS`, has a
+            figure outside its bound, or no well-formed subject.
     """
     if not root.end_ns or not root.start_ns or root.end_ns < root.start_ns:
         raise Rejection("a root span needs a start and an end time, in that order")
-    own = span_usage(root)
-    figures = own if own != SpanUsage() else children
+    if root.end_ns - root.start_ns > MAX_SESSION_DAYS * 86_400 * 10**9:
+        raise Rejection(f"a root span lasts at most {MAX_SESSION_DAYS} days")
+    own = bounded_usage(root)
+    figures = _checked_totals(own if own != SpanUsage() else children)
     try:
         return SessionSignal.model_validate(
             {
@@ -167,22 +222,33 @@ class SignalBatch(BaseModel):
 
 
 def session_signals(spans: list[Span], pending: PendingUsage) -> SignalBatch:
-    """One signal per root span in `spans`; child spans' usage goes to `pending` or their root."""
+    """One signal per root span in `spans`; child spans' usage goes to `pending` or their root
+    (a child whose figures are out of bounds is rejected instead)."""
     batch = SignalBatch(spans=len(spans))
     roots = {span.trace_id: span for span in spans if span.is_root}
-    children: dict[str, list[Span]] = {}
+    children: dict[str, list[SpanUsage]] = {}
+
+    def reject(exc: Rejection) -> None:
+        batch.rejected[str(exc)] = batch.rejected.get(str(exc), 0) + 1
+
     for span in spans:
-        if not span.is_root:
-            if span.trace_id in roots:
-                children.setdefault(span.trace_id, []).append(span)
-            else:
-                pending.add(span.trace_id, span_usage(span))
+        if span.is_root:
+            continue
+        try:
+            figures = bounded_usage(span)
+        except Rejection as exc:
+            reject(exc)
+            continue
+        if span.trace_id in roots:
+            children.setdefault(span.trace_id, []).append(figures)
+        else:
+            pending.add(span.trace_id, figures)
     for span in spans:
         if not span.is_root:
             continue
-        figures = combined([pending.take(span.trace_id), usage(children.get(span.trace_id, []))])
+        figures = combined([pending.take(span.trace_id), *children.get(span.trace_id, [])])
         try:
             batch.signals.append(root_signal(span, figures))
         except Rejection as exc:
-            batch.rejected[str(exc)] = batch.rejected.get(str(exc), 0) + 1
+            reject(exc)
     return batch

@@ -29,6 +29,11 @@ STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
 STATUS_ERROR: Final = 2
 _STATUS_NAMES: Final = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+MAX_DEPTH: Final = 64
+"""The deepest nesting of attribute values (`arrayValue` / `kvlistValue`) read; deeper ones, and
+documents too deep for the JSON parser, are input errors (never a RecursionError)."""
+_TOO_DEEP: Final = f"the document nests deeper than {MAX_DEPTH} levels"
+_SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
 _HEX: Final = re.compile(r"[0-9a-fA-F]*")
 _DOCUMENT_START: Final = re.compile(rb'^\s*\{\s*"(resourceSpans|resource_spans)"')
 
@@ -129,7 +134,9 @@ def _int(value: Any, path: str) -> int:
     raise _Shape(path, "must be an integer (a number or a decimal string)")
 
 
-def _any_value(node: Any, path: str) -> AttributeValue:
+def _any_value(node: Any, path: str, depth: int = 0) -> AttributeValue:
+    if depth > MAX_DEPTH:
+        raise _Shape(path, _TOO_DEEP)
     node = _object(node, path)
     for camel, snake in (("stringValue", "string_value"), ("boolValue", "bool_value")):
         value = _field(node, camel, snake)
@@ -140,6 +147,8 @@ def _any_value(node: Any, path: str) -> AttributeValue:
         return _int(value, f"{path}.intValue")
     value = _field(node, "doubleValue", "double_value")
     if value is not None:
+        if isinstance(value, str) and value in _SPECIAL_DOUBLES:  # OTLP/JSON's non-finite
+            return float(value)
         return float(value) if isinstance(value, int | float) else None
     value = _field(node, "bytesValue", "bytes_value")
     if isinstance(value, str):
@@ -147,15 +156,22 @@ def _any_value(node: Any, path: str) -> AttributeValue:
     array = _field(node, "arrayValue", "array_value")
     if array is not None:
         values = _list(_object(array, path), "values", "values", f"{path}.arrayValue.")
-        return [_any_value(item, f"{path}.arrayValue.values[{i}]") for i, item in enumerate(values)]
+        return [
+            _any_value(item, f"{path}.arrayValue.values[{i}]", depth + 1)
+            for i, item in enumerate(values)
+        ]
     pairs = _field(node, "kvlistValue", "kvlist_value")
     if pairs is not None:
-        return _attributes(_object(pairs, path), f"{path}.kvlistValue", None, "values")
+        return _attributes(_object(pairs, path), f"{path}.kvlistValue", None, "values", depth + 1)
     return None
 
 
 def _attributes(
-    node: dict[str, Any], path: str, keys: Container[str] | None, name: str = "attributes"
+    node: dict[str, Any],
+    path: str,
+    keys: Container[str] | None,
+    name: str = "attributes",
+    depth: int = 0,
 ) -> dict[str, AttributeValue]:
     found: dict[str, AttributeValue] = {}
     for i, pair in enumerate(_list(node, name, name, f"{path}.")):
@@ -164,7 +180,7 @@ def _attributes(
         if not isinstance(key, str):
             raise _Shape(where, "an attribute needs a string key")
         if keys is None or key in keys:
-            found[key] = _any_value(pair.get("value"), f"{where}.value")
+            found[key] = _any_value(pair.get("value"), f"{where}.value", depth)
     return found
 
 
@@ -235,6 +251,8 @@ def json_spans(
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise InputError(source, f"malformed JSON ({_json_position(raw)})", line=line) from None
+    except RecursionError:
+        raise InputError(source, _TOO_DEEP, line=line) from None
     try:
         return list(_walk(document, keys))
     except _Shape as exc:

@@ -11,9 +11,10 @@ Rules (docs/reliability.md):
   no longer exists (or is a zombie); on another host, its aggregate has had no heartbeat (it is
   rewritten after every chunk) for `ASSAY_RUN_STALE_SECONDS` (default 900). A stale run is
   marked `interrupted` by `assay runs list|show`, and the resume that takes it over marks the
-  killed attempt's Prefect flow run Crashed. A run still live in another process is not resumed
-  under it (two writers of one run); a record without an owner (written before owners were
-  recorded) is resumable, as it always was.
+  killed attempt's Prefect flow run Crashed. A run of inline outputs (`assay serve`, staged in
+  the killed process's memory and never kept) cannot be resumed: it says to submit it again.
+  A run still live in another process is not resumed under it (two writers of one run); a
+  record without an owner (written before owners were recorded) is resumable, as it always was.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from assay import staging
 from assay.errors import InputError, NotFoundError, shown
 from assay.hashing import store_secret
 from assay.runs.records import (
@@ -107,7 +109,10 @@ def settle(store: EvidenceStore, aggregate: RunAggregate) -> RunAggregate:
     if reason is None:
         return aggregate
     aggregate.status = RunStatus.INTERRUPTED
-    aggregate.error = f"{reason}; continue it with --resume {aggregate.run_id}"
+    if staging.is_staged(aggregate.outputs):
+        aggregate.error = f"{reason}; its inline outputs were not kept: submit the run again"
+    else:
+        aggregate.error = f"{reason}; continue it with --resume {aggregate.run_id}"
     update_aggregate(store, aggregate)
     return aggregate
 

@@ -1,10 +1,13 @@
 """`POST /overrides` (admin): a governed override of a failed gate, audited whatever happens.
 
 The tier is not checked by a dependency here: `assay.overrides.request_override` checks it and
-audits the attempt first, so a refused call — no token, a viewer's or operator's token, a short
-reason, a run the gate never decided — leaves its audit record like a granted one. The status
-says why: 401 no or unknown token, 403 not an admin, 422 reason too short, 404 no gate decision,
-409 nothing to override (already pass, or already overridden).
+audits the attempt, so a principal's refused call — a viewer's or operator's token, a short
+reason, a run the gate never decided — leaves its audit record like a granted one. A call with no
+or an unknown token writes nothing (401), and a reason over `MAX_REASON` characters is 422 before
+anything runs. The status says why: 401 no or unknown token, 403 not an admin, 422 reason too
+short or too long, 404 no gate decision, 409 nothing to override (already pass, or already
+overridden). A refusal's problem carries the audited attempt without its reason: no problem
+echoes the request body.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Store, Token
 from assay.api.problems import documented, problem_response
 from assay.gate.access import Tier
-from assay.gate.overrides import MIN_REASON, UNKNOWN, OverrideRecord, request_override
+from assay.gate.overrides import (
+    MAX_REASON,
+    MIN_REASON,
+    OverrideRecord,
+    request_override,
+)
 
 router = APIRouter(tags=["overrides"], responses=documented(413))
 
@@ -28,13 +36,16 @@ class OverrideRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(min_length=1)
-    reason: str = Field(description=f"At least {MIN_REASON} characters; kept in the audit.")
+    reason: str = Field(
+        max_length=MAX_REASON,
+        description=f"{MIN_REASON} to {MAX_REASON} characters; kept in the audit.",
+    )
 
 
 def _status(record: OverrideRecord) -> int:
     if record.refusal is None:
         return 201
-    if record.principal == UNKNOWN:
+    if not record.audited:
         return 401
     if record.tier is not Tier.ADMIN:
         return 403
@@ -53,17 +64,22 @@ def _status(record: OverrideRecord) -> int:
 )
 async def override(body: OverrideRequest, store: Store, token: Token) -> JSONResponse:
     """Override a failed gate (admin tier): the effective verdict becomes pass, the recorded
-    one stays. Every attempt appends an audit record, returned in the body either way."""
+    one stays. Every attempt by a principal appends an audit record, returned in the body
+    either way (a refusal's without its reason); no or an unknown token writes nothing."""
     record = await run_in_threadpool(request_override, store, body.run_id, token, body.reason)
     status = _status(record)
-    attempt = record.model_dump(mode="json")
     if status == 201:
-        return JSONResponse(attempt, status_code=201)
-    headers = {"WWW-Authenticate": 'Bearer realm="assay"'} if status == 401 else None
+        return JSONResponse(record.model_dump(mode="json"), status_code=201)
+    if status == 401:
+        return problem_response(
+            status,
+            f"{record.refusal} (nothing recorded)",
+            kind="override-refused",
+            headers={"WWW-Authenticate": 'Bearer realm="assay"'},
+        )
     return problem_response(
         status,
         f"{record.refusal} (attempt audited)",
         kind="override-refused",
-        headers=headers,
-        attempt=attempt,
+        attempt=record.model_dump(mode="json", exclude={"reason"}),
     )

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
+from assay.documents import decoded_text
 from assay.suites import registry
 from assay.suites.registry import SuiteVersion
 from assay.suites.suite import SLUG, parse_suite
@@ -68,8 +69,9 @@ def _publish(store: Store, text: str) -> tuple[SuiteVersion, bool]:
 )
 async def publish_suite(request: Request, store: Store, _: Operator) -> JSONResponse:
     """Publish a suite document (JSON): 201 with a new version, 200 when identical to the
-    latest (nothing published). Errors name the line and field of the body."""
-    text = (await request.body()).decode("utf-8", errors="replace")
+    latest (nothing published). Errors name the line and field of the body; a body that is not
+    UTF-8 is 422 naming its line (as the CLI refuses the file)."""
+    text = decoded_text(await request.body(), BODY_SOURCE)
     version, created = await run_in_threadpool(_publish, store, text)
     body = Published(**_info(version), created=created)
     return JSONResponse(body.model_dump(mode="json"), status_code=201 if created else 200)
