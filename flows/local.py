@@ -16,6 +16,10 @@ from contextlib import contextmanager
 
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+from tasks.evidence import crash_flow_run
+
+__all__ = ["crash_flow_run", "in_this_process"]
+
 
 @contextmanager
 def in_this_process() -> Iterator[None]:

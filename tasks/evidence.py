@@ -22,11 +22,11 @@ def start_run_task(store: str, plan: RunPlan, owner: RunOwner, resuming: bool) -
     return begin_run(evidence_store(store), plan, owner, resuming=resuming)
 
 
-@task(name="close-interrupted-attempt")
-def close_interrupted_attempt(flow_run_id: str, run_id: str) -> None:
-    """Set the Prefect flow run of a killed attempt to Crashed (it would show Running for ever).
+def crash_flow_run(flow_run_id: str, message: str) -> None:
+    """Set a flow run that is not final to Crashed (a killed attempt would show Running for ever).
 
-    Best effort: the attempt may have run against another Prefect API, or finished meanwhile.
+    Best effort: nothing when this Prefect API does not know it (the attempt ran against another
+    one) or it ended meanwhile. `assay serve` calls it at start-up through `flows.local`.
     """
     from uuid import UUID
 
@@ -37,14 +37,16 @@ def close_interrupted_attempt(flow_run_id: str, run_id: str) -> None:
     with get_client(sync_client=True) as client:
         try:
             state = client.read_flow_run(UUID(flow_run_id)).state
-        except ObjectNotFound:  # it ran against another Prefect API: nothing to close here
+        except ObjectNotFound:
             return
         if state is not None and not state.is_final():
-            client.set_flow_run_state(
-                UUID(flow_run_id),
-                Crashed(message=f"interrupted; run {run_id} was resumed in another flow run"),
-                force=True,
-            )
+            client.set_flow_run_state(UUID(flow_run_id), Crashed(message=message), force=True)
+
+
+@task(name="close-interrupted-attempt")
+def close_interrupted_attempt(flow_run_id: str, run_id: str) -> None:
+    """Set the Prefect flow run of a resumed run's killed attempt to Crashed."""
+    crash_flow_run(flow_run_id, f"interrupted; run {run_id} was resumed in another flow run")
 
 
 @task(name="compare-with-baseline", **IO_RETRIES)

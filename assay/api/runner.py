@@ -229,6 +229,8 @@ def settle_interrupted_runs(store: EvidenceStore) -> list[str]:
     A run of inline outputs cannot be resumed (its outputs lived in the killed process's memory),
     so its record says to submit it again (`assay.runs.lifecycle.settle`).
     """
+    from flows.local import crash_flow_run
+
     settled = []
     for run in list_runs(store):
         if run.status is not RunStatus.RUNNING:
@@ -240,24 +242,6 @@ def settle_interrupted_runs(store: EvidenceStore) -> list[str]:
         if run.owner is not None and run.owner.flow_run is not None:
             crash_flow_run(run.owner.flow_run, f"interrupted: {run.error}")
     return settled
-
-
-def crash_flow_run(flow_run_id: str, message: str) -> None:
-    """Set a flow run that is not final to Crashed; nothing when this Prefect API does not know
-    it (the killed process ran against another one) or it ended meanwhile."""
-    from uuid import UUID
-
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-    from prefect.states import Crashed
-
-    with get_client(sync_client=True) as client:
-        try:
-            state = client.read_flow_run(UUID(flow_run_id)).state
-        except ObjectNotFound:
-            return
-        if state is not None and not state.is_final():
-            client.set_flow_run_state(UUID(flow_run_id), Crashed(message=message), force=True)
 
 
 def prefect_answers() -> bool:
