@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 from assay import progress
 from assay.cli import orchestration
 from assay.errors import AssayError, InputError, NotFoundError
+from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
 from assay.store import EvidenceStore, open_store
 from assay.suites import registry
@@ -65,8 +66,17 @@ def _global_options(
         bool,
         typer.Option("--verbose", "-v", help="Show Prefect's run log lines in the terminal."),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Also print the errors and tracebacks of failing flow and task runs (they are "
+            "always in the run's Logs in the Prefect UI).",
+        ),
+    ] = False,
 ) -> None:
     orchestration.set_verbose(verbose)
+    orchestration.set_debug(debug)
 
 
 StoreOption = Annotated[
@@ -121,9 +131,23 @@ SampleOption = Annotated[
     int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample.")]
+
+
+def checked_run_id(run_id: str | None) -> str | None:
+    """A run id given on the command line, refused (one line, exit 2) when longer than an
+    identifier may be: it names store keys, so it must fit in a file name."""
+    if run_id is not None:
+        guarded(lambda: check_length(run_id, "RUN_ID"))
+    return run_id
+
+
 BaselineOption = Annotated[
     str | None,
-    typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
+    typer.Option(
+        "--baseline",
+        help="RUN_ID to compare with (default: pinned, else latest).",
+        callback=checked_run_id,
+    ),
 ]
 
 T = TypeVar("T")
@@ -193,9 +217,9 @@ def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) ->
     link = orchestration.ui_link(state.state_details.flow_run_id)
     if quiet:
         pass
-    elif link is not None:
+    elif link is not None:  # on a failure too: the run's Logs there hold the traceback
         err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)
-    elif not _ui_note_shown:
+    elif not _ui_note_shown and state.is_completed():
         _ui_note_shown = True
         err.print(
             "note: no Prefect server, so this run used a temporary API and is not kept; "
