@@ -52,6 +52,11 @@ class Subject(BaseModel):
         """`agent:<name of the outputs file or folder>` when no subject is given."""
         location = OutputsReference.parse(outputs).location
         name = PurePosixPath(location.rstrip("/")).stem or "unnamed"
+        problem = length_problem(name)
+        if problem:
+            raise InputError(
+                "--subject", f"none given, and the outputs name {problem}; give KIND:ID"
+            )
         return cls(kind="agent", id=name)
 
     @classmethod

@@ -74,6 +74,7 @@ def one_line_exit_2(*args: str, env: dict[str, str] | None = None) -> tuple[str,
         ["baseline", "show", "support-bot", "agent:" + "x" * 300],
         ["run", "s" * 300, "--outputs", OUTPUTS],
         ["suite", "show", "s" * 300],
+        ["run", SUITE, "--outputs", "/tmp/" + "o" * 300 + ".jsonl"],
     ],
     ids=lambda c: " ".join(part[:12] for part in c[:2]) + f" {c[-2][:10]}",
 )
@@ -83,6 +84,16 @@ def test_an_identifier_too_long_for_a_file_name_is_refused_before_anything_runs(
     line, elapsed = one_line_exit_2(*command)
 
     assert f"{MAX_IDENTIFIER_BYTES}" in line or "suite" in line, line
+    assert elapsed < AT_ONCE_SECONDS
+    assert not (store_dir / "runs").exists()
+
+
+def test_an_outputs_path_too_long_for_the_file_system_is_one_line(store_dir: Path) -> None:
+    outputs = "/tmp/" + "o" * 300 + ".jsonl"
+
+    line, elapsed = one_line_exit_2("run", SUITE, "--outputs", outputs, "--subject", "agent:x")
+
+    assert "File name too long" in line
     assert elapsed < AT_ONCE_SECONDS
     assert not (store_dir / "runs").exists()
 

@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 
 from assay import progress
 from assay.cli import orchestration
-from assay.errors import AssayError, InputError, NotFoundError
+from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
 from assay.store import EvidenceStore, open_store
@@ -41,15 +41,25 @@ def error_message(exc: AssayError) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def os_error_message(exc: OSError) -> str:
+    """The one line for a file-system error met outside the evidence store (a path too long,
+    a folder where a file was expected): the path, clamped, and what the system said."""
+    where = f"{shown(exc.filename)}: " if exc.filename else ""
+    return f"{where}{exc.strerror or type(exc).__name__}"
+
+
 class _OneLineErrors(TyperGroup):
     """Every command's Assay errors (an unreachable store above all, which any command that
-    reads evidence can meet) end as one line on stderr and exit 2, never as a traceback."""
+    reads evidence can meet) and file-system errors end as one line on stderr and exit 2,
+    never as a traceback."""
 
     def invoke(self, ctx: Any) -> Any:  # a click Context; typer vendors click privately
         try:
             return super().invoke(ctx)
         except AssayError as exc:
             fail(error_message(exc))
+        except OSError as exc:
+            fail(os_error_message(exc))
 
 
 app = typer.Typer(
