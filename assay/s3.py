@@ -134,11 +134,11 @@ def make_client(
     The client makes one attempt per call (tenacity owns retries, see `retrying`), times out
     instead of hanging (`attempt_timeouts`: one attempt fits in half of
     `ASSAY_S3_DEADLINE_SECONDS`, so a call gives up by the deadline even when the server
-    hangs), uses path-style
-    addressing when an endpoint is configured (custom hosts rarely resolve `bucket.host`
-    names), and only checksums what the operation requires: boto3's
+    hangs), uses path-style addressing when an endpoint is configured (custom hosts rarely
+    resolve `bucket.host` names), and only checksums what the operation requires: boto3's
     default full-object checksums break ranged reads on rclone and are known to trip other
-    S3-compatible servers. Safe to call from several threads.
+    S3-compatible servers. A malformed endpoint URL is an `InputError` naming it. Safe to call
+    from several threads.
     """
     extra = dict(client_parameters or {})
     endpoint_url = endpoint_url or extra.pop("endpoint_url", None)
@@ -170,7 +170,9 @@ def make_client(
                 config=config,
                 **extra,
             )
-    except ValueError as exc:  # botocore: "Invalid endpoint: …"
+    except ValueError as exc:
+        if "Invalid endpoint" not in str(exc):  # botocore's words for a malformed URL
+            raise
         source = "endpoint_url" if endpoint_url else "AWS_ENDPOINT_URL"
         raise InputError(
             source,

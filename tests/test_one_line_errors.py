@@ -29,8 +29,9 @@ from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server, fr
 
 SUITE = str(EXAMPLES / "support-suite.yaml")
 OUTPUTS = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
-AT_ONCE_SECONDS = 5.0
-"""What "at once" means here: well above a cold `assay` start on a loaded 2-core machine."""
+AT_ONCE_SECONDS = 8.0
+"""What "at once" means here: well above a cold `assay` start on a loaded 2-core machine, well
+below the 20 s and more that these mistakes took before."""
 TOO_LONG = MAX_IDENTIFIER_BYTES + 1
 
 
@@ -345,4 +346,4 @@ def test_s3_retries_end_by_the_deadline_when_a_late_attempt_hangs(
     elapsed = time.monotonic() - started
 
     # The deadline is 2 s; a last attempt started just before it waited out a 2 s read timeout.
-    assert elapsed < 2.3
+    assert elapsed < 3.0  # it took 5.4 s before; a margin for a loaded machine
