@@ -8,9 +8,9 @@ jittered backoff and the same clear error when the server stays unreachable.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from threading import Lock
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -20,6 +20,8 @@ from botocore.exceptions import (
     ConnectTimeoutError,
     EndpointConnectionError,
     IncompleteReadError,
+    NoCredentialsError,
+    ParamValidationError,
     ReadTimeoutError,
     ResponseStreamingError,
 )
@@ -28,16 +30,16 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
     wait_random_exponential,
 )
 from urllib3.exceptions import ProtocolError
 
-from assay.errors import NotFoundError, StoreUnavailableError
+from assay.errors import AssayError, InputError, NotFoundError, StoreUnavailableError, shown
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+T = TypeVar("T")
 
 MAX_ATTEMPTS_ENV = "ASSAY_S3_MAX_ATTEMPTS"
 DEADLINE_ENV = "ASSAY_S3_DEADLINE_SECONDS"
@@ -45,6 +47,17 @@ DEFAULT_MAX_ATTEMPTS = 6
 DEFAULT_DEADLINE_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 30.0
+_PROBLEM_CHARS = 200
+
+UNUSABLE_CODES = {
+    "NoSuchBucket": "the bucket does not exist; create it or fix the s3:// URI",
+    "InvalidBucketName": "the bucket name is not valid; fix the s3:// URI",
+    "AccessDenied": "the credentials may not use this bucket",
+    "AllAccessDisabled": "all access to this bucket is disabled",
+    "InvalidAccessKeyId": "the access key is not known to the server",
+    "SignatureDoesNotMatch": "the secret key does not match the access key",
+}
+"""S3 error codes that mean a bucket cannot be used at all, with what to do about each."""
 
 _TRANSIENT_CODES = frozenset(
     {
@@ -131,42 +144,93 @@ def make_client(
     `api_version`, `endpoint_url`, `config`) are passed on, their `config` merged over ours.
 
     The client makes one attempt per call (tenacity owns retries, see `retrying`), times out
-    instead of hanging (connect and read timeouts are at most `ASSAY_S3_DEADLINE_SECONDS`, so a
-    call gives up within about twice the deadline even when the server hangs), uses path-style
-    addressing when an endpoint is configured (custom hosts rarely resolve `bucket.host`
-    names), and only checksums what the operation requires: boto3's
+    instead of hanging (`attempt_timeouts`: one attempt fits in half of
+    `ASSAY_S3_DEADLINE_SECONDS`, so a call gives up by the deadline even when the server
+    hangs), uses path-style addressing when an endpoint is configured (custom hosts rarely
+    resolve `bucket.host` names), and only checksums what the operation requires: boto3's
     default full-object checksums break ranged reads on rclone and are known to trip other
-    S3-compatible servers. Safe to call from several threads.
+    S3-compatible servers. A malformed endpoint URL is an `InputError` naming it. Safe to call
+    from several threads.
     """
     extra = dict(client_parameters or {})
     endpoint_url = endpoint_url or extra.pop("endpoint_url", None)
     custom_endpoint = (
         endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     )
-    # One attempt may not outlast the whole retry deadline: a server that accepts and then
-    # never answers is given up on after the deadline, not after the 30 s read timeout.
-    deadline = _setting(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
+    connect_timeout, read_timeout = attempt_timeouts(
+        _setting(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
+    )
     config = Config(
         retries={"max_attempts": 1, "mode": "standard"},
-        connect_timeout=min(CONNECT_TIMEOUT_SECONDS, deadline),
-        read_timeout=min(READ_TIMEOUT_SECONDS, deadline),
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
         s3={"addressing_style": "path" if custom_endpoint else "auto"},
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
     if "config" in extra:
         config = config.merge(extra.pop("config"))
-    with _CLIENT_LOCK:
-        return (session or boto3).client(
-            "s3",
-            endpoint_url=endpoint_url,
-            aws_access_key_id=access_key_id,
-            aws_secret_access_key=secret_access_key,
-            aws_session_token=session_token,
-            region_name=region,
-            config=config,
-            **extra,
+    try:
+        with _CLIENT_LOCK:
+            return (session or boto3).client(
+                "s3",
+                endpoint_url=endpoint_url,
+                aws_access_key_id=access_key_id,
+                aws_secret_access_key=secret_access_key,
+                aws_session_token=session_token,
+                region_name=region,
+                config=config,
+                **extra,
+            )
+    except ValueError as exc:
+        if "Invalid endpoint" not in str(exc):  # botocore's words for a malformed URL
+            raise
+        source = "endpoint_url" if endpoint_url else "AWS_ENDPOINT_URL"
+        raise InputError(
+            source,
+            f"{shown(custom_endpoint)} is not an S3 endpoint URL (expected http[s]://HOST[:PORT])",
+        ) from exc
+
+
+def attempt_timeouts(deadline: float) -> tuple[float, float]:
+    """The connect and read timeouts of one attempt within a retry `deadline`.
+
+    Together they fit in half the deadline, and `retrying` starts no attempt that could not end
+    before it: a server that accepts and never answers, or fails fast and then hangs, is given
+    up on by the deadline, not a read timeout (or two) after it.
+    """
+    return min(CONNECT_TIMEOUT_SECONDS, deadline / 6), min(READ_TIMEOUT_SECONDS, deadline / 3)
+
+
+def unusable(exc: BaseException, operation: str, where: str) -> AssayError | None:
+    """The one-line error for an S3 failure that no retry can fix — a missing or invalid
+    bucket, refused or absent credentials, a request the client refuses to send — else None."""
+    if isinstance(exc, ClientError) and error_code(exc) in UNUSABLE_CODES:
+        code = error_code(exc)
+        return StoreUnavailableError(
+            f"S3 {operation} on {where} failed: {code} ({UNUSABLE_CODES[code]})"
         )
+    if isinstance(exc, NoCredentialsError):
+        return StoreUnavailableError(
+            f"S3 {operation} on {where} failed: no AWS credentials found (set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
+        )
+    if isinstance(exc, ParamValidationError):  # e.g. an invalid bucket name, checked locally
+        problem = " ".join(str(exc).split())[:_PROBLEM_CHARS]
+        return InputError(where, problem)
+    return None
+
+
+def call_s3(operation: str, where: str, action: Callable[[], T]) -> T:
+    """Run one S3 call under the retry policy (`retrying`); failures no retry can fix become
+    one-line errors (`unusable`); other errors propagate unchanged."""
+    try:
+        return retrying(operation, where)(action)
+    except (ClientError, NoCredentialsError, ParamValidationError) as exc:
+        error = unusable(exc, operation, where)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def error_code(exc: BaseException) -> str:
@@ -220,10 +284,10 @@ def retrying(
     """A tenacity retry policy for one S3 call: `retrying("get_object", where)(fn, *args)`.
 
     Transient failures (`is_transient`) are retried with exponential backoff and full jitter,
-    bounded both by attempts and by a total deadline (no attempt starts once the next wait would
-    cross it). Other exceptions propagate at once, unchanged. When the bounds run out, the last
-    error is replaced by `StoreUnavailableError` (chained from it) instead of tenacity's
-    `RetryError`.
+    bounded both by attempts and by a total deadline (no attempt starts unless it could end,
+    after its wait and its timeouts, before the deadline). Other exceptions propagate at once,
+    unchanged. When the bounds run out, the last error is replaced by `StoreUnavailableError`
+    (chained from it) instead of tenacity's `RetryError`.
 
     Args:
         operation: The S3 operation, for the error message (`put_object`).
@@ -234,6 +298,11 @@ def retrying(
     """
     attempts = max_attempts or int(_setting(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS))
     deadline = deadline_seconds or _setting(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
+    longest_attempt = sum(attempt_timeouts(deadline))
+
+    def stop(state: RetryCallState) -> bool:
+        ends_at = (state.seconds_since_start or 0.0) + state.upcoming_sleep + longest_attempt
+        return state.attempt_number >= attempts or ends_at > deadline
 
     def give_up(state: RetryCallState) -> Any:
         last = state.outcome.exception() if state.outcome else None
@@ -246,7 +315,7 @@ def retrying(
 
     return Retrying(
         retry=retry_if_exception(is_transient),
-        stop=stop_after_attempt(attempts) | stop_before_delay(deadline),
+        stop=stop,
         wait=wait_random_exponential(multiplier=0.25, max=4),
         retry_error_callback=give_up,
     )
@@ -269,13 +338,13 @@ class ObjectReader:
     def keys(self, bucket: str, prefix: str) -> list[str]:
         """Every key under `prefix` (a key prefix, not a folder), sorted; pages through all."""
 
-        def call() -> list[str]:
+        def listing() -> list[str]:
             pages = self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=bucket, Prefix=prefix
             )
             return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
-        return sorted(retrying("list_objects_v2", self._where(bucket, prefix))(call))
+        return sorted(call_s3("list_objects_v2", self._where(bucket, prefix), listing))
 
     def read(self, bucket: str, key: str, start: int, end: int) -> bytes:
         """Bytes `start` (inclusive) to `end` (exclusive) of an object, like `data[start:end]`.
@@ -300,7 +369,7 @@ class ObjectReader:
             return response["Body"].read()
 
         try:
-            return retrying("get_object", self._where(bucket, key))(call)
+            return call_s3("get_object", self._where(bucket, key), call)
         except ClientError as exc:
             if error_code(exc) == "InvalidRange":  # starts at or after the end of the object
                 return b""

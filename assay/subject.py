@@ -13,7 +13,8 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from assay.errors import InputError
+from assay.errors import InputError, shown
+from assay.identifiers import Identifier, length_problem
 from assay.outputs import OutputsReference
 
 KIND_ID = r"[a-z][a-z0-9_-]*:[^@\s]+"
@@ -26,18 +27,24 @@ class Subject(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: str
-    id: str
-    variant: str | None = None
+    kind: Identifier
+    id: Identifier
+    variant: Identifier | None = None
 
     @classmethod
     def parse(cls, text: str) -> Subject:
-        """Parse `KIND:ID[@VARIANT]`; raises InputError otherwise."""
+        """Parse `KIND:ID[@VARIANT]`; raises InputError otherwise (also when a part is longer
+        than `assay.identifiers.MAX_IDENTIFIER_BYTES`: the parts become store key segments)."""
         match = _SUBJECT.match(text)
         if match is None:
             raise InputError(
-                "--subject", f"{text!r} is not KIND:ID[@VARIANT] (e.g. agent:support-bot@v2)"
+                "--subject",
+                f"{shown(text)} is not KIND:ID[@VARIANT] (e.g. agent:support-bot@v2)",
             )
+        for part in ("kind", "id", "variant"):
+            problem = match[part] and length_problem(match[part])
+            if problem:
+                raise InputError("--subject", f"the {part} {problem}")
         return cls(kind=match["kind"], id=match["id"], variant=match["variant"])
 
     @classmethod
@@ -45,6 +52,11 @@ class Subject(BaseModel):
         """`agent:<name of the outputs file or folder>` when no subject is given."""
         location = OutputsReference.parse(outputs).location
         name = PurePosixPath(location.rstrip("/")).stem or "unnamed"
+        problem = length_problem(name)
+        if problem:
+            raise InputError(
+                "--subject", f"none given, and the outputs name {problem}; give KIND:ID"
+            )
         return cls(kind="agent", id=name)
 
     @classmethod

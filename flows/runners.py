@@ -19,10 +19,10 @@ from typing import Any, cast
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from assay.dask_reference import BLOCK_PREFIX, check_reference
 from assay.errors import InputError
 
 DASK_ADDRESS_ENV = "ASSAY_DASK_ADDRESS"
-BLOCK_PREFIX = "block:"
 LOCAL_THREADS = 4
 """Chunks in flight at once on the default runner: judge-bound chunks overlap their calls;
 scoring itself holds the GIL, so more threads would only hold more chunks in memory."""
@@ -50,6 +50,8 @@ def chunk_runner(dask: str | None = None, workers: int | None = None) -> TaskRun
     `LOCAL_THREADS` threads in this process.
     """
     reference = dask or os.environ.get(DASK_ADDRESS_ENV)
+    if reference:
+        check_reference(reference)
     if reference and workers:
         raise InputError("--workers", "give a Dask cluster or a number of local workers, not both")
     if workers is not None and workers < 1:

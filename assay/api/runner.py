@@ -31,8 +31,14 @@ from assay.api.inputs import subject_param
 from assay.api.problems import Problem
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput, validate_outputs
-from assay.runs.lifecycle import settle
-from assay.runs.records import EvalResult, RunStatus, list_runs, load_aggregate
+from assay.runs.lifecycle import settled
+from assay.runs.records import (
+    EvalResult,
+    RunStatus,
+    list_runs,
+    load_aggregate,
+    update_aggregate,
+)
 from assay.store import EvidenceStore
 from assay.suites import registry
 
@@ -227,21 +233,22 @@ def settle_interrupted_runs(store: EvidenceStore) -> list[str]:
     their Prefect flow runs Crashed; returns their run ids.
 
     A run of inline outputs cannot be resumed (its outputs lived in the killed process's memory),
-    so its record says to submit it again (`assay.runs.lifecycle.settle`).
+    so its record says to submit it again (`assay.runs.lifecycle.settled`).
     """
     from flows.local import crash_flow_run
 
-    settled = []
+    interrupted = []
     for run in list_runs(store):
         if run.status is not RunStatus.RUNNING:
             continue
-        run = settle(store, run)
+        run = settled(run)
         if run.status is not RunStatus.INTERRUPTED:
             continue  # still live in another process
-        settled.append(run.run_id)
+        update_aggregate(store, run)  # the service recovers its own runs: this is no read
+        interrupted.append(run.run_id)
         if run.owner is not None and run.owner.flow_run is not None:
             crash_flow_run(run.owner.flow_run, f"interrupted: {run.error}")
-    return settled
+    return interrupted
 
 
 def prefect_answers() -> bool:

@@ -21,7 +21,8 @@ from typer.core import TyperGroup
 
 from assay import progress
 from assay.cli import orchestration
-from assay.errors import AssayError, InputError, NotFoundError
+from assay.errors import AssayError, InputError, NotFoundError, shown
+from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
 from assay.store import EvidenceStore, open_store
 from assay.suites import registry
@@ -40,15 +41,25 @@ def error_message(exc: AssayError) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def os_error_message(exc: OSError) -> str:
+    """The one line for a file-system error met outside the evidence store (a path too long,
+    a folder where a file was expected): the path, clamped, and what the system said."""
+    where = f"{shown(exc.filename)}: " if exc.filename else ""
+    return f"{where}{exc.strerror or type(exc).__name__}"
+
+
 class _OneLineErrors(TyperGroup):
     """Every command's Assay errors (an unreachable store above all, which any command that
-    reads evidence can meet) end as one line on stderr and exit 2, never as a traceback."""
+    reads evidence can meet) and file-system errors end as one line on stderr and exit 2,
+    never as a traceback."""
 
     def invoke(self, ctx: Any) -> Any:  # a click Context; typer vendors click privately
         try:
             return super().invoke(ctx)
         except AssayError as exc:
             fail(error_message(exc))
+        except OSError as exc:
+            fail(os_error_message(exc))
 
 
 app = typer.Typer(
@@ -65,8 +76,17 @@ def _global_options(
         bool,
         typer.Option("--verbose", "-v", help="Show Prefect's run log lines in the terminal."),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Also print the errors and tracebacks of failing flow and task runs (they are "
+            "always in the run's Logs in the Prefect UI).",
+        ),
+    ] = False,
 ) -> None:
     orchestration.set_verbose(verbose)
+    orchestration.set_debug(debug)
 
 
 StoreOption = Annotated[
@@ -121,9 +141,23 @@ SampleOption = Annotated[
     int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample.")]
+
+
+def checked_run_id(run_id: str | None) -> str | None:
+    """A run id given on the command line, refused (one line, exit 2) when longer than an
+    identifier may be: it names store keys, so it must fit in a file name."""
+    if run_id is not None:
+        guarded(lambda: check_length(run_id, "RUN_ID"))
+    return run_id
+
+
 BaselineOption = Annotated[
     str | None,
-    typer.Option("--baseline", help="RUN_ID to compare with (default: pinned, else latest)."),
+    typer.Option(
+        "--baseline",
+        help="RUN_ID to compare with (default: pinned, else latest).",
+        callback=checked_run_id,
+    ),
 ]
 
 T = TypeVar("T")
@@ -193,9 +227,9 @@ def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) ->
     link = orchestration.ui_link(state.state_details.flow_run_id)
     if quiet:
         pass
-    elif link is not None:
+    elif link is not None:  # on a failure too: the run's Logs there hold the traceback
         err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)
-    elif not _ui_note_shown:
+    elif not _ui_note_shown and state.is_completed():
         _ui_note_shown = True
         err.print(
             "note: no Prefect server, so this run used a temporary API and is not kept; "

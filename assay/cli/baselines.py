@@ -20,7 +20,12 @@ common.app.add_typer(baseline_app, name="baseline")
 
 @baseline_app.command("pin")
 def baseline_pin(
-    run_id: Annotated[str, typer.Argument(help="A completed run to compare later runs with.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            help="A completed run to compare later runs with.", callback=common.checked_run_id
+        ),
+    ],
     store: common.StoreOption = None,
 ) -> None:
     """Pin a run as the baseline of its suite and subject (append-only record)."""

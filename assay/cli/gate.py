@@ -70,7 +70,11 @@ def gate_command(
     ] = None,
     check: Annotated[
         str | None,
-        typer.Option("--check", help="Re-check a past gate run's effective verdict instead."),
+        typer.Option(
+            "--check",
+            help="Re-check a past gate run's effective verdict instead.",
+            callback=common.checked_run_id,
+        ),
     ] = None,
     judge_block: common.JudgeBlockOption = None,
     calibration: common.CalibrationOption = None,

@@ -22,6 +22,9 @@ DEFAULT_PORT = 4200
 HEALTH_TIMEOUT_SECONDS = 1.0
 
 _verbose = False
+_debug = False
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+"""Prefect's loggers for flow and task runs: what they log also goes to the run's Logs tab."""
 
 
 class ServerState(BaseModel):
@@ -44,6 +47,19 @@ def set_verbose(verbose: bool) -> None:
     """`assay -v …`: show Prefect's log lines (INFO and up) in the terminal too."""
     global _verbose
     _verbose = verbose
+
+
+def set_debug(debug: bool) -> None:
+    """`assay --debug …`: also print the errors and tracebacks of failing flow and task runs."""
+    global _debug
+    _debug = debug
+
+
+def _not_a_run_failure(record: logging.LogRecord) -> bool:
+    """Whether the terminal shows `record`: a failing flow or task run's ERROR (and traceback)
+    is kept for the run's Logs tab in the Prefect API, since the command ends with one line
+    saying what failed."""
+    return _debug or record.levelno < logging.ERROR or record.name not in RUN_LOGGERS
 
 
 def prefect_home() -> Path:
@@ -100,11 +116,12 @@ def connect() -> str | None:
     from prefect.settings import PREFECT_API_URL
 
     # Run logs go to the API at INFO (the run's Logs tab); the terminal shows warnings and
-    # errors only, unless -v.
+    # errors only, unless -v, and not the failures of runs, unless --debug.
     console_level = logging.INFO if _verbose else logging.WARNING
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler):
             handler.setLevel(console_level)
+            handler.addFilter(_not_a_run_failure)
     api = PREFECT_API_URL.value()
     return str(api) if api else None
 

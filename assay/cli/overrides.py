@@ -21,7 +21,12 @@ from assay.gate.overrides import MIN_REASON
 
 @common.app.command("override")
 def override(
-    run_id: Annotated[str, typer.Argument(help="The gate run whose failure is a false alarm.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            help="The gate run whose failure is a false alarm.", callback=common.checked_run_id
+        ),
+    ],
     reason: Annotated[
         str,
         typer.Option(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
+from functools import partial
 from importlib import import_module
 from typing import Annotated, Any, cast
 
@@ -13,10 +14,11 @@ from rich.text import Text
 
 from assay.cli import _common as common
 from assay.cli.judging import check_judge_options
+from assay.dask_reference import check_reference
 from assay.judge.reliability import judge_lines
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
-from assay.runs.lifecycle import recorded_for_resume, settle
+from assay.runs.lifecycle import recorded_for_resume, settled
 from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
 from assay.runs.render import regression_lines, warnings, why_not
 from assay.store import EvidenceStore
@@ -95,6 +97,8 @@ def launch_suite_flow(
         parameters.get("judge_repeats"),
         parameters.get("max_judge_flip_rate"),
     )
+    if chunks_on is not None and chunks_on[0]:
+        common.guarded(partial(check_reference, chunks_on[0]))
     evidence = common.open_evidence(store)
     ref = common.resolve_suite_arg(evidence, suite, outputs)
     if parameters.get("resume"):
@@ -182,7 +186,9 @@ def run(
     resume: Annotated[
         str | None,
         typer.Option(
-            "--resume", help="Re-run an interrupted run under its RUN_ID; keeps evidence."
+            "--resume",
+            help="Re-run an interrupted run under its RUN_ID; keeps evidence.",
+            callback=common.checked_run_id,
         ),
     ] = None,
     baseline: common.BaselineOption = None,
@@ -238,7 +244,7 @@ def run(
 def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
     """List recorded runs, newest first."""
     evidence = common.open_evidence(store)
-    runs = common.guarded(lambda: [settle(evidence, run) for run in list_runs(evidence)])
+    runs = common.guarded(lambda: [settled(run) for run in list_runs(evidence)])
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
@@ -260,13 +266,16 @@ def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = Fal
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="Run id (the Prefect flow run id).")],
+    run_id: Annotated[
+        str,
+        typer.Argument(help="Run id (the Prefect flow run id).", callback=common.checked_run_id),
+    ],
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
     evidence = common.open_evidence(store)
-    aggregate = common.guarded(lambda: settle(evidence, load_aggregate(evidence, run_id)))
+    aggregate = common.guarded(lambda: settled(load_aggregate(evidence, run_id)))
     if aggregate.status != "completed":
         if as_json:
             common.print_json(aggregate.model_dump(mode="json"))

@@ -10,11 +10,12 @@ Rules (docs/reliability.md):
 - A `running` run is **stale** when the process that ran it is gone: on the same host, its pid
   no longer exists (or is a zombie); on another host, its aggregate has had no heartbeat (it is
   rewritten after every chunk) for `ASSAY_RUN_STALE_SECONDS` (default 900). A stale run is
-  marked `interrupted` by `assay runs list|show`, and the resume that takes it over marks the
-  killed attempt's Prefect flow run Crashed. A run of inline outputs (`assay serve`, staged in
-  the killed process's memory and never kept) cannot be resumed: it says to submit it again.
-  A run still live in another process is not resumed under it (two writers of one run); a
-  record without an owner (written before owners were recorded) is resumable, as it always was.
+  shown `interrupted` by `assay runs list|show` (which write nothing), and the resume that takes
+  it over marks the killed attempt's Prefect flow run Crashed. A run of inline outputs
+  (`assay serve`, staged in the killed process's memory and never kept) cannot be resumed: it
+  says to submit it again. A run still live in another process is not resumed under it (two
+  writers of one run); a record without an owner (written before owners were recorded) is
+  resumable, as it always was.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from assay.runs.records import (
     load_aggregate,
     now,
     start_run,
-    update_aggregate,
 )
 from assay.store import EvidenceStore
 
@@ -103,18 +103,20 @@ def stale_reason(aggregate: RunAggregate, at: datetime | None = None) -> str | N
     return None
 
 
-def settle(store: EvidenceStore, aggregate: RunAggregate) -> RunAggregate:
-    """Mark a stale `running` run `interrupted` (and return it); any other run is returned as is."""
+def settled(aggregate: RunAggregate) -> RunAggregate:
+    """A run as reads show it: a stale `running` run as `interrupted` (a copy; nothing is
+    written, since reading commands never write to the store), any other run as recorded."""
     reason = stale_reason(aggregate)
     if reason is None:
         return aggregate
-    aggregate.status = RunStatus.INTERRUPTED
-    if staging.is_staged(aggregate.outputs):
-        aggregate.error = f"{reason}; its inline outputs were not kept: submit the run again"
-    else:
-        aggregate.error = f"{reason}; continue it with --resume {aggregate.run_id}"
-    update_aggregate(store, aggregate)
-    return aggregate
+    advice = (
+        "its inline outputs were not kept: submit the run again"
+        if staging.is_staged(aggregate.outputs)
+        else f"continue it with --resume {aggregate.run_id}"
+    )
+    return aggregate.model_copy(
+        update={"status": RunStatus.INTERRUPTED, "error": f"{reason}; {advice}"}
+    )
 
 
 def _refusal(recorded: RunAggregate, plan: RunPlan) -> str | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from assay.errors import EvidenceConflictError, NotFoundError
+from assay.errors import EvidenceConflictError, NotFoundError, StoreUnavailableError, shown
 from assay.store.base import EvidenceStore
 
 
@@ -17,6 +18,10 @@ class FileStore(EvidenceStore):
     Write-once objects are written to a temporary file and hard-linked into place: `link` fails
     when the target exists, which makes the check-and-write atomic across processes, and a reader
     never sees a half-written object.
+
+    A file-system error (a full disk, a read-only mount, no permission, a name too long) makes
+    the store as unusable as an outage makes an S3 store: `StoreUnavailableError`, one line
+    naming the folder, the operation and the key.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -27,6 +32,16 @@ class FileStore(EvidenceStore):
     def write_guard(self) -> str:
         """Write-once by hard link: creating a link fails if the target exists."""
         return "atomic-link"
+
+    @contextmanager
+    def _io(self, operation: str, key: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"file store {self.root}: {operation} {shown(key)} failed: "
+                f"{exc.strerror or type(exc).__name__}"
+            ) from exc
 
     def _path(self, key: str) -> Path:
         parts = key.split("/")
@@ -44,6 +59,10 @@ class FileStore(EvidenceStore):
         return temp
 
     def put_once(self, key: str, data: bytes) -> bool:
+        with self._io("write", key):
+            return self._put_once(key, data)
+
+    def _put_once(self, key: str, data: bytes) -> bool:
         target = self._path(key)
         if target.exists():
             return self._same(key, target, data)
@@ -64,24 +83,30 @@ class FileStore(EvidenceStore):
 
     def put(self, key: str, data: bytes) -> None:
         target = self._path(key)
-        os.replace(self._temp(target, data), target)
+        with self._io("write", key):
+            os.replace(self._temp(target, data), target)
 
     def get(self, key: str) -> bytes:
-        try:
-            return self._path(key).read_bytes()
-        except FileNotFoundError:
-            raise NotFoundError(f"no evidence object {key} in {self.uri}") from None
+        path = self._path(key)
+        with self._io("read", key):
+            try:
+                return path.read_bytes()
+            except FileNotFoundError:
+                raise NotFoundError(f"no evidence object {key} in {self.uri}") from None
 
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        path = self._path(key)
+        with self._io("check", key):
+            return path.is_file()
 
     def list(self, prefix: str) -> Iterator[str]:
         base = self.root / prefix.rstrip("/") if prefix.strip("/") else self.root
-        if not base.is_dir():
-            return iter(())
-        keys = sorted(
-            path.relative_to(self.root).as_posix()
-            for path in base.rglob("*")
-            if path.is_file() and not path.name.startswith(".tmp-")
-        )
+        with self._io("list", prefix):
+            if not base.is_dir():
+                return iter(())
+            keys = sorted(
+                path.relative_to(self.root).as_posix()
+                for path in base.rglob("*")
+                if path.is_file() and not path.name.startswith(".tmp-")
+            )
         return iter(keys)

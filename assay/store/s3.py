@@ -15,10 +15,10 @@ from threading import Lock
 from typing import TYPE_CHECKING, TypeVar
 from uuid import uuid4
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from assay.errors import EvidenceConflictError, NotFoundError, StoreUnavailableError
-from assay.s3 import error_code, http_status, make_client, parse_s3_uri, retrying
+from assay.s3 import call_s3, error_code, http_status, make_client, parse_s3_uri
 from assay.store.base import EvidenceStore
 
 if TYPE_CHECKING:
@@ -30,15 +30,6 @@ PROBE_PREFIX = "_meta/probe/"
 """Where the conditional-write probe writes (and then deletes) its throwaway objects."""
 
 _WRITE_ROUNDS = 3
-
-_UNUSABLE_STORE_CODES = {
-    "NoSuchBucket": "the bucket does not exist; create it or fix the store URI",
-    "AccessDenied": "the credentials may not use this bucket",
-    "AllAccessDisabled": "all access to this bucket is disabled",
-    "InvalidAccessKeyId": "the access key is not known to the server",
-    "SignatureDoesNotMatch": "the secret key does not match the access key",
-}
-"""S3 error codes that mean the store cannot be used at all, with what to do about each."""
 """Conditional writes refused as existing whose object then reads as absent, before giving up."""
 
 
@@ -82,19 +73,7 @@ class S3Store(EvidenceStore):
         unavailable as an outage does: `StoreUnavailableError`, with the code, not a traceback.
         """
         where = f"s3://{self.bucket}/{full_key} at {self.client.meta.endpoint_url}"
-        try:
-            return retrying(operation, where)(call)
-        except ClientError as exc:
-            code = error_code(exc)
-            if code not in _UNUSABLE_STORE_CODES:
-                raise
-            raise StoreUnavailableError(
-                f"S3 {operation} on {where} failed: {code} ({_UNUSABLE_STORE_CODES[code]})"
-            ) from exc
-        except NoCredentialsError as exc:
-            raise StoreUnavailableError(
-                f"S3 {operation} on {where} failed: no AWS credentials found"
-            ) from exc
+        return call_s3(operation, where, call)
 
     def _fetch(self, full_key: str) -> bytes | None:
         """An object's bytes; None when there is no such key."""

@@ -18,9 +18,9 @@ from threading import Lock
 
 from pydantic import BaseModel
 
-from assay.errors import EvidenceConflictError, InputError, NotFoundError
+from assay.errors import EvidenceConflictError, InputError, NotFoundError, shown
 from assay.store import EvidenceStore
-from assay.suites.suite import SUITE_SUFFIXES, Suite, load_suite, parse_suite
+from assay.suites.suite import MAX_NAME_CHARS, SUITE_SUFFIXES, Suite, load_suite, parse_suite
 
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*)(?:@(?P<version>\d+))?$")
 _CACHE_SIZE = 4
@@ -128,7 +128,9 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     """Split `name[@version]`; raises InputError on anything else."""
     match = _REF.match(ref)
     if match is None:
-        raise InputError(ref, "a suite reference is NAME or NAME@VERSION (e.g. refunds@3)")
+        raise InputError(shown(ref), "a suite reference is NAME or NAME@VERSION (e.g. refunds@3)")
+    if len(match.group("name")) > MAX_NAME_CHARS:
+        raise InputError(shown(ref), f"suite names are at most {MAX_NAME_CHARS} characters")
     version = match.group("version")
     return match.group("name"), None if version is None else int(version)
 
@@ -158,13 +160,22 @@ def publish_or_resolve(store: EvidenceStore, suite: str) -> tuple[SuiteVersion, 
     `NAME[@VERSION]` → that published version. Something that can only be a path (a folder
     separator or a suite file suffix) and names no file is reported as a missing file."""
     path = Path(suite)
-    if path.is_file():
+    if _is_file(path):
         loaded = load_suite(path)
         version, _ = publish(store, loaded)
         return version, loaded
     if "/" in suite or "\\" in suite or path.suffix.lower() in SUITE_SUFFIXES:
         raise InputError(suite, "no such suite file")
     return resolve(store, suite)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a file; False for a name the file system refuses (too long, say),
+    which then reads as a suite reference and is judged by that rule."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def suite_names(store: EvidenceStore) -> list[str]:

@@ -22,7 +22,10 @@ from assay.scorers import ScorerSpec
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
 CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
 
-Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
+MAX_NAME_CHARS = 64
+"""The longest suite name (and other slugs): a suite name is a segment of its store keys."""
+
+Slug = Annotated[str, Field(pattern=SLUG, max_length=MAX_NAME_CHARS)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 DEFAULT_MIN_COVERAGE = 0.95
