@@ -89,6 +89,23 @@ def test_an_identifier_too_long_for_a_file_name_is_refused_before_anything_runs(
     assert not (store_dir / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", SUITE, "--outputs", OUTPUTS],
+        ["calibrate", str(EXAMPLES / "calibration" / "support-bot.jsonl")],
+    ],
+    ids=["run", "calibrate"],
+)
+def test_a_placeholder_api_key_is_one_line_naming_the_variable(
+    store_dir: Path, command: list[str]
+) -> None:
+    env = {"ASSAY_JUDGE_MODEL": "gpt-4o-mini", "OPENAI_API_KEY": "sk-\u2026"}  # the README's `sk-…`
+    line, elapsed = one_line_exit_2(*command, env=env)
+    assert "OPENAI_API_KEY" in line and "not ASCII" in line and "\u2026" not in line, line
+    assert elapsed < AT_ONCE_SECONDS
+
+
 def test_an_outputs_path_too_long_for_the_file_system_is_one_line(store_dir: Path) -> None:
     outputs = "/tmp/" + "o" * 300 + ".jsonl"
 

@@ -16,6 +16,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -30,8 +31,17 @@ from assay.suites import registry
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-out = Console()
-err = Console(stderr=True)
+# Output that is not a terminal (CI logs, pipes) is not hard-wrapped at 80 columns: a wrapped
+# line breaks mid-phrase and cuts what a log search or a script looks for.
+out = Console(soft_wrap=not sys.stdout.isatty())
+err = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+
+
+def table(*headers: str, title: str | None = None) -> Table:
+    """A table whose cells wrap instead of being cut with `…` on a narrow terminal: a run id or
+    a subject must stay whole enough to copy (`runs show` takes a unique prefix) and to tell v1
+    from v2."""
+    return Table(*(Column(header, overflow="fold") for header in headers), title=title)
 
 
 def error_message(exc: AssayError) -> str:

@@ -12,7 +12,6 @@ import os
 from typing import Annotated, Final, NoReturn
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from assay.cli import _common as common
@@ -85,7 +84,7 @@ def access_list(store: common.StoreOption = None, as_json: common.JsonOption = F
             "No principals yet: add the first admin with `assay access add NAME --tier admin`."
         )
         return
-    table = Table("name", "tier", "since (UTC)", "added by")
+    table = common.table("name", "tier", "since (UTC)", "added by")
     for principal in found:
         table.add_row(
             Text(principal.name),
@@ -106,7 +105,7 @@ def access_audit(store: common.StoreOption = None, as_json: common.JsonOption = 
     if not attempts:
         common.out.print("No refused access changes.")
         return
-    table = Table("at (UTC)", "caller", "action", "name", "tier", "refusal")
+    table = common.table("at (UTC)", "caller", "action", "name", "tier", "refusal")
     for attempt in attempts:
         table.add_row(
             f"{attempt.at:%Y-%m-%d %H:%M:%S}",

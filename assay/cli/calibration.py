@@ -24,6 +24,7 @@ from rich.text import Text
 
 from assay.cli import _common as common
 from assay.judge import judge_skip_reason
+from assay.judge.endpoint import check_judge_environment
 from assay.suites import registry
 
 if TYPE_CHECKING:
@@ -110,6 +111,8 @@ def calibrate_command(
     missing = None if judge_block else judge_skip_reason()
     if missing is not None:
         common.fail(f"{missing}: set ASSAY_JUDGE_MODEL and OPENAI_API_KEY, or pass --judge-block")
+    if not judge_block:
+        common.guarded(check_judge_environment)
     report: CalibrationReport = common.run_flow(
         "calibration",
         ("calibration",),

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from assay.cli import _common as common
@@ -72,7 +71,7 @@ def audit(
     if not records:
         common.out.print("No audit records" + (f" for run {run}." if run else "."))
         return
-    table = Table("at (UTC) · run", "principal", "verdict", "outcome · reason")
+    table = common.table("at (UTC) · run", "principal", "verdict", "outcome · reason")
     for record in records:
         outcome = (
             Text("granted", "green")

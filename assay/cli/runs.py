@@ -9,7 +9,6 @@ from importlib import import_module
 from typing import Annotated, Any, cast
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from assay.cli import _common as common
@@ -19,7 +18,13 @@ from assay.judge.reliability import judge_lines
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
 from assay.runs.lifecycle import recorded_for_resume, settled
-from assay.runs.records import EvalResult, list_runs, load_aggregate, load_result
+from assay.runs.records import (
+    EvalResult,
+    list_runs,
+    load_aggregate,
+    load_result,
+    resolve_run_id,
+)
 from assay.runs.render import regression_lines, warnings, why_not
 from assay.store import EvidenceStore
 from assay.subject import Subject
@@ -248,7 +253,7 @@ def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = Fal
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
-    table = Table("run", "suite", "subject", "status", "pass rate", "started (UTC)")
+    table = common.table("run", "suite", "subject", "status", "pass rate", "started (UTC)")
     for r in runs:
         m = r.metrics
         subject = r.subject
@@ -268,13 +273,17 @@ def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = Fal
 def runs_show(
     run_id: Annotated[
         str,
-        typer.Argument(help="Run id (the Prefect flow run id).", callback=common.checked_run_id),
+        typer.Argument(
+            help="Run id (the Prefect flow run id), or a unique prefix of one (4+ characters).",
+            callback=common.checked_run_id,
+        ),
     ],
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
     evidence = common.open_evidence(store)
+    run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
     aggregate = common.guarded(lambda: settled(load_aggregate(evidence, run_id)))
     if aggregate.status != "completed":
         if as_json:
@@ -317,7 +326,9 @@ def demo(store: common.StoreOption = None) -> None:
         print_result(result)
         common.out.print()
         results.append(result)
-    table = Table("subject", "pass rate", "score", "missing", "verdict", title="Side by side")
+    table = common.table(
+        "subject", "pass rate", "score", "missing", "verdict", title="Side by side"
+    )
     for r in results:
         m = r.metrics
         table.add_row(

@@ -6,7 +6,6 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from assay.cli import _common as common
 from assay.rate import rate_text
@@ -33,7 +32,9 @@ def scorecard_command(
     if output_format == "csv":
         sys.stdout.write(to_csv(rows))
         return
-    table = Table("subject", "suite", "runs", "latest", "pooled", "mean score", "trend / run")
+    table = common.table(
+        "subject", "suite", "runs", "latest", "pooled", "mean score", "trend / run"
+    )
     for row in rows:
         table.add_row(
             row.subject,

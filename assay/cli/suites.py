@@ -77,7 +77,7 @@ def suite_list(store: common.StoreOption = None, as_json: common.JsonOption = Fa
     if as_json:
         common.print_json([v.model_dump(mode="json", exclude={"case_hashes"}) for v in rows])
         return
-    table = Table("suite", "latest", "cases", "published (UTC)", "content hash")
+    table = common.table("suite", "latest", "cases", "published (UTC)", "content hash")
     for v in rows:
         table.add_row(
             v.suite,

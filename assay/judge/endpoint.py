@@ -16,6 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
+from assay.errors import InputError
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"
@@ -33,6 +34,22 @@ def judge_skip_reason(environ: Mapping[str, str] | None = None) -> str | None:
     if not env.get(API_KEY_ENV, "").strip():
         return NO_CREDENTIALS
     return None
+
+
+def check_judge_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse an environment whose judge could never be called: an `OPENAI_API_KEY` that is not
+    ASCII (a pasted placeholder such as `sk-…`) cannot go into an HTTP header, and every call
+    would fail as `judge unavailable: UnicodeEncodeError`.
+
+    Raises:
+        InputError: Naming the variable (never its value).
+    """
+    env = os.environ if environ is None else environ
+    if judge_skip_reason(env) is None and not env[API_KEY_ENV].isascii():
+        raise InputError(
+            API_KEY_ENV,
+            "holds characters that are not ASCII (a pasted placeholder?): set the real key",
+        )
 
 
 TRANSIENT_STATUSES: Final = frozenset({408, 409, 429})
