@@ -212,6 +212,23 @@ def test_a_bad_outputs_uri_is_a_422_before_any_flow_run(
     assert flow_runs == [], [run["name"] for run in flow_runs]
 
 
+@pytest.mark.parametrize(
+    "uri",
+    ["s3://assay-no-such-bucket-7f3a/drop/", "s3://Not_A_Valid_Bucket/drop/"],
+    ids=["missing bucket", "invalid bucket name"],
+)
+def test_an_outputs_uri_that_cannot_be_read_is_a_problem_not_a_500(
+    service: Service, uri: str
+) -> None:
+    body = {"suite": "support-bot", "subject": "agent:s3-missing", "outputs_uri": uri}
+    with service.client("operator") as client:
+        response = client.post("/runs", json=body)
+    assert response.status_code in (422, 503), response.text
+    problem = response.json()
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert uri.split("/")[2] in problem["detail"] and "Traceback" not in problem["detail"]
+
+
 def test_stopping_the_service_stops_the_ephemeral_prefect_api_it_started(tmp_path: Path) -> None:
     """Without a configured Prefect API the service starts an ephemeral one; SIGTERM to the
     service (what a terminal's Ctrl-C or a supervisor sends) must not leave it running alone."""
