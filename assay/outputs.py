@@ -15,14 +15,21 @@ import stat
 from collections.abc import Callable, Collection, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from assay import staging
 from assay.errors import InputError, shown
 from assay.jsonl import numbered_lines, parse_record
+from assay.trajectory import (
+    ArgumentsError,
+    ChatMessage,
+    Trajectory,
+    final_text,
+    trajectory_from_messages,
+)
 
 if TYPE_CHECKING:
     from assay.otel.outputs import TraceSlice
@@ -38,7 +45,9 @@ class Usage(BaseModel):
 
 
 class CandidateOutput(BaseModel):
-    """One line of an outputs file. Only `case_id` and `output` are required."""
+    """One line of an outputs file. Only `case_id` and `output` are required; with `messages`
+    (OpenAI chat format), `output` defaults to the last assistant message's text, and the
+    messages' tool calls are the output's trajectory (see `assay.trajectory`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -48,6 +57,35 @@ class CandidateOutput(BaseModel):
     """A number too large for a float (`1e400`) reads as infinity, refused as not finite."""
     usage: Usage | None = None
     guardrail_triggers: int = Field(default=0, ge=0)
+    messages: list[ChatMessage] | None = None
+    _trajectory: Trajectory | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_from_messages(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "output" not in data:
+            messages = data.get("messages")
+            text = final_text(messages) if isinstance(messages, list) else None
+            if text is not None:
+                return {**data, "output": text}
+        return data
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The tool calls the agent made, when the output says (messages or tool spans); None
+        when it does not (a trajectory check then fails, saying so).
+
+        Raises:
+            ArgumentsError: a call's arguments are not a JSON object (`parse_line` reports it).
+        """
+        if self._trajectory is None and self.messages is not None:
+            self._trajectory = trajectory_from_messages(self.messages)
+        return self._trajectory
+
+    def with_trajectory(self, trajectory: Trajectory | None) -> CandidateOutput:
+        """This output, carrying `trajectory` (read from tool spans, not messages)."""
+        self._trajectory = trajectory
+        return self
 
 
 class ByteRange(BaseModel):
@@ -224,8 +262,14 @@ def not_a_file(path: Path) -> str | None:
 
 
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
-    """Validate one outputs line; errors name file, line and field, and never echo the text."""
-    return parse_record(CandidateOutput, raw, source, line)
+    """Validate one outputs line; errors name file, line and field, and never echo the text
+    (nor a tool call's arguments)."""
+    record = parse_record(CandidateOutput, raw, source, line)
+    try:
+        record.trajectory  # noqa: B018 - parsed here so that bad arguments are an input error
+    except ArgumentsError as exc:
+        raise InputError(source, exc.problem, line=line, field=exc.field) from None
+    return record
 
 
 def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, bool]]:

@@ -27,7 +27,7 @@ from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
-from assay.scorers import Outcome, Scorer, Status, clamp
+from assay.scorers import Observation, Outcome, Scorer, Status, clamp
 from assay.suites.suite import Case, Suite
 
 NO_OUTPUT = "no output"
@@ -184,7 +184,9 @@ class CompiledSuite:
         with gc_paused():
             for case in suite.cases:
                 compiled.scorers[case.id] = tuple(
-                    built.get(spec.key) or built.setdefault(spec.key, spec.build())
+                    spec.build(case.reference)  # bound to this case's expected trajectory
+                    if spec.needs_reference
+                    else built.get(spec.key) or built.setdefault(spec.key, spec.build())
                     for spec in suite.scorers_for(case)
                 )
                 compiled.cases[case.id] = case
@@ -237,9 +239,10 @@ def score_case(
             checks=[],
         )
     text = output.output
+    observed = Observation(text, output.trajectory)
     decided = judged or {}
     outcomes = [
-        (scorer, decided.get((case_id, position)) or scorer(text))
+        (scorer, decided.get((case_id, position)) or scorer(observed))
         for position, scorer in enumerate(scorers)
     ]
     counted = [o for _, o in outcomes if o.status is not Status.SKIPPED]
