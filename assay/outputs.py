@@ -156,6 +156,21 @@ class OutputsIndex(BaseModel):
     """Valid output lines read (selected or not)."""
     missing: list[str]
     """Selected case ids with no output, in the order given."""
+    without_text: int = 0
+    """Traced cases whose case span and LLM spans below it carry no output text (each is also
+    a case with no output)."""
+    without_text_example: str | None = None
+    """One of them, to name in the warning."""
+
+    def warning(self) -> str | None:
+        """The warning that traced cases had no text anywhere; None when all had some."""
+        if not self.without_text:
+            return None
+        return (
+            f"{self.without_text} traced case(s) carry no output text on the case span or any"
+            f" LLM span below it (e.g. {shown(self.without_text_example)}); each counts as"
+            " no output"
+        )
 
 
 BLOCK_SIZE = 4 * 1024 * 1024
@@ -340,7 +355,14 @@ def index_outputs(
         slices.extend(_trace_slice(piece, reference.case_attribute) for piece in found.slices)
         without_text = found.without_text
     missing = [c for c in selected if c not in first_seen or c in without_text]
-    return OutputsIndex(slices=slices, seen=len(first_seen) - len(without_text), missing=missing)
+    return OutputsIndex(
+        slices=slices,
+        seen=len(first_seen) - len(without_text),
+        missing=missing,
+        without_text=len(without_text),
+        without_text_example=next((c for c in missing if c in without_text), None)
+        or min(without_text, default=None),
+    )
 
 
 def _trace_slice(piece: TraceSlice, case_attribute: str) -> OutputSlice:
@@ -381,7 +403,7 @@ def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[Cand
             )
             if known
             else None,
-        )
+        ).with_trajectory(traced.trajectory)
 
 
 def _index_jsonl(

@@ -485,3 +485,145 @@ def test_a_text_scorer_still_takes_plain_text() -> None:
     scorer = Scorer("t", "t", lambda text: Outcome(Status.PASS if text == "x" else Status.FAIL, 1))
     assert scorer("x").status is Status.PASS
     assert scorer(Observation("y")).status is Status.FAIL
+
+
+# --- the same trajectories as messages and as OTLP traces -----------------------------------
+
+MATCH_MODES = ("exact", "in_order", "any_order", "unordered", "subset")
+
+
+def as_messages(trajectory: Trajectory, text: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "q"}]
+    for k, step in enumerate(trajectory.steps):
+        ids = [f"call-{k}-{j}" for j in range(len(step))]
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call(c.tool, i, **c.args) for c, i in zip(step, ids, strict=True)],
+            }
+        )
+        messages += [
+            {"role": "tool", "tool_call_id": i, "content": "result", "is_error": c.failed}
+            for c, i in zip(step, ids, strict=True)
+        ]
+    return [*messages, {"role": "assistant", "content": text}]
+
+
+def as_expected(trajectory: Trajectory) -> list[Any]:
+    return [
+        [{"tool": c.tool, "args": c.args} for c in step]
+        if len(step) > 1
+        else {"tool": step[0].tool, "args": step[0].args}
+        for step in trajectory.steps
+    ]
+
+
+def generated_agent_cases(count: int) -> tuple[str, list[dict[str, Any]], dict[str, bool]]:
+    """A suite mixing every check over generated trajectories, its outputs as records of
+    `case_id`, `text`, `trajectory`, and each case's verdict by the brute-force semantics."""
+    rng = random.Random(7)
+    cases, records, verdicts = [], [], {}
+    for n in range(count):
+        reference = random_trajectory(rng, 3, 4)
+        agent = reference if rng.random() < 0.5 else random_trajectory(rng, 4, 5)
+        agent = Trajectory(
+            tuple(
+                tuple(ToolCall(c.tool, c.args, failed=rng.random() < 0.1) for c in step)
+                for step in agent.steps
+            )
+        )
+        match, args = rng.choice(MATCH_MODES), rng.choice(("exact", "ignore", "superset"))
+        limit = rng.randint(3, 6)
+        needed = reference.calls[0].tool if reference.calls else "a"
+        forbidden = "c" if rng.random() < 0.3 else "d"
+
+        def ok(a: ToolCall, r: ToolCall, args: str = args) -> bool:
+            return a.tool == r.tool and brute_args(args, a.args, r.args)
+
+        matched = brute_matched(agent, reference, ok)
+        calls, wanted = len(agent.calls), len(reference.calls)
+        verdicts[f"case-{n}"] = (
+            brute_match(match, agent, reference, ok)
+            and bool(calls)
+            and matched / calls >= 0.5
+            and bool(wanted)
+            and matched / wanted >= 0.5
+            and any(c.tool == needed for c in agent.calls)
+            and not any(c.tool == forbidden for c in agent.calls)
+            and calls <= limit
+            and sum(c.failed for c in agent.calls) <= 1
+        )
+        cases.append(
+            {
+                "id": f"case-{n}",
+                "input": "q",
+                "expected_trajectory": as_expected(reference),
+                "scorers": [
+                    {"trajectory": {"match": match, "args": args}},
+                    {"trajectory_precision": {"min": 0.5, "args": args}},
+                    {"trajectory_recall": {"min": 0.5, "args": args}},
+                    {"tool_called": needed},
+                    {"tool_not_called": [forbidden]},
+                    {"max_tool_calls": limit},
+                    {"tool_errors": {"max": 1}},
+                    {"contains": f"answer {n}"},
+                ],
+            }
+        )
+        records.append({"case_id": f"case-{n}", "text": f"answer {n}", "trajectory": agent})
+    return json.dumps({"suite": "agents", "cases": cases}), records, verdicts
+
+
+def scored(suite_text: str, uri: str) -> dict[str, tuple[Status, list[Status]]]:
+    from assay.outputs import index_outputs, read_slice
+
+    suite = parse_suite(suite_text, "agents.json")
+    ids = [case.id for case in suite.cases]
+    index = index_outputs(uri, set(ids), ids, 7)
+    assert index.missing == []
+    outputs = [o for piece in index.slices for o in read_slice(piece, set(ids))]
+    evidence = score_outputs(CompiledSuite.compile(suite), outputs, HASHER)
+    return {e.case_id: (e.status, [c.status for c in e.checks]) for e in evidence}
+
+
+@pytest.mark.parametrize(
+    ("convention", "text_on"),
+    [("genai", "chat"), ("openinference", "openinference"), ("genai", "langgraph")],
+)
+def test_messages_and_traces_of_the_same_trajectories_give_the_same_verdicts(
+    tmp_path: Path, convention: str, text_on: str
+) -> None:
+    from tests.otel_agent import otlp_json, tool_agent_traces
+
+    suite_text, records, verdicts = generated_agent_cases(60)
+    jsonl = tmp_path / "agent.jsonl"
+    jsonl.write_text(
+        "".join(
+            json.dumps(
+                {"case_id": r["case_id"], "messages": as_messages(r["trajectory"], r["text"])}
+            )
+            + "\n"
+            for r in records
+        )
+    )
+    spans = tool_agent_traces(
+        [
+            {
+                "case_id": r["case_id"],
+                "text": r["text"],
+                "steps": [[(c.tool, c.args, c.failed) for c in s] for s in r["trajectory"].steps],
+            }
+            for r in records
+        ],
+        convention=convention,
+        text_on=text_on,
+    )
+    traces = tmp_path / "agent-traces.json"
+    traces.write_text(otlp_json(spans))
+
+    from_messages = scored(suite_text, str(jsonl))
+    from_traces = scored(suite_text, str(traces))
+    assert from_traces == from_messages
+    assert {case: status is Status.PASS for case, (status, _) in from_messages.items()} == verdicts
+    assert 5 <= sum(verdicts.values()) <= 55  # both verdicts occur
