@@ -627,3 +627,61 @@ def test_messages_and_traces_of_the_same_trajectories_give_the_same_verdicts(
     assert from_traces == from_messages
     assert {case: status is Status.PASS for case, (status, _) in from_messages.items()} == verdicts
     assert 5 <= sum(verdicts.values()) <= 55  # both verdicts occur
+
+
+# --- reported with denominators; per-case results readable ----------------------------------
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_the_example_agent_run_reports_check_kinds_and_lists_failed_cases(
+    store_dir: Path,
+) -> None:
+    from tests.conftest import EXAMPLES
+
+    runner = CliRunner()
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            str(EXAMPLES / "agent-suite.yaml"),
+            "--outputs",
+            str(EXAMPLES / "outputs" / "agent-v1.jsonl"),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    kinds = report["metrics"]["checks_by_kind"]
+    assert kinds["trajectory"] == {"scored": 3, "passed": 3, "score_sum": 3.0}
+    assert kinds["tool_not_called"]["passed"] == 2 and kinds["tool_not_called"]["scored"] == 3
+    assert kinds["tool_errors"] == {"scored": 2, "passed": 1, "score_sum": 1.0}
+    run_id = report["run_id"]
+
+    shown = " ".join(runner.invoke(app, ["runs", "show", run_id]).output.split())  # unwrapped
+    assert "check trajectory: 1.000 (3/3, 95% CI" in shown
+    assert "check trajectory_precision: 1.000 (1/1, 95% CI" in shown
+    assert "mean precision 1.000 (n=1)" in shown
+
+    listed = runner.invoke(app, ["runs", "cases", run_id, "--status", "failed", "--json"])
+    assert listed.exit_code == 0, listed.output
+    cases = {case["case_id"]: case for case in json.loads(listed.stdout)}
+    assert sorted(cases) == ["close-account-question", "refund-with-customer-check"]
+    closing = cases["close-account-question"]
+    assert closing["status"] == "fail" and closing["score"] == 0.0
+    forbidden = next(c for c in closing["checks"] if c["kind"] == "tool_not_called")
+    assert forbidden == {
+        "scorer": "tool_not_called delete_account",
+        "kind": "tool_not_called",
+        "status": "fail",
+        "score": 0.0,
+        "label": "called delete_account",
+    }
+    failed_call = cases["refund-with-customer-check"]["checks"][-1]
+    assert failed_call["label"] == "1 failed tool calls (max 0): refund"
+
+    table = runner.invoke(app, ["runs", "cases", run_id])
+    assert table.exit_code == 0 and "two-orders-status" in table.output
+    bad = runner.invoke(app, ["runs", "cases", run_id, "--status", "broken"])
+    assert bad.exit_code == 2 and "--status must be one of" in bad.output
+    missing = runner.invoke(app, ["runs", "cases", "no-such-run"])
+    assert missing.exit_code == 2 and "no-such-run" in missing.output

@@ -41,6 +41,23 @@ def warnings(result: EvalResult) -> list[str]:
     return notes + result.judge_warnings
 
 
+RATE_KINDS = frozenset({"trajectory_precision", "trajectory_recall"})
+"""Check kinds whose score is a fraction worth a mean (matched calls / calls)."""
+
+
+def check_kind_lines(result: EvalResult) -> list[str]:
+    """Per check kind, its pass rate with its denominator and Wilson interval, e.g.
+    `trajectory: 0.683 (41/60, 95% CI 0.557–0.788)`; precision and recall add their mean."""
+    lines = []
+    for kind, tally in sorted(result.metrics.checks_by_kind.items()):
+        line = f"{kind}: {rate_text(tally.passed, tally.scored)}"
+        if kind in RATE_KINDS and tally.mean_score is not None:
+            measure = kind.removeprefix("trajectory_")
+            line += f"; mean {measure} {tally.mean_score:.3f} (n={tally.scored})"
+        lines.append(line)
+    return lines
+
+
 def why_not(result: EvalResult) -> str:
     """` — coverage 1/5 below 0.95` for a run that did not pass, else `""`."""
     return f" — {result.verdict_reason}" if result.verdict_reason and not result.passed else ""
@@ -72,6 +89,9 @@ def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code)
         f"Run {run_link(result.run_id)} · outputs `{result.outputs}` · "
         f"{result.occurred_at:%Y-%m-%d %H:%M} UTC",
     ]
+    kinds = check_kind_lines(result)
+    if kinds:
+        lines += ["", "**Checks by kind**", *[f"- {line}" for line in kinds]]
     judged = judge_lines(result)
     if judged:
         lines += ["", "**Judge**", *[f"- {line}" for line in judged]]

@@ -42,6 +42,23 @@ class CheckResult(BaseModel):
     scorer: str
     status: Status
     score: float
+    kind: str | None = None
+    """The check's family (`trajectory`, `contains`, …); None in evidence written before."""
+    reason: str = Field(default="", max_length=120)
+    """Why it did not pass (`missing refund`), from configuration and tool names only."""
+
+
+class CheckTally(BaseModel):
+    """One check kind's verdicts over a run: passed / scored, and the sum of its scores."""
+
+    scored: int = 0
+    passed: int = 0
+    score_sum: float = 0.0
+
+    @property
+    def mean_score(self) -> float | None:
+        """Mean score of the scored checks (a fraction for precision and recall)."""
+        return self.score_sum / self.scored if self.scored else None
 
 
 class CaseEvidence(BaseModel):
@@ -91,11 +108,19 @@ class RunMetrics(BaseModel):
     """Checks whose repeats split evenly (skipped, `judge split`)."""
     write_guard: str | None = None
     """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
+    checks_by_kind: dict[str, CheckTally] = Field(default_factory=dict)
+    """Per check kind: how many checks were scored (not skipped) and passed."""
 
     def add(self, case: CaseEvidence) -> None:
         """Count one case."""
         self.cases += 1
         self.skipped_checks += sum(1 for c in case.checks if c.status is Status.SKIPPED)
+        for check in case.checks:
+            if check.kind is not None and check.status is not Status.SKIPPED:
+                tally = self.checks_by_kind.setdefault(check.kind, CheckTally())
+                tally.scored += 1
+                tally.passed += check.status is Status.PASS
+                tally.score_sum += check.score
         if case.status is Status.SKIPPED:
             self.skipped += 1
             self.not_judged += case.not_judged
@@ -116,6 +141,11 @@ class RunMetrics(BaseModel):
             value = getattr(self, name)
             if isinstance(value, int | float):
                 setattr(self, name, value + getattr(other, name))
+        for kind, theirs in other.checks_by_kind.items():
+            ours = self.checks_by_kind.setdefault(kind, CheckTally())
+            ours.scored += theirs.scored
+            ours.passed += theirs.passed
+            ours.score_sum += theirs.score_sum
 
     @property
     def score(self) -> float | None:
@@ -264,7 +294,12 @@ def score_case(
         not_judged=status is Status.SKIPPED and not unscored and bool(outcomes),
         output_hmac=hasher(text),
         label=_label([(s, o.status, o.reason) for s, o in outcomes]),
-        checks=[CheckResult(scorer=s.label, status=o.status, score=o.score) for s, o in outcomes],
+        checks=[
+            CheckResult(
+                scorer=s.label, status=o.status, score=o.score, kind=s.name, reason=clamp(o.reason)
+            )
+            for s, o in outcomes
+        ],
     )
 
 
