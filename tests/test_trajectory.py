@@ -286,7 +286,7 @@ def test_tool_counts_forbidden_tools_and_failed_calls() -> None:
     assert check(forbidden, agent).reason == "called refund"
     assert check({"max_tool_calls": 3}, agent).reason == "4 tool calls (max 3)"
     assert check({"tool_errors": {"max": 0}}, agent).reason == (
-        "1 failed tool calls (max 0): refund"
+        "1 failed tool call (max 0): refund"
     )
     assert check("tool_errors", agent).status is Status.FAIL  # max defaults to 0
 
@@ -677,7 +677,7 @@ def test_the_example_agent_run_reports_check_kinds_and_lists_failed_cases(
         "label": "called delete_account",
     }
     failed_call = cases["refund-with-customer-check"]["checks"][-1]
-    assert failed_call["label"] == "1 failed tool calls (max 0): refund"
+    assert failed_call["label"] == "1 failed tool call (max 0): refund"
 
     table = runner.invoke(app, ["runs", "cases", run_id])
     assert table.exit_code == 0 and "two-orders-status" in table.output
@@ -685,3 +685,21 @@ def test_the_example_agent_run_reports_check_kinds_and_lists_failed_cases(
     assert bad.exit_code == 2 and "--status must be one of" in bad.output
     missing = runner.invoke(app, ["runs", "cases", "no-such-run"])
     assert missing.exit_code == 2 and "no-such-run" in missing.output
+
+    second = runner.invoke(
+        app,
+        [
+            "run",
+            str(EXAMPLES / "agent-suite.yaml"),
+            "--outputs",
+            str(EXAMPLES / "outputs" / "agent-v2.jsonl"),
+            "--baseline",
+            run_id,
+        ],
+    )
+    assert second.exit_code == 0, second.output
+    flat = " ".join(second.output.split())
+    assert (
+        "trajectories over 4 case(s): 1 newly failing (two-orders-status), 2 newly passing"
+        " (close-account-question, refund-with-customer-check)"
+    ) in flat

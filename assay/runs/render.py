@@ -139,10 +139,24 @@ def regression_lines(
             f"{paired.candidate_only} now pass, {paired.both_pass} both pass, "
             f"{paired.both_fail} both fail; 95% CI {pi}; exact McNemar p={paired.mcnemar_p:.4f}"
         )
+    flips = regression.trajectories
+    if flips is not None:
+        lines.append(
+            f"trajectories over {flips.compared} case(s): {flips.newly_failing} newly failing"
+            f"{_listed(flips.newly_failing_cases, flips.newly_failing)}, {flips.newly_passing}"
+            f" newly passing{_listed(flips.newly_passing_cases, flips.newly_passing)}"
+        )
     lines.append(
         "changed: " + ("; ".join(regression.changed) or "nothing (same suite and scorers)")
     )
     return lines
+
+
+def _listed(cases: Sequence[str], count: int, shown: int = 5) -> str:
+    if not cases:
+        return ""
+    more = f", +{count - shown} more" if count > shown else ""
+    return " (" + ", ".join(cases[:shown]) + more + ")"
 
 
 def suite_run_verdict(result: EvalResult) -> FlowVerdict:

@@ -41,6 +41,19 @@ MatchMode = Literal["exact", "in_order", "any_order", "unordered", "subset"]
 ToolName = Annotated[str, Field(pattern=TOOL_NAME.pattern, max_length=128)]
 KeyPath = Annotated[str, Field(pattern=r"^[^.]+(\.[^.]+)*$", max_length=200)]
 
+TRAJECTORY_KINDS: Final = frozenset(
+    {
+        "trajectory",
+        "trajectory_precision",
+        "trajectory_recall",
+        "tool_called",
+        "tool_not_called",
+        "max_tool_calls",
+        "tool_errors",
+    }
+)
+"""The check kinds that judge what the agent did: a case's trajectory verdict is theirs."""
+
 NO_TRAJECTORY: Final = fail("no tool calls recorded (the output has no messages or tool spans)")
 
 
@@ -451,6 +464,7 @@ def tool_errors(config: ToolErrorsConfig) -> Scorer:
         if len(failed) <= config.max:
             return PASS
         names = ", ".join(dict.fromkeys(_name(call.tool) for call in failed))
-        return fail(clamp(f"{len(failed)} failed tool calls (max {config.max}): {names}"))
+        calls = "call" if len(failed) == 1 else "calls"
+        return fail(clamp(f"{len(failed)} failed tool {calls} (max {config.max}): {names}"))
 
     return Scorer("tool_errors", f"tool_errors max {config.max}", observe=_observed(check))
