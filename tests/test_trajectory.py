@@ -216,6 +216,8 @@ def test_label_names_tools_and_the_first_mismatch_never_argument_values() -> Non
     assert check({"trajectory": "any_order"}, wrong_args, reference).reason == (
         "missing refund (called with other arguments)"
     )
+    twice = trail(("get_order", {"order_id": 42}), ("refund", {"order_id": 42}), ("refund", {}))
+    assert check({"trajectory": "unordered"}, twice, reference).reason == "unexpected refund"
     for raw in ("exact", "in_order", "any_order", "unordered", "subset"):
         for agent_trail in (agent, wrong_args):
             assert CANARY not in check({"trajectory": raw}, agent_trail, reference).reason

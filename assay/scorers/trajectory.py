@@ -195,26 +195,31 @@ def call_matcher(config: ArgsConfig) -> Matches:
 # --- matching -------------------------------------------------------------------------------
 
 
-def max_matching(
-    references: Sequence[ToolCall],
-    agents: Sequence[ToolCall],
-    matches: Matches,
-    allowed: Callable[[int, int], bool] | None = None,
-) -> list[int]:
-    """A maximum matching of reference calls to agent calls: for each reference call the index
-    of its agent call, or -1. `allowed(r, a)` further restricts which pairs may match."""
-    if not references or not agents:
-        return [-1] * len(references)
-    rows, cols = [], []
-    for r, reference in enumerate(references):
-        for a, agent in enumerate(agents):
-            if (allowed is None or allowed(r, a)) and matches(agent, reference):
-                rows.append(r)
-                cols.append(a)
+def candidates(
+    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: Matches
+) -> list[list[int]]:
+    """For each reference call, the indexes of the agent calls that match it (ascending)."""
+    return [[a for a, agent in enumerate(agents) if matches(agent, ref)] for ref in references]
+
+
+def assignment(edges: Sequence[Sequence[int]], agents: int) -> list[int]:
+    """A maximum matching of reference calls to agent calls, given each reference call's
+    candidate agent calls: for each reference call its agent call's index, or -1."""
+    rows = [r for r, found in enumerate(edges) for _ in found]
+    if not rows or not agents:
+        return [-1] * len(edges)
+    cols = [a for found in edges for a in found]
     graph = csr_matrix(
-        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(references), len(agents))
+        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(edges), agents)
     )
     return [int(a) for a in maximum_bipartite_matching(graph, perm_type="column")]
+
+
+def max_matching(
+    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: Matches
+) -> list[int]:
+    """A maximum matching of reference calls to agent calls (see `assignment`)."""
+    return assignment(candidates(references, agents, matches), len(agents))
 
 
 def _name(tool: str) -> str:
@@ -257,23 +262,21 @@ def _in_order(agent: Trajectory, reference: Trajectory, matches: Matches) -> str
     smallest first, which is optimal (a later step only gains from an earlier cut)."""
     calls = agent.calls
     step_of = [k for k, step in enumerate(agent.steps) for _ in step]
-    wanted = reference.calls
     ref_step = [k for k, step in enumerate(reference.steps) for _ in step]
+    found = candidates(reference.calls, calls, matches)  # computed once, filtered per cut
     cuts: list[int] = []
 
     def feasible(upto: int, last_cut: int) -> list[int] | None:
         bounds = [*cuts, last_cut]
         lows = [0, *bounds]
-
-        def allowed(r: int, a: int) -> bool:
-            k = ref_step[r]
-            return lows[k] <= step_of[a] <= bounds[k]
-
-        chosen = wanted[:upto]
-        matching = max_matching(chosen, calls, matches, allowed)
+        edges = [
+            [a for a in found[r] if lows[ref_step[r]] <= step_of[a] <= bounds[ref_step[r]]]
+            for r in range(upto)
+        ]
+        matching = assignment(edges, len(calls))
         return None if -1 in matching else matching
 
-    used: list[int] = []
+    used: set[int] = set()
     for k, step in enumerate(reference.steps):
         upto = sum(len(s) for s in reference.steps[: k + 1])
         low, high = (cuts[-1] if cuts else 0), len(agent.steps) - 1
@@ -289,38 +292,41 @@ def _in_order(agent: Trajectory, reference: Trajectory, matches: Matches) -> str
             else:
                 high = middle
         cuts.append(low)
-        used = feasible(upto, low) or []
+        used = set(feasible(upto, low) or [])
     return None
 
 
-def _unmatched(
-    calls: Sequence[ToolCall], others: Sequence[ToolCall], taken: Iterable[int]
-) -> tuple[str, bool] | None:
-    """The first call of `calls` not in `taken`, named, and whether `others` call that tool."""
-    matched = set(taken)
-    left = [call for i, call in enumerate(calls) if i not in matched]
+def _leftover(
+    agent: Trajectory, reference: Trajectory, matching: list[int]
+) -> tuple[list[ToolCall], list[ToolCall]]:
+    """The agent calls and the reference calls a matching leaves unmatched."""
+    taken = {a for a in matching if a >= 0}
+    agents = [call for a, call in enumerate(agent.calls) if a not in taken]
+    references = [call for r, call in enumerate(reference.calls) if matching[r] < 0]
+    return agents, references
+
+
+def _first(
+    left: Sequence[ToolCall], others: Sequence[ToolCall], what: str, note: str
+) -> str | None:
+    """`missing refund (+2 more)`, noting when the other side has an unmatched call to the same
+    tool (so only the arguments kept them apart)."""
     if not left:
         return None
     first = left[0]
     more = f" (+{len(left) - 1} more)" if len(left) > 1 else ""
     same_tool = any(other.tool == first.tool for other in others)
-    return _name(first.tool) + more, same_tool
+    return f"{what} {_name(first.tool)}{more}" + (f" ({note})" if same_tool else "")
 
 
 def _missing(agent: Trajectory, reference: Trajectory, matching: list[int]) -> str | None:
-    found = _unmatched(reference.calls, agent.calls, (r for r, a in enumerate(matching) if a >= 0))
-    if found is None:
-        return None
-    name, same_tool = found
-    return f"missing {name}" + (" (called with other arguments)" if same_tool else "")
+    agents, references = _leftover(agent, reference, matching)
+    return _first(references, agents, "missing", "called with other arguments")
 
 
 def _unexpected(agent: Trajectory, reference: Trajectory, matching: list[int]) -> str | None:
-    found = _unmatched(agent.calls, reference.calls, (a for a in matching if a >= 0))
-    if found is None:
-        return None
-    name, same_tool = found
-    return f"unexpected {name}" + (" (expected with other arguments)" if same_tool else "")
+    agents, references = _leftover(agent, reference, matching)
+    return _first(agents, references, "unexpected", "expected with other arguments")
 
 
 def trajectory_mismatch(
