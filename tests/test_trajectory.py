@@ -688,6 +688,13 @@ def test_the_example_agent_run_reports_check_kinds_and_lists_failed_cases(
     missing = runner.invoke(app, ["runs", "cases", "no-such-run"])
     assert missing.exit_code == 2 and "no-such-run" in missing.output
 
+    from assay.runs.scorecard import scorecard
+    from assay.store import FileStore
+
+    (row,) = scorecard(FileStore(store_dir), suite="refund-agent")
+    assert "tool_errors 1/2 (0.095–0.905)" in row.latest_checks
+    assert "trajectory 3/3 (0.439–1.000)" in row.latest_checks
+
     second = runner.invoke(
         app,
         [

@@ -47,7 +47,7 @@ RATE_KINDS = frozenset({"trajectory_precision", "trajectory_recall"})
 
 def check_kind_lines(result: EvalResult) -> list[str]:
     """Per check kind, its pass rate with its denominator and Wilson interval, e.g.
-    `trajectory: 0.683 (41/60, 95% CI 0.557–0.788)`; precision and recall add their mean."""
+    `trajectory: 0.683 (41/60, 95% CI 0.558–0.787)`; precision and recall add their mean."""
     lines = []
     for kind, tally in sorted(result.metrics.checks_by_kind.items()):
         line = f"{kind}: {rate_text(tally.passed, tally.scored)}"
