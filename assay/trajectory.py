@@ -45,6 +45,21 @@ class Trajectory:
         return [call for step in self.steps for call in step]
 
 
+def rendered(trajectory: Trajectory) -> str:
+    """The trajectory as text for a judge: one line per step, each call its tool and arguments
+    (the judge's redaction then applies to it like to any output text)."""
+    lines = []
+    for k, step in enumerate(trajectory.steps, start=1):
+        together = " (made together)" if len(step) > 1 else ""
+        calls = "; ".join(
+            f"{call.tool} {json.dumps(call.args, sort_keys=True, ensure_ascii=False)}"
+            + (" [failed]" if call.failed else "")
+            for call in step
+        )
+        lines.append(f"step {k}{together}: {calls}")
+    return "\n".join(lines) or "(no tool calls)"
+
+
 class ArgumentsError(ValueError):
     """A call's arguments are not a JSON object; `field` names where, e.g.
     `messages[2].tool_calls[0].function.arguments`."""

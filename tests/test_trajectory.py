@@ -712,3 +712,59 @@ def test_the_example_agent_run_reports_check_kinds_and_lists_failed_cases(
         "trajectories over 4 case(s): 1 newly failing (two-orders-status), 2 newly passing"
         " (close-account-question, refund-with-customer-check)"
     ) in flat
+
+
+# --- a judged trajectory rubric -------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_judged_trajectory_rubric_sees_tool_names_and_redacted_arguments(
+    judge_server: Any, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.judge_server import verdict
+
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-test-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    judge_server.script(default=verdict("pass", 0.9))
+    rubric = {"llm_judge": {"rubric": "Looks the order up before refunding.", "on": "trajectory"}}
+    suite = tmp_path / "judged.json"
+    suite.write_text(
+        json.dumps(
+            {
+                "suite": "judged-tools",
+                "cases": [
+                    {"id": "with-tools", "input": "q", "scorers": [rubric]},
+                    {"id": "text-only", "input": "q", "scorers": [rubric]},
+                ],
+            }
+        )
+    )
+    secret = "jane.doe@example.com"
+    messages = [
+        {"role": "assistant", "tool_calls": [call("get_order", "c1", order_id=42)]},
+        {"role": "assistant", "tool_calls": [call("send_email", "c2", to=secret)]},
+        {"role": "tool", "tool_call_id": "c2", "content": "bounced", "is_error": True},
+        {"role": "assistant", "content": f"Done. {CANARY}"},
+    ]
+    outputs = tmp_path / "judged.jsonl"
+    outputs.write_text(
+        json.dumps({"case_id": "with-tools", "messages": messages})
+        + "\n"
+        + json.dumps({"case_id": "text-only", "output": "no tools here"})
+        + "\n"
+    )
+    result = CliRunner().invoke(app, ["run", str(suite), "--outputs", str(outputs), "--json"])
+    assert result.exit_code == 0, result.output
+    (request,) = judge_server.requests  # the output without a trajectory is not sent
+    sent = request.text("user")
+    assert 'step 1: get_order {"order_id": 42}' in sent
+    assert "step 2: send_email" in sent and "[failed]" in sent
+    assert secret not in sent  # redacted like any output text
+    assert CANARY not in sent  # the final text is not what this rubric grades
+    evidence = next(store_dir.rglob("runs/*/cases/000000.json")).read_text()
+    chunk = json.loads(evidence)
+    statuses = {case["case_id"]: case["status"] for case in chunk["cases"]}
+    assert statuses == {"with-tools": "pass", "text-only": "fail"}
+    assert "no tool calls recorded" in evidence
+    assert "on trajectory" in evidence  # the check's label says what it grades
