@@ -21,14 +21,21 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from assay import staging
 from assay.errors import InputError, OutputsChangedError, shown
 from assay.jsonl import numbered_lines, parse_record
+from assay.trajectory import (
+    ArgumentsError,
+    ChatMessage,
+    Trajectory,
+    final_text,
+    trajectory_from_messages,
+)
 
 if TYPE_CHECKING:
     from assay.otel.outputs import TraceSlice
@@ -44,7 +51,9 @@ class Usage(BaseModel):
 
 
 class CandidateOutput(BaseModel):
-    """One line of an outputs file. Only `case_id` and `output` are required."""
+    """One line of an outputs file. Only `case_id` and `output` are required; with `messages`
+    (OpenAI chat format), `output` defaults to the last assistant message's text, and the
+    messages' tool calls are the output's trajectory (see `assay.trajectory`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -54,6 +63,35 @@ class CandidateOutput(BaseModel):
     """A number too large for a float (`1e400`) reads as infinity, refused as not finite."""
     usage: Usage | None = None
     guardrail_triggers: int = Field(default=0, ge=0)
+    messages: list[ChatMessage] | None = None
+    _trajectory: Trajectory | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_from_messages(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "output" not in data:
+            messages = data.get("messages")
+            text = final_text(messages) if isinstance(messages, list) else None
+            if text is not None:
+                return {**data, "output": text}
+        return data
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The tool calls the agent made, when the output says (messages or tool spans); None
+        when it does not (a trajectory check then fails, saying so).
+
+        Raises:
+            ArgumentsError: a call's arguments are not a JSON object (`parse_line` reports it).
+        """
+        if self._trajectory is None and self.messages is not None:
+            self._trajectory = trajectory_from_messages(self.messages)
+        return self._trajectory
+
+    def with_trajectory(self, trajectory: Trajectory | None) -> CandidateOutput:
+        """This output, carrying `trajectory` (read from tool spans, not messages)."""
+        self._trajectory = trajectory
+        return self
 
 
 class ByteRange(BaseModel):
@@ -132,6 +170,21 @@ class OutputsIndex(BaseModel):
     """Valid output lines read (selected or not)."""
     missing: list[str]
     """Selected case ids with no output, in the order given."""
+    without_text: int = 0
+    """Traced cases whose case span and LLM spans below it carry no output text (each is also
+    a case with no output)."""
+    without_text_example: str | None = None
+    """One of them, to name in the warning."""
+
+    def warning(self) -> str | None:
+        """The warning that traced cases had no text anywhere; None when all had some."""
+        if not self.without_text:
+            return None
+        return (
+            f"{self.without_text} traced case(s) carry no output text on the case span or any"
+            f" LLM span below it (e.g. {shown(self.without_text_example)}); each counts as"
+            " no output"
+        )
 
     def digest(self) -> str:
         """One SHA-256 over every slice's place and pins: a resume that indexes other outputs
@@ -271,8 +324,14 @@ def not_a_file(path: Path) -> str | None:
 
 
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
-    """Validate one outputs line; errors name file, line and field, and never echo the text."""
-    return parse_record(CandidateOutput, raw, source, line)
+    """Validate one outputs line; errors name file, line and field, and never echo the text
+    (nor a tool call's arguments)."""
+    record = parse_record(CandidateOutput, raw, source, line)
+    try:
+        record.trajectory  # noqa: B018 - parsed here so that bad arguments are an input error
+    except ArgumentsError as exc:
+        raise InputError(source, exc.problem, line=line, field=exc.field) from None
+    return record
 
 
 def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, bool]]:
@@ -346,7 +405,14 @@ def index_outputs(
     for number, piece in enumerate(slices):
         piece.chunk = number
     missing = [c for c in selected if c not in first_seen or c in without_text]
-    return OutputsIndex(slices=slices, seen=len(first_seen) - len(without_text), missing=missing)
+    return OutputsIndex(
+        slices=slices,
+        seen=len(first_seen) - len(without_text),
+        missing=missing,
+        without_text=len(without_text),
+        without_text_example=next((c for c in missing if c in without_text), None)
+        or min(without_text, default=None),
+    )
 
 
 def _trace_slice(
@@ -400,7 +466,7 @@ def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[Cand
             )
             if known
             else None,
-        )
+        ).with_trajectory(traced.trajectory)
 
 
 class _SliceHasher:

@@ -49,6 +49,21 @@ class PairedAnalysis(BaseModel):
     mcnemar_p: float
 
 
+MAX_LISTED_FLIPS = 100
+
+
+class TrajectoryFlips(BaseModel):
+    """Cases whose trajectory checks all passed in one run and not in the other: counts, and
+    the first `MAX_LISTED_FLIPS` ids of each, in case order."""
+
+    compared: int
+    """Cases with trajectory checks in both runs."""
+    newly_failing: int
+    newly_passing: int
+    newly_failing_cases: list[str]
+    newly_passing_cases: list[str]
+
+
 class Comparison(BaseModel):
     """A run compared with its baseline; `--json` shape of `regression`."""
 
@@ -64,6 +79,24 @@ class Comparison(BaseModel):
     candidate: Counts
     paired: PairedAnalysis | None
     changed: list[str]
+    trajectories: TrajectoryFlips | None = None
+    """Cases whose trajectory verdict flipped; None when neither run has trajectory checks."""
+
+
+def trajectory_flips(baseline: RunSide, candidate: RunSide) -> TrajectoryFlips | None:
+    """Which cases' trajectory verdicts flipped between the runs."""
+    both = [case for case in candidate.trajectories if case in baseline.trajectories]
+    if not both:
+        return None
+    failing = [c for c in both if baseline.trajectories[c] and not candidate.trajectories[c]]
+    passing = [c for c in both if candidate.trajectories[c] and not baseline.trajectories[c]]
+    return TrajectoryFlips(
+        compared=len(both),
+        newly_failing=len(failing),
+        newly_passing=len(passing),
+        newly_failing_cases=failing[:MAX_LISTED_FLIPS],
+        newly_passing_cases=passing[:MAX_LISTED_FLIPS],
+    )
 
 
 @dataclass
@@ -79,6 +112,8 @@ class RunSide:
     """Keys of every scorer configuration the run's suite version used."""
     verdicts: Mapping[str, bool] = field(default_factory=dict)
     """Pass (True) or fail (False) of each scored case, by case id."""
+    trajectories: Mapping[str, bool] = field(default_factory=dict)
+    """Whether each case's trajectory checks all passed, for cases that have any."""
     judge_model: str | None = None
     prompt_version: str | None = None
 
@@ -181,4 +216,5 @@ def compare(
         candidate=Counts(passed=candidate.passed, scored=candidate.scored),
         paired=_paired(baseline, candidate),
         changed=what_changed(baseline, candidate),
+        trajectories=trajectory_flips(baseline, candidate),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from assay.outputs import OutputsIndex
 from assay.runs.sampling import index_run_outputs
@@ -17,4 +17,8 @@ def ingest_outputs(
 ) -> OutputsIndex:
     """Stream-validate the outputs against the suite; return byte ranges, never text."""
     _, suite = registry.resolve(evidence_store(store), suite_ref)
-    return index_run_outputs(suite, outputs, sample, seed, chunk_size)
+    index = index_run_outputs(suite, outputs, sample, seed, chunk_size)
+    warning = index.warning()
+    if warning:
+        get_run_logger().warning(warning)
+    return index

@@ -116,3 +116,79 @@ def run_sessions(tracer: Any, sessions: Iterable[tuple[bool, tuple[int, int], fl
     for n, (fail, tokens, cost) in enumerate(sessions):
         with suppress(RuntimeError):
             traced_agent(tracer, f"question {n}", fail=fail, tokens=tokens, cost_usd=cost)
+
+
+def tool_agent_traces(
+    records: Iterable[Mapping[str, Any]], *, convention: str = "genai", text_on: str = "chat"
+) -> Sequence[ReadableSpan]:
+    """Finished spans of a tool-using agent, one trace per record of `case_id`, `text` and
+    `steps` (lists of `(tool, args, failed)`: the calls made together).
+
+    `convention` "genai" writes `execute_tool` spans (a failure as `error.type`), "openinference"
+    writes `TOOL` spans under an intermediate agent span (a failure as status ERROR). The calls
+    of one step overlap in time under one parent; steps follow one another. The text is on a
+    child `chat` span (`text_on` "chat"), an OpenInference LLM span's flattened output messages
+    ("openinference") or the root's LangGraph state in `output.value` ("langgraph").
+    """
+    from opentelemetry.trace import Status, StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "tool-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("assay-tests")
+    for n, record in enumerate(records):
+        start = START_NS + n * 10_000_000_000
+        steps = record["steps"]
+        end = start + (len(steps) + 2) * 1_000_000
+        root = tracer.start_span(
+            "invoke_agent", start_time=start, attributes={"assay.case_id": record["case_id"]}
+        )
+        parent = root
+        if convention == "openinference":
+            parent = tracer.start_span("agent", context=_context(root), start_time=start + 1)
+            parent.set_attribute("openinference.span.kind", "AGENT")
+        for k, step in enumerate(steps):
+            base = start + (k + 1) * 1_000_000
+            for j, (tool, args, failed) in enumerate(step):
+                span = tracer.start_span(
+                    f"execute_tool {tool}", context=_context(parent), start_time=base + j
+                )
+                if convention == "openinference":
+                    span.set_attribute("openinference.span.kind", "TOOL")
+                    span.set_attribute("tool.name", tool)
+                    span.set_attribute("input.value", json.dumps(args))
+                    if failed:
+                        span.set_status(Status(StatusCode.ERROR))
+                else:
+                    span.set_attribute("gen_ai.operation.name", "execute_tool")
+                    span.set_attribute("gen_ai.tool.name", tool)
+                    span.set_attribute("gen_ai.tool.call.id", f"call-{k}-{j}")
+                    span.set_attribute("gen_ai.tool.call.arguments", json.dumps(args))
+                    if failed:
+                        span.set_attribute("error.type", "tool_error")
+                span.end(end_time=base + 500_000)
+        text = record["text"]
+        if text_on == "langgraph":
+            state = {
+                "messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": text}]
+            }
+            root.set_attribute("output.value", json.dumps(state))
+        else:  # a planning call first, then the answer: the last-ending one is the text
+            for said, begin, finish in (
+                ("planning", start + 2, start + 500_000),
+                (text, end - 900_000, end - 100),
+            ):
+                chat = tracer.start_span("chat", context=_context(parent), start_time=begin)
+                if text_on == "openinference":
+                    chat.set_attribute("openinference.span.kind", "LLM")
+                    chat.set_attribute("llm.output_messages.0.message.role", "assistant")
+                    chat.set_attribute("llm.output_messages.0.message.content", said)
+                else:
+                    chat.set_attribute("gen_ai.operation.name", "chat")
+                    chat.set_attribute("gen_ai.output.messages", _messages(said))
+                chat.end(end_time=finish)
+        if parent is not root:
+            parent.end(end_time=end - 50)
+        root.end(end_time=end)
+    provider.shutdown()
+    return exporter.get_finished_spans()

@@ -157,3 +157,68 @@ def test_canary_never_reaches_the_s3_bucket_with_outputs_read_from_s3(
         assert CANARY.encode() not in body, key
     assert _files_containing(_prefect_database_dir(), CANARY.encode()) == []
     assert CANARY not in result.output
+
+
+def test_canary_in_tool_arguments_and_results_never_written_by_a_run(
+    store_dir: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    suite = {
+        "suite": "tool-canary",
+        "cases": [
+            {
+                "id": case_id,
+                "input": "q",
+                "expected_trajectory": [{"tool": "lookup", "args": {"q": "x"}}],
+                "scorers": [
+                    {"trajectory": {"match": "exact"}},
+                    {"tool_not_called": "delete_account"},
+                    "tool_errors",
+                ],
+            }
+            for case_id in ("right", "wrong")
+        ],
+    }
+    suite_file = tmp_path / "tools.json"
+    suite_file.write_text(json.dumps(suite))
+
+    def messages(args: dict[str, str], tool: str = "lookup") -> list[dict[str, object]]:
+        return [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "t1", "function": {"name": tool, "arguments": json.dumps(args)}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": CANARY, "is_error": True},
+            {"role": "assistant", "content": "done"},
+        ]
+
+    outputs_file = tmp_path / "tools.jsonl"
+    outputs_file.write_text(
+        json.dumps({"case_id": "right", "messages": messages({"q": "x"})})
+        + "\n"
+        + json.dumps({"case_id": "wrong", "messages": messages({"q": CANARY}, "delete_account")})
+        + "\n"
+    )
+    needle = CANARY.encode()
+    result = CliRunner().invoke(
+        app, ["run", str(suite_file), "--outputs", str(outputs_file), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert (metrics["passed"], metrics["failed"]) == (0, 2)  # both failed calls fail tool_errors
+    _flush_prefect_logs()
+
+    evidence = [p for p in store_dir.rglob("*.json") if b"delete_account" in p.read_bytes()]
+    assert evidence, "the labels name the forbidden tool"
+    assert _files_containing(store_dir, needle) == []
+    assert _files_containing(PREFECT_HOME, needle) == []
+    database = _prefect_database_dir()
+    assert _files_containing(database, b"tool-canary@1"), "the search reads Prefect's database"
+    assert _files_containing(database, needle) == []
+    captured = capfd.readouterr()
+    assert CANARY not in result.output + captured.out + captured.err + caplog.text

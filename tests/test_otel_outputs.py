@@ -345,3 +345,60 @@ def test_cli_rejects_an_unknown_outputs_format(tmp_path: Path) -> None:
     )
     assert invoked.exit_code == 2
     assert "--outputs-format must be auto, jsonl or otlp" in invoked.output
+
+
+def test_a_trace_with_no_text_anywhere_says_so_with_the_count_and_an_example(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(span_document({"assay.case_id": "window-40-days"})))
+    ids = suite_ids()
+    index = index_outputs(str(path), set(ids), ids, 10)
+    assert (index.without_text, index.without_text_example) == (1, "window-40-days")
+    assert index.warning() == (
+        "1 traced case(s) carry no output text on the case span or any LLM span below it"
+        " (e.g. 'window-40-days'); each counts as no output"
+    )
+    jsonl = write_jsonl(tmp_path / "o.jsonl", [{"case_id": "window-40-days", "output": "x"}])
+    assert index_outputs(str(jsonl), set(ids), ids, 10).warning() is None
+
+
+def test_bad_tool_span_arguments_name_file_line_and_attribute(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    document = span_document({"assay.case_id": "window-40-days", "output.value": "ok"})
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append(
+        {
+            **spans[0],
+            "spanId": "aaaaaaaaaaaaaaaa",
+            "parentSpanId": spans[0]["spanId"],
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}},
+                {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": '{"q": "CANARY'}},
+            ],
+        }
+    )
+    path.write_text(json.dumps(document))
+    error = error_of(path)
+    assert (error.source, error.line) == (str(path), 1)
+    assert error.field == (
+        "resourceSpans[0].scopeSpans[0].spans[1].attributes.gen_ai.tool.call.arguments"
+    )
+    assert "not valid JSON" in error.problem and "CANARY" not in str(error)
+
+
+def test_child_chat_span_openinference_and_langgraph_texts(tmp_path: Path) -> None:
+    from tests.otel_agent import tool_agent_traces
+
+    rows = [{"case_id": "window-40-days", "text": "the answer", "steps": [[("t", {}, False)]]}]
+    for convention, text_on in (
+        ("genai", "chat"),
+        ("openinference", "openinference"),
+        ("genai", "langgraph"),
+    ):
+        path = tmp_path / f"{text_on}.json"
+        path.write_text(otlp_json(tool_agent_traces(rows, convention=convention, text_on=text_on)))
+        (got,), _ = outputs_of(str(path))
+        assert got.output == "the answer", text_on
+        assert got.trajectory is not None and [c.tool for c in got.trajectory.calls] == ["t"]

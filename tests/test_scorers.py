@@ -46,9 +46,16 @@ def test_every_builtin_family_is_registered() -> None:
         "json_equal",
         "json_valid",
         "llm_judge",
+        "max_tool_calls",
         "not_contains",
         "numeric_range",
         "regex",
+        "tool_called",
+        "tool_errors",
+        "tool_not_called",
+        "trajectory",
+        "trajectory_precision",
+        "trajectory_recall",
     ]
 
 

@@ -328,9 +328,21 @@ def test_merge_adds_every_count() -> None:
         "split_checks": 0,
         "judge_calls_over_bound": 0,
         "write_guard": None,  # set by the store when the run finishes, never summed
+        "checks_by_kind": {},
     }
     assert first.score == pytest.approx(2.5 / 4)
     assert first.pass_rate == 0.5
+
+
+def test_checks_are_tallied_by_kind_and_merged() -> None:
+    compiled = CompiledSuite.compile(
+        make_suite(case("a", {"contains": "refund"}, "json_valid"), case("b", {"contains": "x"}))
+    )
+    first = tally(score_outputs(compiled, [output("a", "a refund")], HASHER))
+    second = tally(score_outputs(compiled, [output("b", "x")], HASHER))
+    first.merge(second)
+    kinds = {kind: (t.passed, t.scored) for kind, t in first.checks_by_kind.items()}
+    assert kinds == {"contains": (2, 2), "json_valid": (0, 1)}
 
 
 def test_merge_of_chunks_equals_tally_of_all() -> None:

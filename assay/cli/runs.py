@@ -1,4 +1,5 @@
-"""`assay run`, `assay runs list|show` and `assay demo`: scoring runs in the suite-run flow."""
+"""`assay run`, `assay runs list|show|cases` and `assay demo`: scoring runs in the suite-run
+flow."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ from assay.runs.records import (
     list_runs,
     load_aggregate,
     load_result,
+    read_cases,
     resolve_run_id,
 )
-from assay.runs.render import regression_lines, warnings, why_not
+from assay.runs.render import check_kind_lines, regression_lines, warnings, why_not
+from assay.runs.scoring import CaseEvidence
+from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
@@ -168,6 +172,8 @@ def print_result(result: EvalResult) -> None:
         f"skipped {m.skipped} · missing {m.missing} · errors {m.errors}",
         highlight=False,
     )
+    for line in check_kind_lines(result):
+        common.out.print(f"  check {line}", highlight=False)
     for line in judge_lines(result):
         common.out.print(f"  {line}", highlight=False)
     for note in warnings(result):
@@ -299,6 +305,63 @@ def runs_show(
         common.print_json(_result_json(result))
     else:
         print_result(result)
+
+
+CASE_STATUSES: dict[str, frozenset[Status]] = {
+    "passed": frozenset({Status.PASS}),
+    "failed": frozenset({Status.FAIL, Status.ERROR}),
+    "skipped": frozenset({Status.SKIPPED}),
+    "error": frozenset({Status.ERROR}),
+}
+"""`--status` of `assay runs cases`: failed counts scorer errors too, as the run's counts do."""
+
+
+def _case_json(case: CaseEvidence) -> dict[str, Any]:
+    return {
+        "case_id": case.case_id,
+        "status": case.status.value,
+        "score": case.score,
+        "label": case.label,
+        "checks": [
+            {
+                "scorer": check.scorer,
+                "kind": check.kind,
+                "status": check.status.value,
+                "score": check.score,
+                "label": check.reason,
+            }
+            for check in case.checks
+        ],
+    }
+
+
+@runs_app.command("cases")
+def runs_cases(
+    run_id: Annotated[str, typer.Argument(help="Run id (the Prefect flow run id).")],
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="Only cases that passed, failed, skipped or error."),
+    ] = None,
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
+) -> None:
+    """List each case of a run: its status, score and check labels."""
+    if status is not None and status not in CASE_STATUSES:
+        common.fail(f"--status must be one of {', '.join(CASE_STATUSES)}")
+    wanted = CASE_STATUSES[status] if status is not None else frozenset(Status)
+    evidence = common.open_evidence(store)
+    run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
+    cases = common.guarded(
+        lambda: [case for case in read_cases(evidence, run_id) if case.status in wanted]
+    )
+    if as_json:
+        common.print_json([_case_json(case) for case in cases])
+        return
+    table = common.table("case", "status", "score", "label")
+    for case in cases:
+        score = "—" if case.score is None else f"{case.score:.3f}"
+        table.add_row(Text(case.case_id), case.status.value, score, Text(case.label))
+    common.out.print(table if cases else "No such cases in this run.")
 
 
 @common.app.command("demo")

@@ -17,6 +17,11 @@ OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 OPENINFERENCE_OUTPUT: Final = "output.value"
 LEGACY_COMPLETION: Final = "gen_ai.completion"
 _LEGACY_INDEXED: Final = re.compile(r"^gen_ai\.completion\.(\d+)\.(content|role)$")
+_OPENINFERENCE_INDEXED: Final = re.compile(
+    r"^llm\.output_messages\.(\d+)\.message\.(content|role)$"
+)
+"""OpenInference's flattened output messages (the OpenAI Agents SDK, LlamaIndex, …)."""
+LLM_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
 
 INPUT_TOKENS: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_TOKENS: Final = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
@@ -29,7 +34,16 @@ COST_USD: Final = "gen_ai.usage.cost"
 def is_output_attribute(name: str) -> bool:
     """Whether `output_text` may read the attribute `name`."""
     return name in (OUTPUT_MESSAGES, OPENINFERENCE_OUTPUT, LEGACY_COMPLETION) or bool(
-        _LEGACY_INDEXED.match(name)
+        _LEGACY_INDEXED.match(name) or _OPENINFERENCE_INDEXED.match(name)
+    )
+
+
+def is_llm_span(attributes: Mapping[str, AttributeValue]) -> bool:
+    """Whether a span is a model call (`gen_ai.operation.name` chat, …, or OpenInference LLM);
+    reading it needs `gen_ai.operation.name` and `openinference.span.kind`."""
+    return (
+        attributes.get("gen_ai.operation.name") in LLM_OPERATIONS
+        or attributes.get("openinference.span.kind") == "LLM"
     )
 
 
@@ -40,19 +54,70 @@ def is_usage_attribute(name: str) -> bool:
 
 def output_text(attributes: Mapping[str, AttributeValue]) -> str | None:
     """A span's output: the text parts of the assistant messages in `gen_ai.output.messages`,
-    joined by newlines; else OpenInference's `output.value`; else the legacy `gen_ai.completion`
-    (a string, a JSON list of messages, or OpenLLMetry's `gen_ai.completion.N.content`)."""
+    joined by newlines; else OpenInference's `llm.output_messages.N.message.content`; else
+    `output.value` (the last AI message when it holds a LangChain / LangGraph state with
+    `messages`); else the legacy `gen_ai.completion` (a string, a JSON list of messages, or
+    OpenLLMetry's `gen_ai.completion.N.content`)."""
     messages = _messages(attributes.get(OUTPUT_MESSAGES))
     if messages is not None:
         return _join(_text_parts(messages))
+    indexed = _indexed(attributes, _OPENINFERENCE_INDEXED)
+    if indexed is not None:
+        return indexed
     value = attributes.get(OPENINFERENCE_OUTPUT)
     if isinstance(value, str):
-        return value
+        state = _last_ai_message(value)
+        return value if state is None else state
     legacy = attributes.get(LEGACY_COMPLETION)
     if isinstance(legacy, str):
         listed = _messages(legacy)
         return legacy if listed is None else _join(_contents(listed))
-    return _indexed_completion(attributes)
+    return _indexed(attributes, _LEGACY_INDEXED)
+
+
+def _last_ai_message(value: str) -> str | None:
+    """The text of the last AI message of a JSON state with `messages` (LangChain messages as
+    dicts, `{role, content}` or the `lc` constructor form); None when `value` is not one."""
+    if not value.startswith("{"):
+        return None
+    try:
+        state = json.loads(value)
+    except ValueError:
+        return None
+    messages = state.get("messages") if isinstance(state, dict) else None
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if not isinstance(message, dict):
+            continue
+        fields = message.get("kwargs") if message.get("lc") else message
+        if not isinstance(fields, dict):
+            continue
+        named = message.get("id") if message.get("lc") else None
+        ai = (
+            fields.get("type") == "ai"
+            or fields.get("role") == "assistant"
+            or (
+                isinstance(named, list)
+                and bool(named)
+                and named[-1] in ("AIMessage", "AIMessageChunk")
+            )
+        )
+        if ai:
+            return _content_text(fields.get("content"))
+    return None
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def _messages(value: AttributeValue) -> list[Any] | None:
@@ -84,10 +149,10 @@ def _contents(messages: Iterable[Any]) -> Iterable[str]:
             yield content
 
 
-def _indexed_completion(attributes: Mapping[str, AttributeValue]) -> str | None:
+def _indexed(attributes: Mapping[str, AttributeValue], pattern: re.Pattern[str]) -> str | None:
     entries: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
-        match = _LEGACY_INDEXED.match(key)
+        match = pattern.match(key)
         if match:
             entries.setdefault(int(match[1]), {})[match[2]] = value
     if not entries:

@@ -4,8 +4,10 @@ Per trace, the *case span* names the case: the span that carries the case attrib
 (`assay.case_id` unless configured) itself, the root first, else the earliest; failing that,
 the root span whose resource carries it. A trace with no such span is an input error, and so are
 spans of one trace naming two cases. The case's output text is the case span's
-(`assay.otel.genai.output_text`); a case span without any is a case with no output. Its
-`duration_ms` is the case span's; `usage` is summed over every span of the trace.
+(`assay.otel.genai.output_text`), else that of its last-ending LLM descendant (a child `chat`
+span); a case with no text on either is a case with no output. Its `duration_ms` is the case
+span's; `usage` is summed over every span of the trace; its trajectory is its tool descendants
+(`assay.otel.tools`), whose arguments are checked when indexing like an outputs line.
 
 Indexing streams every document once and keeps, per trace, only ids, numbers and the positions
 of the documents holding its spans. A slice names its case ids and the byte ranges of those
@@ -25,12 +27,15 @@ from typing import Protocol
 from assay.errors import InputError, OutputsChangedError
 from assay.otel.genai import (
     SpanUsage,
+    is_llm_span,
     is_output_attribute,
     is_usage_attribute,
     output_text,
     usage,
 )
+from assay.otel.tools import TOOL_ATTRIBUTES, descendants, is_tool_span, tool_call, trajectory_of
 from assay.otel.traces import Document, Span, documents, json_spans
+from assay.trajectory import ArgumentsError, Trajectory
 
 Claim = Callable[[str, str, int, str], None]
 """Registers a case id found at (source, line, field); raises InputError if unknown or taken."""
@@ -80,6 +85,7 @@ class TracedOutput:
     text: str
     duration_ms: float | None
     usage: SpanUsage
+    trajectory: Trajectory
 
 
 @dataclass(slots=True)
@@ -100,9 +106,29 @@ class _Trace:
     case_place: _Place | None = None
     case_span: Span | None = None
     """Kept only while reading a slice; indexing keeps `case_has_text` instead."""
+    case_span_id: str | None = None
     case_has_text: bool = False
     documents: set[int] = field(default_factory=set)
     spans: list[Span] = field(default_factory=list)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    """Indexing only: each span's parent id, to tell whether a span with text is below the
+    case span (ids only, never attributes)."""
+    texted: list[str] = field(default_factory=list)
+    """Indexing only: ids of the LLM spans that carry output text."""
+
+    def has_text(self) -> bool:
+        """Whether the case span, or an LLM span below it, carries output text."""
+        if self.case_has_text:
+            return True
+        for span_id in self.texted:
+            seen: set[str] = set()
+            node = self.parents.get(span_id)
+            while node is not None and node not in seen:
+                if node == self.case_span_id:
+                    return True
+                seen.add(node)
+                node = self.parents.get(node)
+        return False
 
 
 @dataclass(slots=True)
@@ -114,13 +140,17 @@ class _Located:
 
 @dataclass(frozen=True, slots=True)
 class _Needed:
-    """The attributes reading traces as outputs needs: the case attribute, output and usage."""
+    """The attributes reading traces as outputs needs: the case attribute, output, usage and
+    tool calls."""
 
     case_attribute: str
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (
-            name == self.case_attribute or is_output_attribute(name) or is_usage_attribute(name)
+            name == self.case_attribute
+            or is_output_attribute(name)
+            or is_usage_attribute(name)
+            or name in TOOL_ATTRIBUTES
         )
 
 
@@ -155,7 +185,22 @@ class TraceBook:
             trace.documents.add(number)
             if self.keep_spans:
                 trace.spans.append(span)
+            else:
+                self._note(trace, span, place)
             self._consider(trace, span, place)
+
+    def _note(self, trace: _Trace, span: Span, place: _Place) -> None:
+        """Indexing: check a tool span's call, and keep what finding text below needs."""
+        trace.parents[span.span_id] = span.parent_span_id
+        if is_llm_span(span.attributes) and output_text(span.attributes) is not None:
+            trace.texted.append(span.span_id)
+        if is_tool_span(span.attributes):
+            try:
+                tool_call(span)
+            except ArgumentsError as exc:
+                raise InputError(
+                    place.source, exc.problem, line=place.line, field=exc.field
+                ) from None
 
     def _consider(self, trace: _Trace, span: Span, place: _Place) -> None:
         own = span.attributes.get(self.case_attribute)
@@ -180,6 +225,7 @@ class TraceBook:
         rank = (0 if own is not None else 1, 0 if span.is_root else 1, span.start_ns)
         if rank < trace.case_rank:
             trace.case_id, trace.case_rank, trace.case_place = value, rank, place
+            trace.case_span_id = span.span_id
             trace.case_has_text = output_text(span.attributes) is not None
             trace.case_span = span if self.keep_spans else None
 
@@ -253,7 +299,7 @@ def index_traces(
         place, case_id = trace.case_place, trace.case_id
         assert place is not None and case_id is not None
         claim(case_id, place.source, place.line, place.where)
-        if not trace.case_has_text:
+        if not trace.has_text():
             without_text.add(case_id)
             continue
         if case_id not in wanted:
@@ -321,10 +367,29 @@ def read_trace_slice(
     for case_id in piece.case_ids:
         trace = found.get(case_id)
         span = None if trace is None else trace.case_span
-        text = None if span is None else output_text(span.attributes)
+        text = None if trace is None or span is None else case_text(span, trace.spans)
         if trace is None or span is None or text is None:
             raise OutputsChangedError(
                 piece.ranges[0].path, "a case the index found in the range is no longer there"
             )
         if case_id in selected:
-            yield TracedOutput(case_id, text, span.duration_ms, usage(trace.spans))
+            yield TracedOutput(
+                case_id,
+                text,
+                span.duration_ms,
+                usage(trace.spans),
+                trajectory_of(span, trace.spans),
+            )
+
+
+def case_text(case_span: Span, spans: Sequence[Span]) -> str | None:
+    """The case span's output text, else that of its last-ending LLM descendant with text."""
+    own = output_text(case_span.attributes)
+    if own is not None:
+        return own
+    texts = [
+        (span.end_ns, text)
+        for span in descendants(case_span, spans)
+        if is_llm_span(span.attributes) and (text := output_text(span.attributes)) is not None
+    ]
+    return max(texts, key=lambda pair: pair[0])[1] if texts else None

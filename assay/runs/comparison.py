@@ -13,16 +13,23 @@ from assay.suites import registry
 
 def case_verdicts(store: EvidenceStore, run_id: str) -> dict[str, bool]:
     """Pass (True) or fail (False) of each scored case of a run, by case id."""
-    return _verdicts(store, run_id, load_aggregate(store, run_id).chunks)
+    return _verdicts(store, run_id, load_aggregate(store, run_id).chunks)[0]
 
 
-def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> dict[str, bool]:
+def _verdicts(
+    store: EvidenceStore, run_id: str, chunks: int
+) -> tuple[dict[str, bool], dict[str, bool]]:
+    """Each scored case's verdict, and each case's trajectory verdict (where it has one)."""
     verdicts: dict[str, bool] = {}
+    trajectories: dict[str, bool] = {}
     for number in range(chunks):
         for case in read_verdicts(store, run_id, number):
             if case.status is not Status.SKIPPED:
                 verdicts[case.case_id] = case.status is Status.PASS
-    return verdicts
+            trajectory = case.trajectory_passed
+            if trajectory is not None:
+                trajectories[case.case_id] = trajectory
+    return verdicts, trajectories
 
 
 def _scorer_keys(store: EvidenceStore, suite: str, version: int) -> frozenset[str]:
@@ -34,6 +41,7 @@ def run_side(
     store: EvidenceStore, run: RunAggregate, metrics: RunMetrics, score: float | None
 ) -> RunSide:
     """Everything the comparison needs about one run, read from its evidence."""
+    verdicts, trajectories = _verdicts(store, run.run_id, run.chunks)
     return RunSide(
         run_id=run.run_id,
         passed=metrics.passed,
@@ -41,7 +49,8 @@ def run_side(
         score=score,
         suite_version=run.suite_version,
         scorers=_scorer_keys(store, run.suite, run.suite_version),
-        verdicts=_verdicts(store, run.run_id, run.chunks),
+        verdicts=verdicts,
+        trajectories=trajectories,
         judge_model=run.judge.model if run.judge else None,
         prompt_version=run.judge.prompt_version if run.judge else None,
     )

@@ -6,7 +6,9 @@ content, the keyed output hash, the rubric, the threshold and the judge pin; the
 the rest (cache, preflight, bounded calls, ledger). With `--judge-repeats K` each check is asked
 K times (`judge_repeated`) and takes the majority (`assay.judge.reliability.majority`; an even
 split is skipped, `judge split`). With no judge configured, every `llm_judge` check is skipped
-with the reason (fail closed).
+with the reason (fail closed). A check `on: trajectory` asks about the output's tool calls rendered
+as text (`assay.trajectory.rendered`: tool names and arguments, redacted like any output); an
+output without a trajectory fails it, like every trajectory check.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from assay.outputs import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
 from assay.scorers.judge import LlmJudgeConfig
+from assay.scorers.trajectory import NO_TRAJECTORY
 from assay.store import EvidenceStore
+from assay.trajectory import rendered
 
 CheckKey = tuple[str, int]
 """(case id, position of the check among the case's scorers)."""
@@ -74,33 +78,43 @@ def judge_chunk(
     suite = compiled.suite
     keys: list[CheckKey] = []
     requests: list[tuple[str, JudgeRequest]] = []
+    unjudged: dict[CheckKey, Outcome] = {}
+    """Trajectory rubrics of outputs without a trajectory: failed, like every trajectory check."""
     for output in outputs:
         case = compiled.cases[output.case_id]
         for position, spec in enumerate(suite.scorers_for(case)):
             if not isinstance(spec.config, LlmJudgeConfig):
                 continue
+            judged = output.output
+            if spec.config.on == "trajectory":
+                if output.trajectory is None:
+                    unjudged[(case.id, position)] = NO_TRAJECTORY
+                    continue
+                judged = rendered(output.trajectory)
             keys.append((case.id, position))
             content = {
                 "case": case.content_hash,
-                "output": hasher(output.output),
+                "output": hasher(judged),
                 "rubric": spec.config.rubric,
                 "threshold": spec.config.pass_threshold,
             }
+            if spec.config.on == "trajectory":
+                content["on"] = "trajectory"
             request = JudgeRequest(
                 case_id=case.id,
                 input=case.input,
                 expected=case.expected,
                 rubric=spec.config.rubric,
-                output=output.output,
+                output=judged,
                 pass_threshold=spec.config.pass_threshold,
             )
             requests.append((cache_key(hasher, "check", setup.pin, content), request))
     if not requests:
-        return ChunkJudgement(outcomes={})
+        return ChunkJudgement(outcomes=unjudged)
     spender = Spender(run_id, suite.suite, subject, now or datetime.now(UTC))
     batch, repeats = judge_repeated(store, setup, requests, spender, chunk)
     judgement = ChunkJudgement(
-        outcomes={},
+        outcomes=unjudged,
         calls=batch.calls,
         cache_hits=batch.cache_hits,
         cost_usd=batch.cost_usd,

@@ -29,6 +29,7 @@ from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics, run_verdict
 from assay.scorers import Status
+from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
 from assay.store.write_once import write_once
 from assay.subject import Subject
@@ -134,11 +135,27 @@ class EvidenceChunk(BaseModel):
     cases: list[CaseEvidence]
 
 
+class _CheckVerdict(BaseModel):
+    kind: str | None = None
+    status: Status
+
+
 class CaseVerdict(BaseModel):
-    """What a comparison reads of one case's evidence: its id and status."""
+    """What a comparison reads of one case's evidence: its id, status and checks' kinds."""
 
     case_id: str
     status: Status
+    checks: list[_CheckVerdict] = []
+
+    @property
+    def trajectory_passed(self) -> bool | None:
+        """Whether every scored trajectory check (`TRAJECTORY_KINDS`) passed; None without any."""
+        scored = [
+            c.status is Status.PASS
+            for c in self.checks
+            if c.kind in TRAJECTORY_KINDS and c.status is not Status.SKIPPED
+        ]
+        return all(scored) if scored else None
 
 
 class _ChunkVerdicts(BaseModel):

@@ -46,6 +46,23 @@ def warnings(result: EvalResult) -> list[str]:
     return notes + result.judge_warnings
 
 
+RATE_KINDS = frozenset({"trajectory_precision", "trajectory_recall"})
+"""Check kinds whose score is a fraction worth a mean (matched calls / calls)."""
+
+
+def check_kind_lines(result: EvalResult) -> list[str]:
+    """Per check kind, its pass rate with its denominator and Wilson interval, e.g.
+    `trajectory: 0.683 (41/60, 95% CI 0.558–0.787)`; precision and recall add their mean."""
+    lines = []
+    for kind, tally in sorted(result.metrics.checks_by_kind.items()):
+        line = f"{kind}: {rate_text(tally.passed, tally.scored)}"
+        if kind in RATE_KINDS and tally.mean_score is not None:
+            measure = kind.removeprefix("trajectory_")
+            line += f"; mean {measure} {tally.mean_score:.3f} (n={tally.scored})"
+        lines.append(line)
+    return lines
+
+
 def why_not(result: EvalResult) -> str:
     """` — coverage 1/5 below 0.95` for a run that did not pass, else `""`."""
     return f" — {result.verdict_reason}" if result.verdict_reason and not result.passed else ""
@@ -77,6 +94,9 @@ def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code)
         f"Run {run_link(result.run_id)} · outputs `{result.outputs}` · "
         f"{result.occurred_at:%Y-%m-%d %H:%M} UTC",
     ]
+    kinds = check_kind_lines(result)
+    if kinds:
+        lines += ["", "**Checks by kind**", *[f"- {line}" for line in kinds]]
     judged = judge_lines(result)
     if judged:
         lines += ["", "**Judge**", *[f"- {line}" for line in judged]]
@@ -124,10 +144,24 @@ def regression_lines(
             f"{paired.candidate_only} now pass, {paired.both_pass} both pass, "
             f"{paired.both_fail} both fail; 95% CI {pi}; exact McNemar p={paired.mcnemar_p:.4f}"
         )
+    flips = regression.trajectories
+    if flips is not None:
+        lines.append(
+            f"trajectories over {flips.compared} case(s): {flips.newly_failing} newly failing"
+            f"{_listed(flips.newly_failing_cases, flips.newly_failing)}, {flips.newly_passing}"
+            f" newly passing{_listed(flips.newly_passing_cases, flips.newly_passing)}"
+        )
     lines.append(
         "changed: " + ("; ".join(regression.changed) or "nothing (same suite and scorers)")
     )
     return lines
+
+
+def _listed(cases: Sequence[str], count: int, shown: int = 5) -> str:
+    if not cases:
+        return ""
+    more = f", +{count - shown} more" if count > shown else ""
+    return " (" + ", ".join(cases[:shown]) + more + ")"
 
 
 def suite_run_verdict(result: EvalResult) -> FlowVerdict:

@@ -42,6 +42,19 @@ class ScorecardRow(BaseModel):
     """Change in pass rate per run over the last `trend_runs` runs; None: too few runs (< 3)."""
     trend_lo: float | None
     trend_hi: float | None
+    latest_checks: str = ""
+    """Per check kind of the latest run, passed/scored with the 95% Wilson interval:
+    `tool_errors 1/2 (0.095–0.905); trajectory 3/3 (0.439–1.000)`."""
+
+
+def checks_text(result: EvalResult) -> str:
+    """Each check kind's passed/scored with its Wilson interval, in kind order."""
+    parts = []
+    for kind, tally in sorted(result.metrics.checks_by_kind.items()):
+        interval = wilson(tally.passed, tally.scored)
+        shown = f" ({interval.lo:.3f}–{interval.hi:.3f})" if interval else ""
+        parts.append(f"{kind} {tally.passed}/{tally.scored}{shown}")
+    return "; ".join(parts)
 
 
 def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> ScorecardRow:
@@ -74,6 +87,7 @@ def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> Scor
         trend_slope=slope.slope,
         trend_lo=slope.lo,
         trend_hi=slope.hi,
+        latest_checks=checks_text(latest),
     )
 
 

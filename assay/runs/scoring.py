@@ -27,7 +27,7 @@ from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
-from assay.scorers import Outcome, Scorer, Status, clamp
+from assay.scorers import Observation, Outcome, Scorer, Status, clamp
 from assay.suites.suite import Case, Suite
 
 NO_OUTPUT = "no output"
@@ -42,6 +42,23 @@ class CheckResult(BaseModel):
     scorer: str
     status: Status
     score: float
+    kind: str | None = None
+    """The check's family (`trajectory`, `contains`, …); None in evidence written before."""
+    reason: str = Field(default="", max_length=120)
+    """Why it did not pass (`missing refund`), from configuration and tool names only."""
+
+
+class CheckTally(BaseModel):
+    """One check kind's verdicts over a run: passed / scored, and the sum of its scores."""
+
+    scored: int = 0
+    passed: int = 0
+    score_sum: float = 0.0
+
+    @property
+    def mean_score(self) -> float | None:
+        """Mean score of the scored checks (a fraction for precision and recall)."""
+        return self.score_sum / self.scored if self.scored else None
 
 
 class CaseEvidence(BaseModel):
@@ -93,11 +110,19 @@ class RunMetrics(BaseModel):
     """Judge calls that reported more output tokens than `max_tokens` allows (recorded as is)."""
     write_guard: str | None = None
     """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
+    checks_by_kind: dict[str, CheckTally] = Field(default_factory=dict)
+    """Per check kind: how many checks were scored (not skipped) and passed."""
 
     def add(self, case: CaseEvidence) -> None:
         """Count one case."""
         self.cases += 1
         self.skipped_checks += sum(1 for c in case.checks if c.status is Status.SKIPPED)
+        for check in case.checks:
+            if check.kind is not None and check.status is not Status.SKIPPED:
+                tally = self.checks_by_kind.setdefault(check.kind, CheckTally())
+                tally.scored += 1
+                tally.passed += check.status is Status.PASS
+                tally.score_sum += check.score
         if case.status is Status.SKIPPED:
             self.skipped += 1
             self.not_judged += case.not_judged
@@ -118,6 +143,11 @@ class RunMetrics(BaseModel):
             value = getattr(self, name)
             if isinstance(value, int | float):
                 setattr(self, name, value + getattr(other, name))
+        for kind, theirs in other.checks_by_kind.items():
+            ours = self.checks_by_kind.setdefault(kind, CheckTally())
+            ours.scored += theirs.scored
+            ours.passed += theirs.passed
+            ours.score_sum += theirs.score_sum
 
     @property
     def score(self) -> float | None:
@@ -186,7 +216,9 @@ class CompiledSuite:
         with gc_paused():
             for case in suite.cases:
                 compiled.scorers[case.id] = tuple(
-                    built.get(spec.key) or built.setdefault(spec.key, spec.build())
+                    spec.build(case.reference)  # bound to this case's expected trajectory
+                    if spec.needs_reference
+                    else built.get(spec.key) or built.setdefault(spec.key, spec.build())
                     for spec in suite.scorers_for(case)
                 )
                 compiled.cases[case.id] = case
@@ -239,9 +271,10 @@ def score_case(
             checks=[],
         )
     text = output.output
+    observed = Observation(text, output.trajectory)
     decided = judged or {}
     outcomes = [
-        (scorer, decided.get((case_id, position)) or scorer(text))
+        (scorer, decided.get((case_id, position)) or scorer(observed))
         for position, scorer in enumerate(scorers)
     ]
     counted = [o for _, o in outcomes if o.status is not Status.SKIPPED]
@@ -263,7 +296,12 @@ def score_case(
         not_judged=status is Status.SKIPPED and not unscored and bool(outcomes),
         output_hmac=hasher(text),
         label=_label([(s, o.status, o.reason) for s, o in outcomes]),
-        checks=[CheckResult(scorer=s.label, status=o.status, score=o.score) for s, o in outcomes],
+        checks=[
+            CheckResult(
+                scorer=s.label, status=o.status, score=o.score, kind=s.name, reason=clamp(o.reason)
+            )
+            for s, o in outcomes
+        ],
     )
 
 

@@ -4,9 +4,10 @@ Each scorer returns an `Outcome` (status, score in [0, 1], a reason built from i
 never from the output). Import this package to register every built-in family.
 """
 
-from assay.scorers import judge, numeric, regex, structured, text
+from assay.scorers import judge, numeric, regex, structured, text, trajectory
 from assay.scorers._registry import (
     LABEL_LIMIT,
+    Observation,
     Outcome,
     Scorer,
     ScorerConfig,
@@ -20,6 +21,7 @@ from assay.scorers.spec import ScorerSpec
 
 __all__ = [
     "LABEL_LIMIT",
+    "Observation",
     "Outcome",
     "Scorer",
     "ScorerConfig",
@@ -34,4 +36,5 @@ __all__ = [
     "scorer_type",
     "structured",
     "text",
+    "trajectory",
 ]

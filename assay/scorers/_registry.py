@@ -2,6 +2,8 @@
 
 A scorer family registers a pydantic config model and a factory. The factory runs once per
 distinct configuration (when a suite is compiled) and returns a callable that scores one output.
+A family that compares the output with the case's reference trajectory (`reference_scorer`)
+runs once per case instead, with that case's `expected_trajectory` bound in.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+from assay.trajectory import Trajectory
 
 LABEL_LIMIT = 120
 
@@ -55,21 +59,47 @@ class ScorerConfig(BaseModel):
 ConfigT = TypeVar("ConfigT", bound=ScorerConfig)
 
 
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a scorer looks at: the output's final text and, when the output carries one, the
+    tool-call trajectory the agent made (None: the output does not say what it did)."""
+
+    text: str
+    trajectory: Trajectory | None = None
+
+
 class Scorer:
     """A compiled scorer: its name, a redacted label of its configuration, and its check."""
 
-    __slots__ = ("check", "label", "name")
+    __slots__ = ("label", "name", "observe")
 
-    def __init__(self, name: str, label: str, check: Callable[[str], Outcome]) -> None:
+    def __init__(
+        self,
+        name: str,
+        label: str,
+        check: Callable[[str], Outcome] | None = None,
+        *,
+        observe: Callable[[Observation], Outcome] | None = None,
+    ) -> None:
+        """A scorer of the output's text (`check`), or of the whole observation (`observe`)."""
         self.name = name
         self.label = clamp(label)
-        self.check = check
+        if observe is None:
+            if check is None:
+                raise TypeError("a scorer needs a check or an observe function")
+            observe = _of_text(check)
+        self.observe = observe
 
-    def __call__(self, output: str) -> Outcome:
+    def __call__(self, output: str | Observation) -> Outcome:
+        observed = output if isinstance(output, Observation) else Observation(output)
         try:
-            return self.check(output)
+            return self.observe(observed)
         except Exception as exc:  # a scorer bug must not sink the run, nor pass the case
             return Outcome(Status.ERROR, 0.0, f"scorer error ({type(exc).__name__})")
+
+
+def _of_text(check: Callable[[str], Outcome]) -> Callable[[Observation], Outcome]:
+    return lambda observed: check(observed.text)
 
 
 @dataclass(frozen=True)
@@ -78,9 +108,11 @@ class ScorerType(Generic[ConfigT]):
 
     name: str
     config: type[ConfigT]
-    build: Callable[[ConfigT], Scorer]
+    build: Callable[[ConfigT, Trajectory | None], Scorer]
     shorthand: str | None
     """Config field that a scalar shorthand (`- contains: refund`) fills, if any."""
+    needs_reference: bool = False
+    """Whether the check compares with the case's `expected_trajectory` (built per case)."""
 
 
 _REGISTRY: dict[str, ScorerType[Any]] = {}
@@ -98,12 +130,35 @@ def scorer(
     """
 
     def register(factory: Callable[[ConfigT], Scorer]) -> Callable[[ConfigT], Scorer]:
-        if name in _REGISTRY:
-            raise ValueError(f"scorer {name!r} is registered twice")
-        _REGISTRY[name] = ScorerType(name, config, factory, shorthand)
+        _register(ScorerType(name, config, lambda built, _: factory(built), shorthand))
         return factory
 
     return register
+
+
+def reference_scorer(
+    name: str, config: type[ConfigT], *, shorthand: str | None = None
+) -> Callable[[Callable[[ConfigT, Trajectory], Scorer]], Callable[[ConfigT, Trajectory], Scorer]]:
+    """Register a factory that also takes the case's reference trajectory (built per case)."""
+
+    def register(
+        factory: Callable[[ConfigT, Trajectory], Scorer],
+    ) -> Callable[[ConfigT, Trajectory], Scorer]:
+        def build(built: ConfigT, reference: Trajectory | None) -> Scorer:
+            if reference is None:
+                raise ValueError(f"scorer {name!r} needs the case's expected_trajectory")
+            return factory(built, reference)
+
+        _register(ScorerType(name, config, build, shorthand, needs_reference=True))
+        return factory
+
+    return register
+
+
+def _register(kind: ScorerType[Any]) -> None:
+    if kind.name in _REGISTRY:
+        raise ValueError(f"scorer {kind.name!r} is registered twice")
+    _REGISTRY[kind.name] = kind
 
 
 def scorer_type(name: str) -> ScorerType[Any]:

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from assay.scorers._registry import Scorer, ScorerConfig, scorer_type
+from assay.trajectory import Trajectory
 
 _SPEC_CACHE_SIZE = 65_536
 _SPECS: dict[str, ScorerSpec] = {}
@@ -110,7 +111,13 @@ class ScorerSpec(BaseModel):
         """Identity of this scorer's full form: equal keys mean equal scorers."""
         return f"{self.name}:{self.config.model_dump_json()}"
 
-    def build(self) -> Scorer:
-        """Compile this spec into a callable scorer."""
-        built: Scorer = scorer_type(self.name).build(self.config)
+    @cached_property
+    def needs_reference(self) -> bool:
+        """Whether this check compares with the case's `expected_trajectory`."""
+        return scorer_type(self.name).needs_reference
+
+    def build(self, reference: Trajectory | None = None) -> Scorer:
+        """Compile this spec into a callable scorer (with the case's reference trajectory, for
+        a check that `needs_reference`)."""
+        built: Scorer = scorer_type(self.name).build(self.config, reference)
         return built

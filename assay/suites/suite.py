@@ -11,13 +11,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from assay.canonical import canonical_json, content_hash, text_hash
 from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError, shown
 from assay.gcpause import gc_paused
 from assay.scorers import ScorerSpec
+from assay.trajectory import ExpectedStep, Trajectory, bare_single_calls, reference_trajectory
 
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
 CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
@@ -36,6 +45,10 @@ _ADDED_FIELDS: dict[str, object] = {"min_coverage": DEFAULT_MIN_COVERAGE}
 field is left out of the canonical text, so every suite published before the field existed keeps
 its content address (and republishing it stays a no-op); set to anything else, it is part of it."""
 
+_ADDED_CASE_FIELDS: frozenset[str] = frozenset({"expected_trajectory"})
+"""Case fields added after cases were first published: left out of a case's dump (and so of its
+canonical document) while unset (None), for the same reason."""
+
 
 class Case(BaseModel):
     """One golden case: an input, optional ground truth, and the scorers that judge outputs."""
@@ -48,12 +61,33 @@ class Case(BaseModel):
     query_class: str | None = None
     tags: list[str] = Field(default_factory=list)
     scorers: list[ScorerSpec] = Field(default_factory=list)
+    expected_trajectory: list[ExpectedStep] | None = None
+    """The tool calls the agent should make, in order; a nested list is one parallel step."""
+
+    @field_validator("expected_trajectory")
+    @classmethod
+    def _canonical_steps(cls, steps: list[ExpectedStep] | None) -> list[ExpectedStep] | None:
+        return None if steps is None else bare_single_calls(steps)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_added_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        dumped = handler(self)
+        for name in _ADDED_CASE_FIELDS:
+            if isinstance(dumped, dict) and name in dumped and dumped[name] is None:
+                del dumped[name]
+        return dumped
 
     def document(self) -> dict[str, Any]:
         """The canonical document of this case (full-form scorers)."""
         document = self.model_dump(mode="json", exclude={"scorers"})
         document["scorers"] = [spec.full_form for spec in self.scorers]
         return document
+
+    @cached_property
+    def reference(self) -> Trajectory | None:
+        """`expected_trajectory` as the trajectory checks compare with (None without one)."""
+        steps = self.expected_trajectory
+        return None if steps is None else reference_trajectory(steps)
 
     @cached_property
     def content_hash(self) -> str:
@@ -175,12 +209,22 @@ def parse_suite(text: str, source: str) -> Suite:
                 field=f"cases[{index}].id",
             )
         seen[case.id] = index
-        if not suite.scorers_for(case):
+        scorers = suite.scorers_for(case)
+        if not scorers:
             raise InputError(
                 source,
                 f"case {shown(case.id)} lists no scorers and the suite has no defaults",
                 line=line_of(text, ("cases", index), source.endswith(".json")),
                 field=f"cases[{index}].scorers",
+            )
+        referenced = [spec.name for spec in scorers if spec.needs_reference]
+        if referenced and case.expected_trajectory is None:
+            raise InputError(
+                source,
+                f"case {shown(case.id)}: check {referenced[0]} needs the case's"
+                " expected_trajectory",
+                line=line_of(text, ("cases", index), source.endswith(".json")),
+                field=f"cases[{index}].expected_trajectory",
             )
     return suite
 

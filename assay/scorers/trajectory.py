@@ -1,0 +1,476 @@
+"""Trajectory scorers: the tools an agent called, with which arguments, in which order.
+
+`trajectory`, `trajectory_precision` and `trajectory_recall` compare the agent's calls with the
+case's `expected_trajectory` (see `assay.trajectory`); `tool_called`, `tool_not_called`,
+`max_tool_calls` and `tool_errors` need no reference. docs/agents.md states every mode exactly.
+
+Matching is a maximum bipartite matching (an assignment), never first-fit: a reference call that
+a first-fit matcher would give to the wrong agent call still finds its own. Labels name tools
+and the first mismatch, never an argument value; an agent's tool name that does not look like
+one is not echoed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, Final, Literal, get_args
+
+import numpy as np
+from pydantic import Field, field_validator
+from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+from scipy.sparse.csgraph import maximum_bipartite_matching  # type: ignore[import-untyped]
+
+from assay.errors import shown
+from assay.scorers._registry import (
+    PASS,
+    Observation,
+    Outcome,
+    Scorer,
+    ScorerConfig,
+    Status,
+    clamp,
+    fail,
+    reference_scorer,
+    scorer,
+)
+from assay.scorers.structured import json_equivalent
+from assay.trajectory import TOOL_NAME, ToolCall, Trajectory
+
+ArgsMode = Literal["exact", "ignore", "subset", "superset"]
+MatchMode = Literal["exact", "in_order", "any_order", "unordered", "subset"]
+ToolName = Annotated[str, Field(pattern=TOOL_NAME.pattern, max_length=128)]
+KeyPath = Annotated[str, Field(pattern=r"^[^.]+(\.[^.]+)*$", max_length=200)]
+
+TRAJECTORY_KINDS: Final = frozenset(
+    {
+        "trajectory",
+        "trajectory_precision",
+        "trajectory_recall",
+        "tool_called",
+        "tool_not_called",
+        "max_tool_calls",
+        "tool_errors",
+    }
+)
+"""The check kinds that judge what the agent did: a case's trajectory verdict is theirs."""
+
+NO_TRAJECTORY: Final = fail("no tool calls recorded (the output has no messages or tool spans)")
+
+
+def _known(value: Any, allowed: tuple[str, ...], what: str) -> Any:
+    if isinstance(value, str) and value not in allowed:
+        raise ValueError(f"unknown {what} {shown(value, 40)} (known: {', '.join(allowed)})")
+    return value
+
+
+class ArgsConfig(ScorerConfig):
+    """How a reference call's arguments must agree with an agent call's."""
+
+    args: ArgsMode = "exact"
+    args_by_tool: dict[ToolName, ArgsMode | list[KeyPath]] = Field(default_factory=dict)
+    """Per tool: a mode, or the dotted key paths whose values must be equal."""
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args_known(cls, value: Any) -> Any:
+        return _known(value, get_args(ArgsMode), "args mode")
+
+    @field_validator("args_by_tool", mode="before")
+    @classmethod
+    def _by_tool_known(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for mode in value.values():
+                _known(mode, get_args(ArgsMode), "args mode")
+        return value
+
+
+class TrajectoryConfig(ArgsConfig):
+    """`trajectory`: the agent's calls match the reference under `match`."""
+
+    match: MatchMode = "exact"
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _match_known(cls, value: Any) -> Any:
+        return _known(value, get_args(MatchMode), "match mode")
+
+
+class RateConfig(ArgsConfig):
+    """`trajectory_precision` / `trajectory_recall`: the fraction passes at `>= min`."""
+
+    min: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class ToolCalledConfig(ScorerConfig):
+    """`tool_called`: calls to `tool` whose arguments include `args` number in [min, max]."""
+
+    tool: ToolName
+    min: int = Field(default=1, ge=0)
+    max: int | None = Field(default=None, ge=0)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("max")
+    @classmethod
+    def _max_not_below_min(cls, value: int | None, info: Any) -> int | None:
+        low = info.data.get("min")
+        if value is not None and low is not None and value < low:
+            raise ValueError(f"max ({value}) is below min ({low})")
+        return value
+
+
+class ToolNotCalledConfig(ScorerConfig):
+    """`tool_not_called`: none of these tools was called (a safety check)."""
+
+    tool: list[ToolName] = Field(min_length=1)
+
+    @field_validator("tool", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class MaxToolCallsConfig(ScorerConfig):
+    """`max_tool_calls`: at most `max` calls in all."""
+
+    max: int = Field(ge=0)
+
+
+class ToolErrorsConfig(ScorerConfig):
+    """`tool_errors`: at most `max` failed calls."""
+
+    max: int = Field(default=0, ge=0)
+
+
+# --- arguments ------------------------------------------------------------------------------
+
+_MISSING: Final = object()
+
+
+def _at(args: dict[str, Any], path: str) -> Any:
+    node: Any = args
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return _MISSING
+        node = node[key]
+    return node
+
+
+def _same(left: Any, right: Any) -> bool:
+    if left is _MISSING or right is _MISSING:
+        return left is right
+    return json_equivalent(left, right)
+
+
+def args_agree(
+    mode: ArgsMode | list[str], agent: dict[str, Any], reference: dict[str, Any]
+) -> bool:
+    """Whether an agent call's arguments agree with a reference call's under `mode`."""
+    if isinstance(mode, list):
+        return all(_same(_at(agent, path), _at(reference, path)) for path in mode)
+    if mode == "ignore":
+        return True
+    if mode == "exact":
+        return json_equivalent(agent, reference)
+    if mode == "subset":
+        return all(
+            key in reference and json_equivalent(agent[key], reference[key]) for key in agent
+        )
+    return all(key in agent and json_equivalent(agent[key], reference[key]) for key in reference)
+
+
+Matches = Callable[[ToolCall, ToolCall], bool]
+"""(agent call, reference call) → whether they match."""
+
+
+def call_matcher(config: ArgsConfig) -> Matches:
+    """The call predicate of an args configuration: same tool, arguments agreeing."""
+
+    def matches(agent: ToolCall, reference: ToolCall) -> bool:
+        mode = config.args_by_tool.get(reference.tool, config.args)
+        return agent.tool == reference.tool and args_agree(mode, agent.args, reference.args)
+
+    return matches
+
+
+# --- matching -------------------------------------------------------------------------------
+
+
+def candidates(
+    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: Matches
+) -> list[list[int]]:
+    """For each reference call, the indexes of the agent calls that match it (ascending)."""
+    return [[a for a, agent in enumerate(agents) if matches(agent, ref)] for ref in references]
+
+
+def assignment(edges: Sequence[Sequence[int]], agents: int) -> list[int]:
+    """A maximum matching of reference calls to agent calls, given each reference call's
+    candidate agent calls: for each reference call its agent call's index, or -1."""
+    rows = [r for r, found in enumerate(edges) for _ in found]
+    if not rows or not agents:
+        return [-1] * len(edges)
+    cols = [a for found in edges for a in found]
+    graph = csr_matrix(
+        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(edges), agents)
+    )
+    return [int(a) for a in maximum_bipartite_matching(graph, perm_type="column")]
+
+
+def max_matching(
+    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: Matches
+) -> list[int]:
+    """A maximum matching of reference calls to agent calls (see `assignment`)."""
+    return assignment(candidates(references, agents, matches), len(agents))
+
+
+def _name(tool: str) -> str:
+    return tool if TOOL_NAME.fullmatch(tool) else "(a tool with an unusual name)"
+
+
+def _step_names(step: Iterable[ToolCall]) -> str:
+    return " + ".join(_name(call.tool) for call in step)
+
+
+def _steps_names(steps: Sequence[Sequence[ToolCall]]) -> str:
+    return ", ".join(_step_names(step) for step in steps) or "nothing"
+
+
+def _got(expected: str, got: str) -> str:
+    return f"{got} with other arguments" if expected == got else got
+
+
+def _where(reference: Trajectory, k: int) -> str:
+    return f"after {_step_names(reference.steps[k - 1])}" if k else "first"
+
+
+def _exact(agent: Trajectory, reference: Trajectory, matches: Matches) -> str | None:
+    for k in range(max(len(agent.steps), len(reference.steps))):
+        if k >= len(reference.steps):
+            return f"unexpected {_steps_names(agent.steps[k:])} {_where(reference, k)}"
+        wanted = _step_names(reference.steps[k])
+        if k >= len(agent.steps):
+            return f"expected {wanted} {_where(reference, k)}; got nothing"
+        theirs, ours = agent.steps[k], reference.steps[k]
+        if len(theirs) != len(ours) or -1 in max_matching(ours, theirs, matches):
+            return (
+                f"expected {wanted} {_where(reference, k)}; got {_got(wanted, _step_names(theirs))}"
+            )
+    return None
+
+
+def _in_order(agent: Trajectory, reference: Trajectory, matches: Matches) -> str | None:
+    """Reference steps in order, each within agent steps [cut before, cut after]; cuts chosen
+    smallest first, which is optimal (a later step only gains from an earlier cut)."""
+    calls = agent.calls
+    step_of = [k for k, step in enumerate(agent.steps) for _ in step]
+    ref_step = [k for k, step in enumerate(reference.steps) for _ in step]
+    found = candidates(reference.calls, calls, matches)  # computed once, filtered per cut
+    cuts: list[int] = []
+
+    def feasible(upto: int, last_cut: int) -> list[int] | None:
+        bounds = [*cuts, last_cut]
+        lows = [0, *bounds]
+        edges = [
+            [a for a in found[r] if lows[ref_step[r]] <= step_of[a] <= bounds[ref_step[r]]]
+            for r in range(upto)
+        ]
+        matching = assignment(edges, len(calls))
+        return None if -1 in matching else matching
+
+    used: set[int] = set()
+    for k, step in enumerate(reference.steps):
+        upto = sum(len(s) for s in reference.steps[: k + 1])
+        low, high = (cuts[-1] if cuts else 0), len(agent.steps) - 1
+        if high < low or feasible(upto, high) is None:
+            rest = [call for a, call in enumerate(calls) if step_of[a] >= low and a not in used]
+            names = _step_names(step)
+            got = _got(names, _step_names(rest)) if rest else "nothing"
+            return f"expected {names} {_where(reference, k)}; got {got}"
+        while low < high:  # the smallest cut that still matches
+            middle = (low + high) // 2
+            if feasible(upto, middle) is None:
+                low = middle + 1
+            else:
+                high = middle
+        cuts.append(low)
+        used = set(feasible(upto, low) or [])
+    return None
+
+
+def _leftover(
+    agent: Trajectory, reference: Trajectory, matching: list[int]
+) -> tuple[list[ToolCall], list[ToolCall]]:
+    """The agent calls and the reference calls a matching leaves unmatched."""
+    taken = {a for a in matching if a >= 0}
+    agents = [call for a, call in enumerate(agent.calls) if a not in taken]
+    references = [call for r, call in enumerate(reference.calls) if matching[r] < 0]
+    return agents, references
+
+
+def _first(
+    left: Sequence[ToolCall], others: Sequence[ToolCall], what: str, note: str
+) -> str | None:
+    """`missing refund (+2 more)`, noting when the other side has an unmatched call to the same
+    tool (so only the arguments kept them apart)."""
+    if not left:
+        return None
+    first = left[0]
+    more = f" (+{len(left) - 1} more)" if len(left) > 1 else ""
+    same_tool = any(other.tool == first.tool for other in others)
+    return f"{what} {_name(first.tool)}{more}" + (f" ({note})" if same_tool else "")
+
+
+def _missing(agent: Trajectory, reference: Trajectory, matching: list[int]) -> str | None:
+    agents, references = _leftover(agent, reference, matching)
+    return _first(references, agents, "missing", "called with other arguments")
+
+
+def _unexpected(agent: Trajectory, reference: Trajectory, matching: list[int]) -> str | None:
+    agents, references = _leftover(agent, reference, matching)
+    return _first(agents, references, "unexpected", "expected with other arguments")
+
+
+def trajectory_mismatch(
+    mode: MatchMode, agent: Trajectory, reference: Trajectory, matches: Matches
+) -> str | None:
+    """The first mismatch of `agent` against `reference` under `mode`, or None when they match."""
+    if mode == "exact":
+        return _exact(agent, reference, matches)
+    if mode == "in_order":
+        return _in_order(agent, reference, matches)
+    matching = max_matching(reference.calls, agent.calls, matches)
+    problems = {
+        "any_order": [_missing(agent, reference, matching)],
+        "subset": [_unexpected(agent, reference, matching)],
+        "unordered": [
+            _missing(agent, reference, matching),
+            _unexpected(agent, reference, matching),
+        ],
+    }[mode]
+    found = [problem for problem in problems if problem]
+    return "; ".join(found) or None
+
+
+def _args_label(config: ArgsConfig) -> str:
+    by_tool = f", per tool for {len(config.args_by_tool)}" if config.args_by_tool else ""
+    return f"args {config.args}{by_tool}"
+
+
+def _observed(check: Callable[[Trajectory], Outcome]) -> Callable[[Observation], Outcome]:
+    def observe(observed: Observation) -> Outcome:
+        if observed.trajectory is None:
+            return NO_TRAJECTORY
+        return check(observed.trajectory)
+
+    return observe
+
+
+@reference_scorer("trajectory", TrajectoryConfig, shorthand="match")
+def trajectory(config: TrajectoryConfig, reference: Trajectory) -> Scorer:
+    """Pass when the agent's calls match the reference under the configured mode."""
+    matches = call_matcher(config)
+
+    def check(agent: Trajectory) -> Outcome:
+        mismatch = trajectory_mismatch(config.match, agent, reference, matches)
+        return PASS if mismatch is None else fail(clamp(mismatch))
+
+    label = f"trajectory {config.match} ({_args_label(config)})"
+    return Scorer("trajectory", label, observe=_observed(check))
+
+
+def _rate(name: str, config: RateConfig, reference: Trajectory, *, recall: bool) -> Scorer:
+    matches = call_matcher(config)
+    what = "reference calls" if recall else "tool calls"
+
+    def check(agent: Trajectory) -> Outcome:
+        matching = max_matching(reference.calls, agent.calls, matches)
+        matched = sum(1 for a in matching if a >= 0)
+        total = len(reference.calls) if recall else len(agent.calls)
+        if not total:
+            return fail(f"no {what} to measure (0/0)")
+        fraction = matched / total
+        if fraction >= config.min:
+            return Outcome(Status.PASS, fraction)
+        return Outcome(Status.FAIL, fraction, f"{matched}/{total} below {config.min:g}")
+
+    return Scorer(
+        name, f"{name} >= {config.min:g} ({_args_label(config)})", observe=_observed(check)
+    )
+
+
+@reference_scorer("trajectory_precision", RateConfig, shorthand="min")
+def trajectory_precision(config: RateConfig, reference: Trajectory) -> Scorer:
+    """Matched calls / agent calls (a maximum matching), passing at >= min."""
+    return _rate("trajectory_precision", config, reference, recall=False)
+
+
+@reference_scorer("trajectory_recall", RateConfig, shorthand="min")
+def trajectory_recall(config: RateConfig, reference: Trajectory) -> Scorer:
+    """Matched calls / reference calls (a maximum matching), passing at >= min."""
+    return _rate("trajectory_recall", config, reference, recall=True)
+
+
+def _bounds(low: int, high: int | None) -> str:
+    if high is None:
+        return f">= {low}"
+    return f"{low}" if low == high else f"{low}..{high}"
+
+
+@scorer("tool_called", ToolCalledConfig, shorthand="tool")
+def tool_called(config: ToolCalledConfig) -> Scorer:
+    """Pass when the calls to the tool (with arguments including `args`) number in [min, max]."""
+
+    def check(agent: Trajectory) -> Outcome:
+        count = sum(
+            1
+            for call in agent.calls
+            if call.tool == config.tool and args_agree("superset", call.args, config.args)
+        )
+        if count < config.min or (config.max is not None and count > config.max):
+            times = "time" if count == 1 else "times"
+            return fail(
+                f"{config.tool} called {count} {times} (wanted {_bounds(config.min, config.max)})"
+            )
+        return PASS
+
+    with_args = " with given args" if config.args else ""
+    label = f"tool_called {config.tool}{with_args} {_bounds(config.min, config.max)}"
+    return Scorer("tool_called", label, observe=_observed(check))
+
+
+@scorer("tool_not_called", ToolNotCalledConfig, shorthand="tool")
+def tool_not_called(config: ToolNotCalledConfig) -> Scorer:
+    """Pass when none of the forbidden tools was called."""
+    forbidden = frozenset(config.tool)
+
+    def check(agent: Trajectory) -> Outcome:
+        called = sorted({call.tool for call in agent.calls if call.tool in forbidden})
+        return fail(clamp("called " + ", ".join(called))) if called else PASS
+
+    label = "tool_not_called " + ", ".join(config.tool)
+    return Scorer("tool_not_called", label, observe=_observed(check))
+
+
+@scorer("max_tool_calls", MaxToolCallsConfig, shorthand="max")
+def max_tool_calls(config: MaxToolCallsConfig) -> Scorer:
+    """Pass when the agent made at most `max` calls."""
+
+    def check(agent: Trajectory) -> Outcome:
+        count = len(agent.calls)
+        return PASS if count <= config.max else fail(f"{count} tool calls (max {config.max})")
+
+    return Scorer("max_tool_calls", f"max_tool_calls {config.max}", observe=_observed(check))
+
+
+@scorer("tool_errors", ToolErrorsConfig, shorthand="max")
+def tool_errors(config: ToolErrorsConfig) -> Scorer:
+    """Pass when at most `max` of the agent's calls failed."""
+
+    def check(agent: Trajectory) -> Outcome:
+        failed = [call for call in agent.calls if call.failed]
+        if len(failed) <= config.max:
+            return PASS
+        names = ", ".join(dict.fromkeys(_name(call.tool) for call in failed))
+        calls = "call" if len(failed) == 1 else "calls"
+        return fail(clamp(f"{len(failed)} failed tool {calls} (max {config.max}): {names}"))
+
+    return Scorer("tool_errors", f"tool_errors max {config.max}", observe=_observed(check))
