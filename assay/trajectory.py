@@ -149,19 +149,23 @@ def final_text(messages: Sequence[Any]) -> str | None:
     """
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "assistant":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return "".join(
-                    part["text"]
-                    for part in content
-                    if isinstance(part, dict)
-                    and part.get("type") == "text"
-                    and isinstance(part.get("text"), str)
-                )
-            return ""
+            return content_text(message.get("content"))
     return None
+
+
+def content_text(content: Any) -> str:
+    """A chat message's text: the string itself, or its text parts joined ("" for neither)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type", "text") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def trajectory_from_messages(messages: Sequence[ChatMessage]) -> Trajectory:

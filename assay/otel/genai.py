@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from assay.otel.traces import AttributeValue, Span
+from assay.trajectory import content_text
 
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 OPENINFERENCE_OUTPUT: Final = "output.value"
@@ -104,20 +105,8 @@ def _last_ai_message(value: str) -> str | None:
             )
         )
         if ai:
-            return _content_text(fields.get("content"))
+            return content_text(fields.get("content"))
     return None
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
 
 
 def _messages(value: AttributeValue) -> list[Any] | None:
