@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -31,10 +32,17 @@ from assay.suites import registry
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-# Output that is not a terminal (CI logs, pipes) is not hard-wrapped at 80 columns: a wrapped
-# line breaks mid-phrase and cuts what a log search or a script looks for.
-out = Console(soft_wrap=not sys.stdout.isatty())
-err = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+out = Console()
+err = Console(stderr=True)
+
+
+def _unwrapped_unless_sized() -> None:
+    """Output that is not a terminal (a CI log, a pipe) is not hard-wrapped at 80 columns — a
+    wrapped line breaks mid-phrase and cuts what a log search looks for — unless `COLUMNS` says
+    how wide it is."""
+    sized = "COLUMNS" in os.environ
+    out.soft_wrap = not sized and not out.file.isatty()
+    err.soft_wrap = not sized and not err.file.isatty()
 
 
 def table(*headers: str, title: str | None = None) -> Table:
@@ -97,6 +105,7 @@ def _global_options(
 ) -> None:
     orchestration.set_verbose(verbose)
     orchestration.set_debug(debug)
+    _unwrapped_unless_sized()
 
 
 StoreOption = Annotated[
