@@ -84,7 +84,8 @@ CASES = [
         "Standard shipping takes about three weeks.",
     ),
 ]
-SKIPPED_LABEL = re.compile(r"all checks skipped; 1 skipped \((?P<reason>.+)\)")
+SKIPPED_LABEL = re.compile(r"incomplete: 1 check not scored; 1 skipped \((?P<reason>.+)\)")
+"""A judge check the configured judge could not score leaves its case incomplete (#21)."""
 
 
 def gguf_file() -> Path:
