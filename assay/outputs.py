@@ -141,6 +141,12 @@ class OutputsReference(BaseModel):
     format: OutputsFormat = "auto"
     case_attribute: str = Field(default=DEFAULT_CASE_ATTRIBUTE, min_length=1, max_length=255)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _location(cls, data: Any) -> Any:
+        """A plain string is a location (its format told by content), never re-parsed."""
+        return {"location": data} if isinstance(data, str) else data
+
     @classmethod
     def parse(cls, uri: str) -> OutputsReference:
         """Split a reference; a `?` followed by anything but these options is part of the path."""
@@ -354,13 +360,13 @@ def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, b
 
 
 def index_outputs(
-    uri: str, known: Collection[str], selected: Collection[str], chunk_size: int
+    uri: OutputsReference | str, known: Collection[str], selected: Collection[str], chunk_size: int
 ) -> OutputsIndex:
     """Validate every output (JSONL lines or OTLP traces) and cut the selected ones into slices
     of `chunk_size` cases.
 
     Args:
-        uri: Outputs file or folder, as an `OutputsReference` string.
+        uri: Outputs file or folder: an `OutputsReference`, or its string form.
         known: Every case id of the suite; an output for any other id is an input error.
         selected: The case ids this run scores (all, or a seeded sample), in suite order.
         chunk_size: Selected outputs per slice.
@@ -368,7 +374,7 @@ def index_outputs(
     Raises:
         InputError: malformed line, unknown case id or duplicate output — naming file and line.
     """
-    reference = OutputsReference.parse(uri)
+    reference = uri if isinstance(uri, OutputsReference) else OutputsReference.parse(uri)
     first_seen: dict[str, tuple[str, int]] = {}
     wanted = selected if isinstance(selected, set | frozenset) else set(selected)
 
@@ -572,7 +578,7 @@ def _index_jsonl(
         yield cut()
 
 
-def validate_outputs(uri: str, known: Collection[str]) -> int:
+def validate_outputs(uri: OutputsReference | str, known: Collection[str]) -> int:
     """Check every output line with the rules `index_outputs` (ingest) applies, keeping no text
     and no slices; returns how many valid lines were read. The CLI calls this before any Prefect
     API starts, so a bad file is answered at once; the flow's ingest still re-reads the file

@@ -48,9 +48,11 @@ class Subject(BaseModel):
         return cls(kind=match["kind"], id=match["id"], variant=match["variant"])
 
     @classmethod
-    def default_for(cls, outputs: str) -> Subject:
+    def default_for(cls, outputs: OutputsReference | str) -> Subject:
         """`agent:<name of the outputs file or folder>` when no subject is given."""
-        location = OutputsReference.parse(outputs).location
+        if not isinstance(outputs, OutputsReference):
+            outputs = OutputsReference.parse(outputs)
+        location = outputs.location
         name = PurePosixPath(location.rstrip("/")).stem or "unnamed"
         problem = length_problem(name)
         if problem:
@@ -60,7 +62,7 @@ class Subject(BaseModel):
         return cls(kind="agent", id=name)
 
     @classmethod
-    def given_or_default(cls, text: str | None, outputs: str) -> Subject:
+    def given_or_default(cls, text: str | None, outputs: OutputsReference | str) -> Subject:
         """The `--subject` given (parsed), else the default for the outputs reference."""
         return cls.parse(text) if text else cls.default_for(outputs)
 

@@ -19,13 +19,15 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
+from assay.outputs import OutputsReference
+from assay.runs.options import RunOptions
 from assay.runs.records import EvalResult
 from assay.runs.render import nightly_verdict
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard, run_link
 from tasks.nightly import LaunchedJob, run_job
-from tasks.verdicts import verdict_state
+from tasks.verdicts import verdict_result, verdict_state
 
 DEFAULT_MAX_PARALLEL = 4
 
@@ -40,8 +42,20 @@ class NightlyJob(BaseModel):
         default=None,
         description="Run id to compare with; recorded now, used once regression detection lands.",
     )
-    sample: int | None = Field(default=None, ge=1, description="Score only N cases.")
-    seed: int = Field(default=0, description="Seed for `sample`.")
+    sample: int | None = RunOptions.model_fields["sample"]
+    seed: int = RunOptions.model_fields["seed"]
+
+    def options(self, store: str | None, storage_block: str | None) -> RunOptions:
+        """The job's suite-run options (validated with every bound when the job is started)."""
+        return RunOptions(
+            suite=self.suite,
+            outputs=OutputsReference(location=self.outputs),
+            subject=self.subject,
+            sample=self.sample,
+            seed=self.seed,
+            store=store,
+            storage_block=storage_block,
+        )
 
 
 class JobOutcome(BaseModel):
@@ -103,19 +117,11 @@ def _outcome_table(outcomes: list[JobOutcome]) -> str:
 
 
 def _in_process(job: NightlyJob, store: str | None, storage_block: str | None) -> JobOutcome:
-    state = suite_run(
-        suite=job.suite,
-        outputs=job.outputs,
-        subject=job.subject,
-        sample=job.sample,
-        seed=job.seed,
-        store=store,
-        storage_block=storage_block,
-        return_state=True,
-    )
-    if state.is_completed():
-        return _outcome(job, state.result(), None)
-    return _outcome(job, None, state.message or state.name)
+    state = suite_run(job.options(store, storage_block), return_state=True)
+    try:
+        return _outcome(job, verdict_result(state), None)
+    except Exception:
+        return _outcome(job, None, state.message or state.name)
 
 
 def _fan_out(
@@ -134,16 +140,9 @@ def _fan_out(
     for job in jobs:
         if len(in_flight) >= max_parallel:
             in_flight.remove(next(as_completed(in_flight)))
-        parameters: dict[str, Any] = {
-            "suite": job.suite,
-            "outputs": job.outputs,
-            "subject": job.subject,
-            "sample": job.sample,
-            "seed": job.seed,
-            # A worker on another machine has its own defaults: name the store explicitly.
-            "store": None if storage_block else reference,
-            "storage_block": storage_block,
-        }
+        # A worker on another machine has its own defaults: name the store explicitly.
+        options = job.options(None if storage_block else reference, storage_block)
+        parameters: dict[str, Any] = {"options": options.model_dump(mode="json")}
         future = run_job.submit(
             deployment, parameters, job_key(night, job), reference, f"{job.suite} · {job.subject}"
         )

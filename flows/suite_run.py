@@ -19,18 +19,13 @@ from prefect import flow
 from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
 
-from assay.finops.budget import Decision, strictest
-from assay.hashing import OutputHasher, store_secret
-from assay.judge.redaction import add_counts
-from assay.judge.reliability import run_reliability
-from assay.outputs import OutputSlice
 from assay.runs.lifecycle import this_process
-from assay.runs.records import EvalResult, RunPlan, RunStatus, fail_run, load_result
+from assay.runs.options import RunOptions
+from assay.runs.pipeline import ChunkSummary, merge_chunks, set_up_run
+from assay.runs.records import EvalResult, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
-from assay.runs.scoring import RunMetrics
 from assay.stats import preload as preload_statistics
 from assay.subject import Subject
-from assay.suites import registry
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
@@ -44,17 +39,16 @@ from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
-from tasks.scoring import CaseRow, ChunkSummary, score_chunk
+from tasks.scoring import score_chunk
 from tasks.suites import resolve_suite
 from tasks.verdicts import verdict_state
-
-DEFAULT_CHUNK_SIZE = 2000
 
 
 def run_name(parameters: Mapping[str, Any]) -> str:
     """`SUITE · SUBJECT` from a suite-run's (or gate's) parameters."""
-    suite = str(parameters["suite"])
-    subject = parameters.get("subject") or Subject.default_for(parameters["outputs"])
+    options = RunOptions.model_validate(parameters["options"], from_attributes=True)
+    subject = options.subject or Subject.default_for(options.outputs)
+    suite = options.suite
     return f"{Path(suite).name if Path(suite).is_file() else suite} · {subject}"
 
 
@@ -69,156 +63,74 @@ def _run_name() -> str:
     persist_result=False,
     log_prints=False,
 )
-def suite_run(
-    suite: str,
-    outputs: str,
-    subject: str | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    store: str | None = None,
-    storage_block: str | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    run_id: str | None = None,
-    baseline: str | None = None,
-    notification_block: str | None = None,
-    judge_block: str | None = None,
-    fresh_judge: bool = False,
-    calibration: str | None = None,
-    judge_repeats: int | None = None,
-    resume: bool = False,
-) -> EvalResult:
+def suite_run(options: RunOptions) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
     Args:
-        suite: Published suite reference, `name@version` (or `name` for the latest), or a
-            suite file, which is published first.
-        outputs: Path or URI of a JSONL file or folder of candidate outputs.
-        subject: `KIND:ID[@VARIANT]`; defaults to `agent:<outputs name>`.
-        sample: Score only this many cases, chosen reproducibly by `seed`.
-        seed: Seed for `sample`.
-        store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
-        storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
-        chunk_size: Cases per scoring chunk.
-        baseline: Run id to compare with (default: the pinned baseline, else the latest
-            comparable run).
-        notification_block: Name of a saved NotificationTarget block that findings are sent to.
-        judge_block: Name of a saved JudgeSettings block (default: `ASSAY_JUDGE_MODEL`,
-            `OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped).
-        fresh_judge: Ignore cached verdicts and judge again.
-        calibration: Path of a calibration set: adds the PPI++ judge-corrected pass rate of
-            the run's `llm_judge` checks (`judge_corrected`), when the set was calibrated for
-            this run's judge (else `judge_corrected` is null, with a warning saying why).
-        judge_repeats: Judge each `llm_judge` check this many times (default: the JudgeSettings
-            block's `judge_repeats`, else 1): majority verdict, an even split skipped
-            (`judge split`), the flip rate reported in `judge_consistency`.
-        run_id: Resume an interrupted run under its id (default: this flow run's id). Evidence
-            already written is kept; identical chunks are not written twice.
-        resume: `run_id` must name a recorded run (`assay run --resume`); an unknown id is an
-            error instead of a new run. A resume that does not match the recorded run is
-            refused before anything is written (see `assay.runs.lifecycle`).
+        options: The run's options (`assay.runs.options.RunOptions`, docs/configuration.md):
+            validated, with every bound, on every run — a deployment run's too.
+
+    A resume (`resume` with `run_id`) that does not match the recorded run is refused before
+    anything is written (see `assay.runs.lifecycle`); a finished run's resume returns its
+    result. The verdict is the flow run's final state: `Passed` (Completed), or `Regressed` /
+    `Not passed` (Failed), the EvalResult recorded and returned either way.
     """
     preload_statistics()  # every run's summary needs them; they load while the tasks wait
-    store_uri = store_reference(store, storage_block)
-    version = resolve_suite(store_uri, suite)
-    _, golden = registry.resolve(evidence_store(store_uri), version.ref)
-    who = Subject.given_or_default(subject, outputs)
-    label_flow_run(run_name({"suite": version.ref, "subject": str(who)}), version.suite, str(who))
-    index = ingest_outputs(store_uri, version.ref, outputs, sample, seed, chunk_size)
-    missing = [index.missing[i : i + chunk_size] for i in range(0, len(index.missing), chunk_size)]
-    pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices] + [
-        (None, ids) for ids in missing
-    ]
-    plan = RunPlan(
-        run_id=run_id or str(flow_run.id),
-        suite=version.suite,
-        suite_version=version.version,
-        subject_kind=who.kind,
-        subject_id=who.id,
-        variant=who.variant,
-        pass_threshold=golden.pass_threshold,
-        min_coverage=golden.min_coverage,
-        outputs=outputs,
-        sample=sample,
-        seed=seed if sample is not None else None,
-        cases=sum(p.cases for p in index.slices) + len(index.missing),
-        chunks=len(pieces),
-        # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
-        outputs_digest=OutputHasher(store_secret(evidence_store(store_uri)))(index.digest()),
+    store = store_reference(options.store, options.storage_block)
+    version = resolve_suite(store, options.suite)
+    who = Subject.given_or_default(options.subject, options.outputs)
+    label_flow_run(f"{version.ref} · {who}", version.suite, str(who))
+    index = ingest_outputs(
+        store, version.ref, options.outputs, options.sample, options.seed, options.chunk_size
     )
     this_run = str(flow_run.id)
-    aggregate = start_run_task(store_uri, plan, this_process(this_run), resuming=resume)
+    setup = set_up_run(
+        store, evidence_store(store), options, version, index, options.run_id or this_run
+    )
+    plan = setup.plan
+    aggregate = start_run_task(store, plan, this_process(this_run), resuming=options.resume)
     if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
-        return load_result(evidence_store(store_uri), plan.run_id)
+        return load_result(evidence_store(store), plan.run_id)
     killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
     if killed is not None and killed != this_run:
         close_interrupted_attempt(killed, plan.run_id)
     futures: list[PrefectFuture[ChunkSummary]] = []
     try:
-        progress = ProgressReporter(store_uri, aggregate)
-        running = RunMetrics()
-        futures = [
-            score_chunk.submit(
-                store_uri,
-                plan.run_id,
-                version.ref,
-                number,
-                piece,
-                ids,
-                sample,
-                seed,
-                plan.subject,
-                judge_block,
-                fresh_judge,
-                judge_repeats,
-            )
-            for number, (piece, ids) in enumerate(pieces)
-        ]
-        summaries: list[ChunkSummary] = []
+        progress = ProgressReporter(store, aggregate)
+        futures = [score_chunk.submit(job) for job in setup.jobs]
+        summaries = []
         for future in as_completed(futures):
-            summary = future.result()
-            summaries.append(summary)
-            running.merge(summary.metrics)
-            progress.chunk_done(running)
-        # Merged in chunk order, not completion order: float sums then match a sequential run.
-        metrics = RunMetrics()
-        budget: Decision | None = None
-        redactions: dict[str, int] | None = None
-        repeats = 1
-        rows: list[CaseRow] = []
-        for summary in sorted(summaries, key=lambda done: done.chunk):
-            metrics.merge(summary.metrics)
-            budget = strictest(budget, summary.budget)
-            aggregate.judge = summary.judge or aggregate.judge
-            if summary.judge is not None:
-                redactions = add_counts(redactions or {}, summary.redactions)
-                repeats = max(repeats, summary.judge_repeats)
-            rows.extend(summary.rows)
+            summaries.append(future.result())
+            progress.chunk_done(summaries[-1].metrics)
+        merged = merge_chunks(summaries)
+        aggregate.judge = merged.judge or aggregate.judge
         regression = compare_task(
-            store_uri, aggregate, metrics, golden.regression_threshold, baseline
+            store, aggregate, merged.metrics, setup.regression_threshold, options.baseline
         )
         correction = (
             None
-            if calibration is None
-            else correct_judged_pass_rate(store_uri, aggregate.judge, metrics, calibration)
+            if options.calibration is None
+            else correct_judged_pass_rate(
+                store, aggregate.judge, merged.metrics, options.calibration
+            )
         )
-        reliability = run_reliability(
-            repeats=repeats,
-            repeated=metrics.repeated_checks,
-            unanimous=metrics.unanimous_checks,
-            split=metrics.split_checks,
-            redactions=redactions,
-            correction=correction,
+        result = finish_run_task(
+            store,
+            aggregate,
+            merged.metrics,
+            regression,
+            merged.budget,
+            merged.reliability(correction),
         )
-        result = finish_run_task(store_uri, aggregate, metrics, regression, budget, reliability)
     except BaseException as exc:
         # No chunk outlives its failed run: one still retrying its writes would race the
         # evidence of the re-run that resumes it.
         wait(futures)
         with suppress(Exception):  # best effort: the store may be what failed
-            fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
+            fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
-    publish_run_artifacts(store_uri, result, rows)
-    findings = report_findings(store_uri, result)
-    if findings and notification_block:
-        notify_findings(notification_block, findings)
+    publish_run_artifacts(store, result, merged.rows)
+    findings = report_findings(store, result)
+    if findings and options.notification_block:
+        notify_findings(options.notification_block, findings)
     return verdict_state(suite_run_verdict(result), result)

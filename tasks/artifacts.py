@@ -17,12 +17,12 @@ from prefect.settings import PREFECT_UI_URL
 from assay import progress
 from assay.regression import CaseChange, case_change
 from assay.runs.comparison import case_verdicts
+from assay.runs.pipeline import CaseRow
 from assay.runs.records import EvalResult, RunAggregate, update_aggregate
 from assay.runs.render import markdown_summary
 from assay.runs.scorecard import readable, scorecard
 from assay.runs.scoring import RunMetrics
 from tasks._store import evidence_store
-from tasks.scoring import CaseRow
 
 TABLE_ROW_LIMIT = 1000
 
@@ -120,6 +120,7 @@ class ProgressReporter:
         self._store = store
         self._aggregate = aggregate
         self._artifact: UUID | None = None
+        self._running = RunMetrics()
         if aggregate.chunks > 1:
             created = create_progress_artifact(
                 progress=0.0, description=f"Scoring {aggregate.cases} cases"
@@ -127,10 +128,11 @@ class ProgressReporter:
             self._artifact = cast(UUID, created)  # sync call: returns the id, not a coroutine
 
     def chunk_done(self, metrics: RunMetrics) -> None:
-        """Record one more finished chunk and the running counts."""
+        """Record one more finished chunk, adding its counts to the running ones."""
+        self._running.merge(metrics)
         aggregate = self._aggregate
         aggregate.chunks_done += 1
-        aggregate.metrics = metrics
+        aggregate.metrics = self._running
         update_aggregate(evidence_store(self._store), aggregate)
         progress.report(aggregate.chunks_done, aggregate.chunks)
         if self._artifact is not None:

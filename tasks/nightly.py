@@ -8,6 +8,7 @@ persisted in Prefect, and never crosses the API.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, cast
 
 from prefect import task
@@ -15,6 +16,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
 from pydantic import BaseModel
 
+from assay.errors import NotFoundError
 from assay.runs.records import EvalResult, load_result
 from tasks._options import NO_PERSISTENCE
 from tasks._store import evidence_store
@@ -53,10 +55,13 @@ def run_job(
             as_subflow=True,
         ),
     )
-    if run.state is None or not run.state.is_completed():
-        state = run.state
-        reason = (state.message or state.name) if state else "no state"
-        return LaunchedJob(flow_run_id=str(run.id), error=reason)
-    return LaunchedJob(
-        flow_run_id=str(run.id), result=load_result(evidence_store(store), str(run.id))
-    )
+    state = run.state
+    if state is not None and (state.is_completed() or state.is_failed()):
+        # A negative verdict (`Regressed`, `Not passed`) is a Failed state with its result
+        # recorded; a run that failed by raising has none.
+        with suppress(NotFoundError):
+            return LaunchedJob(
+                flow_run_id=str(run.id), result=load_result(evidence_store(store), str(run.id))
+            )
+    reason = (state.message or state.name) if state else "no state"
+    return LaunchedJob(flow_run_id=str(run.id), error=reason)

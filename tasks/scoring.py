@@ -13,17 +13,15 @@ import threading
 from functools import lru_cache
 
 from prefect import task
-from pydantic import BaseModel
 
-from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
-from assay.judge.port import JudgePin
 from assay.judge.service import NO_JUDGE_NEEDED
-from assay.outputs import OutputSlice, read_slice
+from assay.outputs import read_slice
 from assay.runs.judging import ChunkJudgement, judge_chunk
+from assay.runs.pipeline import CaseRow, ChunkJob, ChunkSummary
 from assay.runs.records import EvidenceChunk, write_chunk
 from assay.runs.sampling import select_cases
-from assay.runs.scoring import CompiledSuite, RunMetrics, score_missing, score_outputs, tally
+from assay.runs.scoring import CompiledSuite, score_missing, score_outputs, tally
 from assay.scorers import Status
 from assay.suites import registry
 from blocks.judge_settings import judge_setup
@@ -34,33 +32,6 @@ from tasks._store import evidence_store
 TABLE_ROWS_PER_CHUNK = 200
 _PREPARING = threading.Lock()
 """Chunks scored in parallel threads compile a suite once, not once per thread."""
-
-
-class CaseRow(BaseModel):
-    """One row of the per-case table artifact (no output text)."""
-
-    case_id: str
-    status: str
-    score: float | None
-    label: str
-
-
-class ChunkSummary(BaseModel):
-    """What the flow keeps of a persisted chunk: counts and a few table rows."""
-
-    chunk: int
-    written: bool
-    """False when identical evidence was already there (a retry or a resumed run)."""
-    metrics: RunMetrics
-    rows: list[CaseRow]
-    budget: Decision | None = None
-    """The FinOps preflight's decision, when this chunk had judge calls to make."""
-    judge: JudgePin | None = None
-    """The judge this chunk was set up with, when the suite has llm_judge checks."""
-    redactions: dict[str, int] = {}
-    """Redactions per kind in this chunk's judge prompts (counts only)."""
-    judge_repeats: int = 1
-    """Verdicts asked per llm_judge check (the judge setup's K)."""
 
 
 def _prepared(
@@ -95,48 +66,36 @@ def _summarise(evidence: EvidenceChunk, written: bool) -> ChunkSummary:
     )
 
 
-@task(name="score-chunk", task_run_name="score chunk {chunk}", **IO_RETRIES)
-def score_chunk(
-    store: str,
-    run_id: str,
-    suite_ref: str,
-    chunk: int,
-    piece: OutputSlice | None,
-    missing: list[str],
-    sample: int | None,
-    seed: int,
-    subject: str,
-    judge_block: str | None = None,
-    fresh_judge: bool = False,
-    judge_repeats: int | None = None,
-) -> ChunkSummary:
-    """Score the outputs in `piece` (or the `missing` cases, which have none) and persist them.
+@task(name="score-chunk", task_run_name="score chunk {job.chunk}", **IO_RETRIES)
+def score_chunk(job: ChunkJob) -> ChunkSummary:
+    """Score the outputs in the job's slice (or its missing cases, which have none) and persist
+    them.
 
     The evidence holds verdicts, keyed hashes and redacted labels; it is written write-once.
     """
-    compiled, selected = _prepared(store, suite_ref, sample, seed)
-    target = evidence_store(store)
+    compiled, selected = _prepared(job.store, job.suite_ref, job.sample, job.seed)
+    target = evidence_store(job.store)
     setup = NO_JUDGE_NEEDED
     judged = ChunkJudgement(outcomes={})
-    if piece is None:
-        cases = score_missing(compiled, missing)
+    if job.piece is None:
+        cases = score_missing(compiled, job.missing)
     else:
         hasher = OutputHasher(store_secret(target))
-        outputs = list(read_slice(piece, selected))
+        outputs = list(read_slice(job.piece, selected))
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
-            setup = judge_setup(judge_block, fresh_judge, judge_repeats)
+            setup = judge_setup(job.judge_block, job.fresh_judge, job.judge_repeats)
             judged = judge_chunk(
                 target,
                 compiled,
                 outputs,
                 hasher,
                 setup,
-                run_id=run_id,
-                chunk=chunk,
-                subject=subject,
+                run_id=job.run_id,
+                chunk=job.chunk,
+                subject=job.subject,
             )
         cases = score_outputs(compiled, outputs, hasher, judged.outcomes)
-    evidence = EvidenceChunk(run_id=run_id, chunk=chunk, cases=cases)
+    evidence = EvidenceChunk(run_id=job.run_id, chunk=job.chunk, cases=cases)
     summary = _summarise(evidence, write_chunk(target, evidence))
     summary.metrics.judge_calls = judged.calls
     summary.metrics.judge_cache_hits = judged.cache_hits
@@ -157,7 +116,7 @@ def score_chunk(
     run_log().info(
         "chunk %d: %d case(s), %d passed, %d failed, %d skipped, %d missing, %d error(s); "
         "%d judge call(s), %d cache hit(s)",
-        chunk,
+        job.chunk,
         m.cases,
         m.passed,
         m.failed,

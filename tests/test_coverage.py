@@ -24,8 +24,8 @@ from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite, parse_suite
 from blocks import FinOpsBudget
-from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, Reply, malformed, server_error
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

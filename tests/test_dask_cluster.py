@@ -20,9 +20,9 @@ from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite
 from flows.runners import chunk_runner
-from flows.suite_run import suite_run
 from tests.conftest import PREFECT_HOME
 from tests.dask_cluster import DaskCluster
+from tests.launched import suite_run
 from tests.servers import free_port
 
 pytestmark = pytest.mark.usefixtures("prefect_api")

@@ -22,9 +22,9 @@ from assay.judge.port import JudgePin, Verdict
 from assay.runs.records import read_cases
 from assay.store import FileStore
 from blocks import FinOpsBudget
-from flows.gate import gate
 from tests.conftest import PREFECT_HOME
 from tests.judge_server import JudgeServer, malformed, verdict
+from tests.launched import gate
 from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
 
 pytestmark = pytest.mark.usefixtures("prefect_api")

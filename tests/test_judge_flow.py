@@ -12,9 +12,9 @@ import pytest
 from assay.findings import list_findings
 from assay.store import FileStore
 from blocks import FinOpsBudget
-from flows.suite_run import suite_run
 from tests.conftest import EXAMPLES
 from tests.judge_server import JudgeServer, verdict
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

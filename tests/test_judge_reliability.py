@@ -19,8 +19,8 @@ import pytest
 from assay.calibration.labels import CalibrationItem, append_item
 from assay.runs.render import markdown_summary
 from flows.calibration import calibration
-from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

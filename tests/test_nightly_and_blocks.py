@@ -19,8 +19,8 @@ from assay.runs.records import list_runs, load_result
 from assay.store import FileStore
 from blocks import EvidenceStorage, FinOpsBudget, JudgeSettings, NotificationTarget
 from flows.nightly import NightlyJob, NightlyJobsFailedError, nightly
-from flows.suite_run import suite_run
 from tests.conftest import EXAMPLES
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

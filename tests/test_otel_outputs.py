@@ -129,7 +129,7 @@ def test_collector_jsonl_with_hex_ids_split_over_batches_and_files(tmp_path: Pat
 def test_suite_scored_from_traces_equals_the_jsonl_run_case_for_case(
     store_dir: Path, tmp_path: Path
 ) -> None:
-    from flows.suite_run import suite_run
+    from tests.launched import suite_run
 
     store = FileStore(store_dir)
     version, _ = registry.publish(store, load_suite(EXAMPLES / "support-suite.yaml"))

@@ -20,8 +20,8 @@ from assay.outputs import OutputsIndex, index_outputs, read_slice
 from assay.runs.records import RunStatus, load_aggregate
 from assay.s3 import make_client, parse_s3_uri
 from assay.store import FileStore
-from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
+from tests.launched import suite_run
 from tests.servers import S3Server
 
 CASES = [f"c{n:02d}" for n in range(12)]

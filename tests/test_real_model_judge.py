@@ -38,7 +38,7 @@ from assay.judge.redaction import RedactionSettings
 from assay.runs.records import EvidenceChunk
 from assay.scorers import Status
 from assay.store import FileStore
-from flows.suite_run import suite_run
+from tests.launched import suite_run
 from tests.servers import free_port, stop_process
 
 pytest.importorskip(

@@ -17,7 +17,7 @@ from assay.findings import list_findings
 from assay.regression import RegressionStatus
 from assay.store import FileStore
 from blocks import NotificationTarget
-from flows.suite_run import suite_run
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

@@ -28,8 +28,8 @@ from assay.finops.ledger import CostRecord, read_costs
 from assay.runs.lifecycle import settled, stale_reason
 from assay.runs.records import RunOwner, RunStatus, load_aggregate, load_result, now
 from assay.store import FileStore
-from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, slow, verdict
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

@@ -39,7 +39,7 @@ from assay.store import StoreUnavailableError, open_store
 from assay.store.s3 import PROBE_PREFIX, S3Store
 from assay.suites import registry
 from assay.suites.suite import load_suite
-from flows.suite_run import suite_run
+from tests.launched import suite_run
 from tests.servers import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 
 if TYPE_CHECKING:

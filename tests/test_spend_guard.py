@@ -41,8 +41,8 @@ from assay.judge.service import JudgeSetup, cache_key, judge_requests
 from assay.runs.render import warnings
 from assay.store import EvidenceStore, FileStore
 from blocks import FinOpsBudget
-from flows.suite_run import suite_run
 from tests.judge_server import JudgeServer, Reply, slow, verdict
+from tests.launched import suite_run
 from tests.servers import RestartableS3Server, S3Server
 
 MODEL = "judge-test-model"

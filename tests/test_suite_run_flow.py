@@ -17,6 +17,8 @@ from prefect.client.schemas.filters import (
 )
 
 from assay.errors import EvidenceConflictError, InputError
+from assay.outputs import OutputsReference
+from assay.runs.pipeline import ChunkJob
 from assay.runs.records import (
     RunPlan,
     RunStatus,
@@ -28,10 +30,10 @@ from assay.runs.records import (
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite
-from flows.suite_run import suite_run
 from tasks.ingest import ingest_outputs
 from tasks.scoring import score_chunk
 from tests.conftest import EXAMPLES
+from tests.launched import suite_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -186,7 +188,7 @@ def _resume_fixture(store: FileStore, tmp_path: Path) -> tuple[str, Path, list[d
 
 def _interrupt_after_first_chunk(store: FileStore, ref: str, outputs: Path, run_id: str) -> None:
     """Leave the store exactly as a run that died after persisting chunk 0 leaves it."""
-    index = ingest_outputs.fn(store.uri, ref, str(outputs), None, 0, 10)
+    index = ingest_outputs.fn(store.uri, ref, OutputsReference(location=str(outputs)), None, 0, 10)
     version, suite = registry.resolve(store, ref)
     start_run(
         store,
@@ -203,7 +205,18 @@ def _interrupt_after_first_chunk(store: FileStore, ref: str, outputs: Path, run_
             chunks=len(index.slices),
         ),
     )
-    summary = score_chunk.fn(store.uri, run_id, ref, 0, index.slices[0], [], None, 0, "agent:out")
+    job = ChunkJob(
+        store=store.uri,
+        run_id=run_id,
+        suite_ref=ref,
+        chunk=0,
+        piece=index.slices[0],
+        missing=[],
+        sample=None,
+        seed=0,
+        subject="agent:out",
+    )
+    summary = score_chunk.fn(job)
     assert summary.written
 
 

@@ -1,6 +1,9 @@
 """Verdicts visible in Prefect: each flow's final state, read back from a real Prefect API, is
-Completed and named for the verdict; runs started like deployment runs are named
-`SUITE@VERSION · SUBJECT` and tagged; Assay's log lines reach the run's logs, without output text.
+named for the verdict, Completed when it is positive and Failed when it is not (red, counted,
+what automations trigger on), the result still recorded and returned; flow retries never re-run a
+verdict; runs started like deployment runs are named `SUITE@VERSION · SUBJECT` and tagged; a
+deployment-style run's options are validated with their bounds; Assay's log lines reach the run's
+logs, without output text.
 """
 
 from __future__ import annotations
@@ -16,16 +19,20 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
     ArtifactFilterFlowRunId,
+    FlowRunFilter,
+    FlowRunFilterParentFlowRunId,
     LogFilter,
     LogFilterFlowRunId,
 )
 from prefect.settings import get_current_settings
 
+from assay.runs.options import GateOptions, RunOptions
 from flows.calibration import calibration
-from flows.gate import gate
+from flows.gate import gate as gate_flow
 from flows.nightly import NightlyJob, nightly
 from flows.release import release
-from flows.suite_run import suite_run
+from flows.suite_run import suite_run as suite_run_flow
+from tasks.verdicts import verdict_result
 from tests.conftest import EXAMPLES
 from tests.judge_server import JudgeServer, verdict
 from tests.test_calibration import _judges_by_marker, _write_set
@@ -54,6 +61,15 @@ def _artifacts(state: Any) -> dict[str, Any]:
     return {a.key: a for a in found if a.key}
 
 
+def suite_run(retries: int = 0, **options: Any) -> Any:
+    """The suite-run flow called as a deployment run calls it: its options, no tags; the state."""
+    return suite_run_flow.with_options(retries=retries)(RunOptions(**options), return_state=True)
+
+
+def gate(**options: Any) -> Any:
+    return gate_flow(GateOptions(**options), return_state=True)
+
+
 def _final(state: Any) -> tuple[str, str, str]:
     recorded = _recorded(state).state
     return recorded.type.value, recorded.name, recorded.message or ""
@@ -63,15 +79,16 @@ def test_suite_run_states_passed_not_passed_regressed_and_deployment_naming(
     store_dir: Path,
 ) -> None:
     # Called with a suite *file* and no tags, as a deployment run is.
-    v1 = suite_run(suite=SUITE, outputs=V1, subject="agent:support-bot@v1", return_state=True)
+    v1 = suite_run(suite=SUITE, outputs=V1, subject="agent:support-bot@v1")
     assert _final(v1)[:2] == ("COMPLETED", "Passed")
     assert "pass rate 0.900 (45/50" in _final(v1)[2]
     run = _recorded(v1)
     assert run.name == "support-bot@1 · agent:support-bot@v1"
     assert {"assay", "suite:support-bot", "subject:agent:support-bot@v1"} <= set(run.tags)
 
-    alone = suite_run(suite=SUITE, outputs=V2, subject="agent:other@v2", return_state=True)
-    assert _final(alone)[:2] == ("COMPLETED", "Not passed")
+    alone = suite_run(suite=SUITE, outputs=V2, subject="agent:other@v2")
+    assert _final(alone)[:2] == ("FAILED", "Not passed")
+    assert not verdict_result(alone).passed  # the result is recorded and returned
     assert "below threshold 0.80" in _final(alone)[2]
 
     baseline = v1.result().run_id
@@ -80,11 +97,13 @@ def test_suite_run_states_passed_not_passed_regressed_and_deployment_naming(
         outputs=V2,
         subject="agent:support-bot@v2",
         baseline=baseline,
-        return_state=True,
+        retries=2,
     )
     kind, name, message = _final(v2)
-    assert (kind, name) == ("COMPLETED", "Regressed")
+    assert (kind, name) == ("FAILED", "Regressed")
     assert f"baseline {baseline}" in message
+    assert _recorded(v2).run_count == 1  # a verdict is not a failure that flow retries re-run
+    assert verdict_result(v2).regression.status.value == "regressed"
     assert _recorded(v2).name == "support-bot@1 · agent:support-bot@v2"
 
     artifacts = _artifacts(v2)
@@ -116,12 +135,25 @@ def test_suite_run_states_passed_not_passed_regressed_and_deployment_naming(
 
 
 def test_gate_states(store_dir: Path) -> None:
-    passed = gate(suite=SUITE, outputs=V1, subject="agent:support-bot@v1", return_state=True)
+    passed = gate(suite=SUITE, outputs=V1, subject="agent:support-bot@v1")
     assert _final(passed)[:2] == ("COMPLETED", "Gate passed")
-    failed = gate(suite=SUITE, outputs=V2, subject="agent:support-bot@v2", return_state=True)
+    failed = gate(suite=SUITE, outputs=V2, subject="agent:support-bot@v2")
     kind, name, message = _final(failed)
-    decision = failed.result().decision
-    assert (kind, name) == ("COMPLETED", "Gate failed")
+    decision = verdict_result(failed).decision
+    assert (kind, name) == ("FAILED", "Gate failed")
+    # The suite run inside it failed its verdict too, without crashing the gate.
+    with get_client(sync_client=True) as client:
+        (child,) = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(
+                    any_=[failed.state_details.flow_run_id]
+                )
+            )
+        )
+    assert child.state is not None and (child.state.type.value, child.state.name) == (
+        "FAILED",
+        "Not passed",
+    )
     assert message.startswith(f"{decision.reasons[0].rule}: {decision.reasons[0].message}")
 
 
@@ -138,16 +170,18 @@ def test_calibration_states(judge_env: JudgeServer, store_dir: Path, tmp_path: P
 
     judge_env.script(default=verdict("pass", 0.9))  # passes everything: kappa 0
     bad = calibration(calibration_set=str(set_path), fresh_judge=True, return_state=True)
-    assert _final(bad)[:2] == ("COMPLETED", "Not calibrated")
+    assert _final(bad)[:2] == ("FAILED", "Not calibrated")
+    assert not verdict_result(bad).passed
 
 
 def test_release_states(store_dir: Path, tmp_path: Path) -> None:
     trials = EXAMPLES / "release" / "trials.jsonl"
     state = release(trials=str(trials), return_state=True)
-    report = state.result()
+    report = verdict_result(state)
     kind, name, message = _final(state)
-    assert kind == "COMPLETED"
-    assert name == ("Release ok" if report.passed else "Release blocked")
+    assert (kind, name) == (
+        ("COMPLETED", "Release ok") if report.passed else ("FAILED", "Release blocked")
+    )
     if not report.passed:
         assert "stopped at" in message
     # A trial that claims completion but failed its outcome: false success stops the release.
@@ -157,7 +191,7 @@ def test_release_states(store_dir: Path, tmp_path: Path) -> None:
         "\n".join(line.replace('"outcome": "verified"', '"outcome": "failed"') for line in lines)
     )
     blocked = release(trials=str(blocked_trials), return_state=True)
-    assert _final(blocked)[:2] == ("COMPLETED", "Release blocked")
+    assert _final(blocked)[:2] == ("FAILED", "Release blocked")
     assert "stopped at" in _final(blocked)[2]
 
 
@@ -170,10 +204,10 @@ def test_nightly_states_and_sub_run_names(store_dir: Path) -> None:
     assert _final(good)[:2] == ("COMPLETED", "All passed")
     mixed = nightly(jobs=[job("v1"), job("v2")], return_state=True)
     kind, name, message = _final(mixed)
-    assert (kind, name) == ("COMPLETED", "Some failed")
+    assert (kind, name) == ("FAILED", "Some failed")
     assert "1 of 2 jobs did not pass" in message and "agent:support-bot@v2" in message
     with get_client(sync_client=True) as client:
-        for outcome in mixed.result():
+        for outcome in verdict_result(mixed):
             sub = client.read_flow_run(UUID(outcome.run_id))
             assert sub.name == f"support-bot@1 · {outcome.subject}"
             assert f"subject:{outcome.subject}" in sub.tags
@@ -198,3 +232,19 @@ def test_flow_runs_started_in_this_process_send_no_prefect_heartbeat() -> None:
     assert _heartbeat_frequency() is not None
     with in_this_process():
         assert _heartbeat_frequency() is None
+
+
+def test_a_deployment_run_s_options_are_validated_with_their_bounds() -> None:
+    """Prefect validates the flow's one parameter on every run: a deployment run's parameters
+    (plain JSON) with `judge_repeats=1000` are refused, as the CLI and the service refuse them."""
+    from prefect.exceptions import ParameterTypeError
+
+    given = {"suite": "support-bot", "outputs": V1, "judge_repeats": 1000}
+    with pytest.raises(ParameterTypeError, match=r"options\.judge_repeats: .*less than or equal"):
+        suite_run_flow.validate_parameters({"options": given})
+    with pytest.raises(ParameterTypeError, match=r"options\.max_judge_flip_rate"):
+        gate_flow.validate_parameters(
+            {"options": {**given, "judge_repeats": 3, "max_judge_flip_rate": 2}}
+        )
+    accepted = suite_run_flow.validate_parameters({"options": {**given, "judge_repeats": 15}})
+    assert accepted["options"] == RunOptions(suite="support-bot", outputs=V1, judge_repeats=15)

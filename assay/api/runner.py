@@ -19,7 +19,8 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal, TypeVar
+from copy import copy
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -30,17 +31,12 @@ from assay import staging
 from assay.api.inputs import subject_param
 from assay.api.problems import Problem
 from assay.gate.decision import GateRun
-from assay.outputs import CandidateOutput, validate_outputs
+from assay.identifiers import Identifier
+from assay.outputs import CandidateOutput, OutputsReference
 from assay.runs.lifecycle import settled
-from assay.runs.records import (
-    EvalResult,
-    RunStatus,
-    list_runs,
-    load_aggregate,
-    update_aggregate,
-)
+from assay.runs.options import GateOptions, RunOptions
+from assay.runs.records import EvalResult, RunStatus, list_runs, update_aggregate
 from assay.store import EvidenceStore
-from assay.suites import registry
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -51,6 +47,11 @@ log = logging.getLogger("assay.api")
 PREFECT_RETRY_AFTER_SECONDS = 30
 """Retry-After of a 503 for a Prefect API that refused a run (its client backed off already)."""
 FlowName = Literal["suite-run", "gate"]
+
+
+def _option(name: str) -> Any:
+    """A RunOptions field (its default, bounds and description) for a field of RunRequest."""
+    return copy(RunOptions.model_fields[name])
 
 
 class RunRequest(BaseModel):
@@ -66,11 +67,12 @@ class RunRequest(BaseModel):
     outputs_uri: str | None = Field(
         default=None, description="`s3://bucket/prefix`: every `.jsonl` object under it."
     )
-    sample: int | None = Field(default=None, ge=1, description="Score only N cases.")
-    seed: int = Field(default=0, description="Seed that chooses the sampled cases.")
-    baseline: str | None = Field(default=None, description="Run id to compare with.")
-    judge_block: str | None = Field(default=None, description="Saved JudgeSettings block.")
-    fresh_judge: bool = Field(default=False, description="Ignore cached verdicts.")
+    # The run options this service exposes, with RunOptions' bounds and descriptions.
+    sample: int | None = _option("sample")
+    seed: int = _option("seed")
+    baseline: Identifier | None = _option("baseline")
+    judge_block: str | None = _option("judge_block")
+    fresh_judge: bool = _option("fresh_judge")
 
     @model_validator(mode="after")
     def _one_source(self) -> RunRequest:
@@ -90,6 +92,16 @@ class RunRequest(BaseModel):
             raise ValueError("outputs_uri must be an s3:// URI")
         return self
 
+    def options(self, store: EvidenceStore, outputs: str, flow: FlowName) -> RunOptions:
+        """The run's options: this request's, with the service's store and the outputs'
+        reference (the S3 prefix, or the staged inline outputs)."""
+        model = GateOptions if flow == "gate" else RunOptions
+        return model(
+            store=store.uri,
+            outputs=OutputsReference(location=outputs),
+            **self.model_dump(exclude={"outputs", "outputs_uri"}),
+        )
+
     def staged_bytes(self) -> bytes:
         """The inline outputs as JSON Lines, for the staging area."""
         assert self.outputs is not None
@@ -97,24 +109,24 @@ class RunRequest(BaseModel):
 
 
 def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
-    """Run the suite-run or gate flow for a request, in this thread; blocks until it ends.
+    """Run the suite-run or gate flow for a request through the launcher (flows/launch.py), in
+    this thread; blocks until it ends.
 
     The suite, subject, baseline and outputs are checked before any flow starts, so a bad
     reference or a bad output line is a 404/422 with nothing recorded in Prefect.
     """
-    version, suite = registry.resolve(store, request.suite)
-    who = subject_param(request.subject)
-    if request.baseline is not None:
-        load_aggregate(store, request.baseline)
-    from prefect import tags
+    subject_param(request.subject)
+    from flows.launch import launch as launch_flow
 
-    from flows.gate import gate
-    from flows.local import in_this_process
-    from flows.suite_run import suite_run
-
-    def call(outputs: str) -> EvalResult | GateRun:
+    def run_flow(outputs: str) -> EvalResult | GateRun:
         try:
-            return run_flow(outputs)
+            return launch_flow(
+                request.options(store, outputs, flow),
+                "gate" if flow == "gate" else "suite_run",
+                store=store,
+                labels=("api", *(["gate"] if flow == "gate" else [])),
+                suite_files=False,
+            )
         except (httpx.HTTPError, RuntimeError) as exc:
             # Prefect's client speaks httpx and has retried already; the run cannot go on. A
             # server that never answered comes as RuntimeError("Failed to reach API") from it.
@@ -131,30 +143,10 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
                 headers={"Retry-After": str(PREFECT_RETRY_AFTER_SECONDS)},
             ) from None
 
-    def run_flow(outputs: str) -> EvalResult | GateRun:
-        labels = ("assay", "api", *(["gate"] if flow == "gate" else []))
-        with in_this_process(), tags(*labels, f"suite:{version.suite}", f"subject:{who}"):
-            return (gate if flow == "gate" else suite_run)(
-                suite=version.ref,
-                outputs=outputs,
-                subject=str(who),
-                sample=request.sample,
-                seed=request.seed,
-                store=store.uri,
-                baseline=request.baseline,
-                judge_block=request.judge_block,
-                fresh_judge=request.fresh_judge,
-            )
-
-    # Outputs are validated here as the CLI validates `--outputs` (the same pass, nothing kept):
-    # a bad line is a 422 before any flow run is created.
-    known = {case.id for case in suite.cases}
     if request.outputs_uri is not None:
-        validate_outputs(request.outputs_uri, known)
-        return call(request.outputs_uri)
+        return run_flow(request.outputs_uri)
     with staging.staged(request.staged_bytes()) as reference:
-        validate_outputs(reference, known)
-        return call(reference)
+        return run_flow(reference)
 
 
 class RunPool:

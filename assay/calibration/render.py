@@ -59,5 +59,7 @@ def markdown_report(report: CalibrationReport) -> str:
 
 def calibration_verdict(report: CalibrationReport) -> FlowVerdict:
     return FlowVerdict(
-        name="Calibrated" if report.passed else "Not calibrated", message=report.verdict
+        name="Calibrated" if report.passed else "Not calibrated",
+        passed=report.passed,
+        message=report.verdict,
     )

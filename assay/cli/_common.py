@@ -9,9 +9,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar, cast, get_args
+from typing import Annotated, Any, NoReturn, TypeVar, get_args
 
 import typer
 from pydantic import ValidationError
@@ -26,6 +25,7 @@ from assay.cli import orchestration
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
+from assay.runs.options import RunOptions, option_help, option_problem
 from assay.store import EvidenceStore, open_store
 from assay.suites import registry
 
@@ -108,33 +108,18 @@ def _global_options(
     _unwrapped_unless_sized()
 
 
-StoreOption = Annotated[
-    str | None,
-    typer.Option("--store", help="Evidence store URI (default: $ASSAY_STORE or file://.assay)."),
-]
+StoreOption = Annotated[str | None, typer.Option("--store", help=option_help("store"))]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 JudgeBlockOption = Annotated[
-    str | None,
-    typer.Option("--judge-block", help="Saved JudgeSettings block (default: the environment)."),
+    str | None, typer.Option("--judge-block", help=option_help("judge_block"))
 ]
 CalibrationOption = Annotated[
-    str | None,
-    typer.Option(
-        "--calibration",
-        help="Calibration set: add the PPI++ judge-corrected pass rate (same judge only).",
-    ),
+    str | None, typer.Option("--calibration", help=option_help("calibration"))
 ]
 JudgeRepeatsOption = Annotated[
-    int | None,
-    typer.Option(
-        "--judge-repeats",
-        help="Judge each llm_judge check K times: majority verdict, even split skipped, "
-        "flip rate reported (default: the JudgeSettings block's, else 1).",
-    ),
+    int | None, typer.Option("--judge-repeats", help=option_help("judge_repeats"))
 ]
-FreshJudgeOption = Annotated[
-    bool, typer.Option("--fresh-judge", help="Ignore cached verdicts; judge again.")
-]
+FreshJudgeOption = Annotated[bool, typer.Option("--fresh-judge", help=option_help("fresh_judge"))]
 OutputsFormatOption = Annotated[
     str,
     typer.Option(
@@ -148,18 +133,9 @@ CaseAttributeOption = Annotated[
         "--case-attribute", help="Span (or resource) attribute naming the case in OTLP traces."
     ),
 ]
-SubjectOption = Annotated[
-    str | None,
-    typer.Option(
-        "--subject",
-        help="KIND:ID\\[@VARIANT], e.g. agent:bot@v2 (default: agent:OUTPUTS-NAME, the outputs "
-        "file or folder name without its suffix).",
-    ),
-]
-SampleOption = Annotated[
-    int | None, typer.Option("--sample", help="Score only N cases, chosen by --seed.")
-]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample.")]
+SubjectOption = Annotated[str | None, typer.Option("--subject", help=option_help("subject"))]
+SampleOption = Annotated[int | None, typer.Option("--sample", help=option_help("sample"))]
+SeedOption = Annotated[int, typer.Option("--seed", help=option_help("seed"))]
 
 
 def checked_run_id(run_id: str | None) -> str | None:
@@ -174,12 +150,13 @@ BaselineOption = Annotated[
     str | None,
     typer.Option(
         "--baseline",
-        help="RUN_ID to compare with (default: pinned, else latest).",
+        help=option_help("baseline"),
         callback=checked_run_id,
     ),
 ]
 
 T = TypeVar("T")
+Options = TypeVar("Options", bound=RunOptions)
 
 
 def fail(message: str) -> NoReturn:
@@ -207,17 +184,24 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> str:
-    """The outputs reference a flow receives: the location, plus the format and case attribute
-    when they are not the defaults."""
+def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> OutputsReference:
+    """The outputs a run reads: the location, the format and the case attribute."""
     if outputs_format not in get_args(OutputsFormat):
         fail("--outputs-format must be auto, jsonl or otlp")
-    reference = guarded(
+    return guarded(
         lambda: OutputsReference(
             location=outputs, format=outputs_format, case_attribute=case_attribute
         )
     )
-    return str(reference)
+
+
+def run_options(model: type[Options], **values: Any) -> Options:
+    """The options of a run (or gate) from the command line's; a value out of bounds exits 2
+    with one line naming its flag."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        fail(option_problem(exc))
 
 
 def open_evidence(uri: str | None) -> EvidenceStore:
@@ -233,22 +217,14 @@ def prefect_defaults() -> str | None:
 _ui_note_shown = False
 
 
-def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) -> T:
-    """Run `flow` in this process and return its result; raises what the flow raised.
-
-    Prints the run's Prefect UI link on stderr (unless `quiet`); on an ephemeral API, says
-    once how to get a UI instead."""
+def announce(flow_run_id: object, ended_with_result: bool) -> None:
+    """Print a finished run's Prefect UI link on stderr (on a failure too: the run's Logs there
+    hold the traceback); on an ephemeral API, say once how to get a UI instead."""
     global _ui_note_shown
-    from flows.local import in_this_process
-
-    with in_this_process():
-        state = cast(Any, flow)(**parameters, return_state=True)
-    link = orchestration.ui_link(state.state_details.flow_run_id)
-    if quiet:
-        pass
-    elif link is not None:  # on a failure too: the run's Logs there hold the traceback
+    link = orchestration.ui_link(flow_run_id)
+    if link is not None:
         err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)
-    elif not _ui_note_shown and state.is_completed():
+    elif not _ui_note_shown and ended_with_result:
         _ui_note_shown = True
         err.print(
             "note: no Prefect server, so this run used a temporary API and is not kept; "
@@ -256,18 +232,18 @@ def launch(flow: Callable[..., T], *, quiet: bool = False, **parameters: Any) ->
             highlight=False,
             soft_wrap=True,
         )
-    return cast(T, state.result())
 
 
 def run_flow(name: str, labels: Sequence[str], *, quiet: bool, **parameters: Any) -> Any:
-    """Connect to Prefect, then run `flows.<name>` in this process, tagged `assay` + `labels`;
-    Assay's errors become one line and exit 2. Call it only once the inputs are validated."""
+    """Connect to Prefect, then run `flows.<name>` in this process through the launcher, tagged
+    `assay` + `labels`; Assay's errors become one line and exit 2. Call it only once the inputs
+    are validated."""
     prefect_defaults()
-    from prefect import tags
+    from flows.launch import start
 
-    flow = getattr(import_module(f"flows.{name}"), name)
-    with tags("assay", *labels):
-        return guarded(lambda: launch(flow, quiet=quiet, **parameters))
+    return guarded(
+        lambda: start(name, ("assay", *labels), announce=None if quiet else announce, **parameters)
+    )
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from assay.gate.decision import GateDecision, GateReport, GateRun
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
+from assay.runs.options import GateOptions
 from assay.runs.records import read_cases
 
 EXIT_GATE_FAILED = 1
@@ -83,7 +84,7 @@ def gate_command(
         float | None,
         typer.Option(
             "--max-judge-flip-rate",
-            help="Fail when more than this share of checks flip across --judge-repeats.",
+            help=common.option_help("max_judge_flip_rate"),
         ),
     ] = None,
     store: common.StoreOption = None,
@@ -97,10 +98,8 @@ def gate_command(
         _check(check, store, as_json)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
-    evidence, launched = launch_suite_flow(
-        "gate",
-        ("gate",),
-        not as_json,
+    options = common.run_options(
+        GateOptions,
         suite=suite,
         outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
         subject=subject,
@@ -113,6 +112,7 @@ def gate_command(
         judge_repeats=judge_repeats,
         max_judge_flip_rate=max_judge_flip_rate,
     )
+    evidence, launched = launch_suite_flow("gate", ("gate",), not as_json, options)
     run = cast(GateRun, launched)
     if junit is not None:
         cases = list(read_cases(evidence, run.decision.run_id))

@@ -3,22 +3,20 @@ flow."""
 
 from __future__ import annotations
 
-import logging
-from contextlib import nullcontext
-from functools import partial
-from importlib import import_module
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.text import Text
 
 from assay.cli import _common as common
 from assay.cli.judging import check_judge_options
-from assay.dask_reference import check_reference
+from assay.gate.decision import GateRun
 from assay.judge.reliability import judge_lines
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE, OutputsReference
 from assay.rate import rate_text
-from assay.runs.lifecycle import recorded_for_resume, settled
+from assay.runs.lifecycle import settled
+from assay.runs.options import RunOptions
+from assay.runs.pipeline import prepare_run
 from assay.runs.records import (
     EvalResult,
     list_runs,
@@ -31,113 +29,39 @@ from assay.runs.render import check_kind_lines, regression_lines, warnings, why_
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.store import EvidenceStore
-from assay.subject import Subject
-from assay.suites import registry
+
+if TYPE_CHECKING:
+    from flows.launch import SuiteFlow
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
 common.app.add_typer(runs_app, name="runs")
 
 
-def execute_run(
-    suite: str,
-    outputs: str,
-    subject: str | None,
-    sample: int | None,
-    seed: int,
-    store: str | None,
-    show_progress: bool,
-    resume: str | None = None,
-    baseline: str | None = None,
-    judge_block: str | None = None,
-    fresh_judge: bool = False,
-    calibration: str | None = None,
-    judge_repeats: int | None = None,
-    dask: str | None = None,
-    workers: int | None = None,
-    chunk_size: int | None = None,
-) -> EvalResult:
-    """Publish (if a file), then run the suite-run flow in this process; its chunks are scored
-    on threads here, on an existing Dask cluster (`dask`) or on `workers` local processes."""
-    if chunk_size is not None and chunk_size < 1:
-        common.fail("--chunk-size must be at least 1")
-    _, result = launch_suite_flow(
-        "suite_run",
-        (),
-        show_progress,
-        suite=suite,
-        outputs=outputs,
-        subject=subject,
-        sample=sample,
-        seed=seed,
-        store=store,
-        run_id=resume,
-        resume=resume is not None,
-        baseline=baseline,
-        judge_block=judge_block,
-        fresh_judge=fresh_judge,
-        calibration=calibration,
-        judge_repeats=judge_repeats,
-        chunks_on=(dask, workers),
-        **({"chunk_size": chunk_size} if chunk_size else {}),
-    )
-    return cast(EvalResult, result)
+def execute_run(options: RunOptions, show_progress: bool) -> EvalResult:
+    """Run the suite-run flow in this process; its chunks are scored on threads here, on an
+    existing Dask cluster (`options.dask`) or on `options.workers` local processes."""
+    return cast(EvalResult, launch_suite_flow("suite_run", (), show_progress, options)[1])
 
 
 def launch_suite_flow(
-    flow: str,
-    tags: tuple[str, ...],
-    show_progress: bool,
-    *,
-    suite: str,
-    outputs: str,
-    subject: str | None,
-    sample: int | None,
-    store: str | None,
-    chunks_on: tuple[str | None, int | None] | None = None,
-    **parameters: Any,
-) -> tuple[EvidenceStore, Any]:
-    """Publish the suite (if a file), parse the subject once, then run `flows.<flow>` (the
-    suite-run flow or the gate, which take the same parameters) in this process."""
-    if sample is not None and sample < 1:
-        common.fail("--sample must be at least 1")
-    who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
-    check_judge_options(
-        parameters.get("calibration"),
-        parameters.get("judge_repeats"),
-        parameters.get("max_judge_flip_rate"),
-    )
-    if chunks_on is not None and chunks_on[0]:
-        common.guarded(partial(check_reference, chunks_on[0]))
-    evidence = common.open_evidence(store)
-    ref = common.resolve_suite_arg(evidence, suite, outputs)
-    if parameters.get("resume"):
-        common.guarded(lambda: recorded_for_resume(evidence, parameters["run_id"]))
+    flow: SuiteFlow, tags: tuple[str, ...], show_progress: bool, options: RunOptions
+) -> tuple[EvidenceStore, EvalResult | GateRun]:
+    """Check the run's inputs here, before Prefect is imported, so bad input exits 2 at once
+    (`prepare_run`: the suite published if a file, the outputs validated, once), then hand the
+    prepared run to the launcher (flows/launch.py)."""
+    check_judge_options(options.calibration)
+    evidence = common.open_evidence(options.store)
+    prepared = common.guarded(lambda: prepare_run(evidence, options))
     common.prefect_defaults()
-    from prefect import tags as run_tags
+    from flows.launch import launch
 
-    run = getattr(import_module(f"flows.{flow}"), flow)
-    on_workers: Any = nullcontext()
-    if chunks_on is not None:  # `--dask`/`--workers` (or ASSAY_DASK_ADDRESS) for the chunks
-        from flows.runners import api_for_workers, reachable_chunk_runner
-
-        runner = common.guarded(lambda: reachable_chunk_runner(*chunks_on))
-        # A temporary cluster's scheduler lives in this process and logs every worker's coming
-        # and going at INFO through Prefect's console handler; a terminal wants warnings only.
-        logging.getLogger("distributed").setLevel(logging.WARNING)
-        run, on_workers = run.with_options(task_runner=runner), api_for_workers(runner)
-    name = registry.parse_ref(ref)[0]
-    labels = ("assay", *tags, f"suite:{name}", f"subject:{who}")
-    with run_tags(*labels), on_workers, common.progress_bar(show_progress):
+    with common.progress_bar(show_progress):
         result = common.guarded(
-            lambda: common.launch(
-                run,
-                quiet=not show_progress,
-                suite=ref,
-                outputs=outputs,
-                subject=str(who),
-                sample=sample,
-                store=evidence.uri,
-                **parameters,
+            lambda: launch(
+                prepared,
+                flow,
+                labels=tags,
+                announce=common.announce if show_progress else None,
             )
         )
     return evidence, result
@@ -198,7 +122,7 @@ def run(
         str | None,
         typer.Option(
             "--resume",
-            help="Re-run an interrupted run under its RUN_ID; keeps evidence.",
+            help=common.option_help("resume"),
             callback=common.checked_run_id,
         ),
     ] = None,
@@ -213,29 +137,29 @@ def run(
         str | None,
         typer.Option(
             "--dask",
-            help="Score chunks on the Dask scheduler at ADDRESS (or block:NAME); "
-            "default $ASSAY_DASK_ADDRESS.",
+            help=common.option_help("dask"),
         ),
     ] = None,
     workers: Annotated[
         int | None,
-        typer.Option("--workers", help="Score chunks on a temporary local Dask cluster of N."),
+        typer.Option("--workers", help=common.option_help("workers")),
     ] = None,
     chunk_size: Annotated[
-        int | None, typer.Option("--chunk-size", help="Cases per scoring chunk (default 2000).")
+        int | None, typer.Option("--chunk-size", help=common.option_help("chunk_size"))
     ] = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence."""
-    result = execute_run(
-        suite,
-        common.outputs_reference(outputs, outputs_format, case_attribute),
-        subject,
-        sample,
-        seed,
-        store,
-        show_progress=not as_json,
-        resume=resume,
+    options = common.run_options(
+        RunOptions,
+        suite=suite,
+        outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
+        subject=subject,
+        sample=sample,
+        seed=seed,
+        store=store,
+        run_id=resume,
+        resume=resume is not None,
         baseline=baseline,
         judge_block=judge_block,
         fresh_judge=fresh_judge,
@@ -243,8 +167,9 @@ def run(
         judge_repeats=judge_repeats,
         dask=dask,
         workers=workers,
-        chunk_size=chunk_size,
+        **({"chunk_size": chunk_size} if chunk_size is not None else {}),
     )
+    result = execute_run(options, show_progress=not as_json)
     if as_json:
         common.print_json(_result_json(result))
     else:
@@ -376,16 +301,15 @@ def demo(store: common.StoreOption = None) -> None:
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
         outputs = common.EXAMPLES / "outputs" / f"support-bot-{version}.jsonl"
-        result = execute_run(
-            str(suite_file),
-            str(outputs),
-            f"agent:support-bot@{version}",
-            None,
-            0,
-            store,
-            show_progress=True,
+        options = common.run_options(
+            RunOptions,
+            suite=str(suite_file),
+            outputs=OutputsReference(location=str(outputs)),
+            subject=f"agent:support-bot@{version}",
+            store=store,
             baseline=results[0].run_id if results else None,
         )
+        result = execute_run(options, show_progress=True)
         print_result(result)
         common.out.print()
         results.append(result)

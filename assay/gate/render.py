@@ -33,10 +33,11 @@ def gate_verdict(decision: GateDecision) -> FlowVerdict:
     """Gate: `Gate passed`, or `Gate failed` naming the first failing rule."""
     if decision.verdict == "pass":
         warned = f"; {len(decision.warnings)} warning(s)" if decision.warnings else ""
-        return FlowVerdict(name="Gate passed", message=f"every rule passed{warned}")
+        return FlowVerdict(name="Gate passed", passed=True, message=f"every rule passed{warned}")
     first = decision.reasons[0]
     more = len(decision.reasons) - 1
     return FlowVerdict(
         name="Gate failed",
+        passed=False,
         message=f"{first.rule}: {first.message}" + (f" (+{more} more)" if more else ""),
     )

@@ -114,5 +114,7 @@ def markdown_report(report: ReleaseReport) -> str:
 def release_verdict(report: ReleaseReport) -> FlowVerdict:
     """Release: `Release ok`, or `Release blocked` with the first variant's stopping gate."""
     if report.passed:
-        return FlowVerdict(name="Release ok", message="every variant passed every gate")
-    return FlowVerdict(name="Release blocked", message=stop_lines(report)[0])
+        return FlowVerdict(
+            name="Release ok", passed=True, message="every variant passed every gate"
+        )
+    return FlowVerdict(name="Release blocked", passed=False, message=stop_lines(report)[0])

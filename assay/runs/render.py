@@ -174,16 +174,17 @@ def suite_run_verdict(result: EvalResult) -> FlowVerdict:
         b = regression.baseline
         return FlowVerdict(
             name="Regressed",
+            passed=False,
             message=f"{rate}, down from {b.passed}/{b.scored} in baseline "
             f"{regression.baseline_run}",
         )
     threshold = f"threshold {result.pass_threshold:.2f}"
     if result.passed:
-        return FlowVerdict(name="Passed", message=f"{rate}, {threshold}")
+        return FlowVerdict(name="Passed", passed=True, message=f"{rate}, {threshold}")
     coverage = m.coverage
     if result.verdict_reason and (coverage is None or coverage < result.min_coverage):
-        return FlowVerdict(name="Not passed", message=result.verdict_reason)
-    return FlowVerdict(name="Not passed", message=f"{rate}, below {threshold}")
+        return FlowVerdict(name="Not passed", passed=False, message=result.verdict_reason)
+    return FlowVerdict(name="Not passed", passed=False, message=f"{rate}, below {threshold}")
 
 
 def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> FlowVerdict:
@@ -194,8 +195,11 @@ def nightly_verdict(jobs: Sequence[tuple[str, bool | None]]) -> FlowVerdict:
     """
     bad = [name for name, passed in jobs if passed is not True]
     if not bad:
-        return FlowVerdict(name="All passed", message=f"{len(jobs)} of {len(jobs)} jobs passed")
+        return FlowVerdict(
+            name="All passed", passed=True, message=f"{len(jobs)} of {len(jobs)} jobs passed"
+        )
     return FlowVerdict(
         name="Some failed",
+        passed=False,
         message=f"{len(bad)} of {len(jobs)} jobs did not pass: {', '.join(bad)}",
     )

@@ -1,12 +1,31 @@
-"""Seeded case sampling: which cases a run scores, reproducibly."""
+"""Seeded case sampling: which cases a run scores, reproducibly — and the outputs index of a
+run, read once per process.
+
+A run launched in this process (`flows.launch`) validates its outputs before the flow starts;
+the index that pass builds is kept here, keyed by what was read (each local file's path, size
+and modification time, or the staged inline outputs), and the flow's ingest takes it instead of
+reading the outputs in full again. Each chunk still checks the bytes of its slice against the
+SHA-256 the index pinned (`assay.outputs.read_slice`), so outputs changed in between fail
+closed. Outputs in S3 have no cheap signature and are indexed again.
+"""
 
 from __future__ import annotations
 
+import os
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 
-from assay.outputs import OutputsIndex, index_outputs
+from assay import staging
+from assay.outputs import OutputsIndex, OutputsReference, index_outputs, output_sources
 from assay.suites.suite import Suite
+
+TRUSTED_INDEXES = 8
+"""Indexes kept per process: the runs in flight at once in one service, with room to spare."""
+_trusted: OrderedDict[tuple[object, ...], OutputsIndex] = OrderedDict()
+_lock = threading.Lock()
 
 
 def select_cases(case_ids: Sequence[str], sample: int | None, seed: int) -> list[str]:
@@ -22,9 +41,38 @@ def select_cases(case_ids: Sequence[str], sample: int | None, seed: int) -> list
     return [case_id for case_id in case_ids if case_id in chosen]
 
 
+def _signature(reference: OutputsReference) -> tuple[object, ...] | None:
+    """What the outputs are now, cheaply: None when that cannot be told without reading them."""
+    location = reference.location
+    if staging.is_staged(location):
+        return (location,)  # staged bytes never change while they are staged
+    if not Path(location.removeprefix("file://")).exists():
+        return None
+    sources = output_sources(location, (".jsonl", ".json"))
+    return tuple(
+        (source.name, stat.st_size, stat.st_mtime_ns)
+        for source in sources
+        for stat in [os.stat(source.name)]
+    )
+
+
 def index_run_outputs(
-    suite: Suite, outputs: str, sample: int | None, seed: int, chunk_size: int
+    suite: Suite, outputs: OutputsReference, sample: int | None, seed: int, chunk_size: int
 ) -> OutputsIndex:
-    """Validate a run's outputs against its suite and cut the selected cases into slices."""
+    """Validate a run's outputs against its suite and cut the selected cases into slices; an
+    index built in this process from the same unchanged outputs is reused, not read again."""
     case_ids = [case.id for case in suite.cases]
-    return index_outputs(outputs, set(case_ids), select_cases(case_ids, sample, seed), chunk_size)
+    signature = _signature(outputs)
+    key = (str(outputs), hash(tuple(case_ids)), sample, seed, chunk_size, signature)
+    if signature is not None:
+        with _lock:
+            known = _trusted.get(key)
+        if known is not None:
+            return known
+    index = index_outputs(outputs, set(case_ids), select_cases(case_ids, sample, seed), chunk_size)
+    if signature is not None and _signature(outputs) == signature:  # unchanged while read
+        with _lock:
+            _trusted[key] = index
+            while len(_trusted) > TRUSTED_INDEXES:
+                _trusted.popitem(last=False)
+    return index

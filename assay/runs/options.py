@@ -1,0 +1,178 @@
+"""The options of one suite run (and of a gate), with every bound in one place.
+
+`RunOptions` is what the `suite-run` flow takes as its one parameter, so Prefect validates it on
+every run, a deployment run included; the CLI builds it from its options, the service from its
+request body, the nightly fan-out from its jobs. Each field's description is the one text of that
+option: the CLI's `--help`, the service's OpenAPI schema and docs/configuration.md are read
+from it (`option_help`, `options_table`).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from assay.dask_reference import check_reference
+from assay.errors import InputError
+from assay.identifiers import Identifier
+from assay.outputs import OutputsReference
+
+DEFAULT_CHUNK_SIZE: Final = 2000
+MAX_CHUNK_SIZE: Final = 1_000_000
+MAX_JUDGE_REPEATS: Final = 15
+"""The most verdicts asked per check (as the JudgeSettings block allows)."""
+
+
+class RunOptions(BaseModel):
+    """One suite run: what to score, against what, where the evidence goes, how to judge."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    suite: str = Field(
+        min_length=1,
+        description="Suite file, or a published `NAME[@VERSION]` (latest when no version).",
+    )
+    outputs: OutputsReference = Field(
+        description="Where the candidate outputs are (JSONL or OTLP trace exports: a file, a "
+        "folder or an `s3://` prefix) and how to read them; never their content.",
+    )
+    subject: str | None = Field(
+        default=None,
+        description="`KIND:ID[@VARIANT]`, e.g. `agent:bot@v2` (default: `agent:OUTPUTS-NAME`, "
+        "the outputs file or folder name without its suffix).",
+    )
+    sample: int | None = Field(
+        default=None, ge=1, description="Score only N cases, chosen reproducibly by the seed."
+    )
+    seed: int = Field(default=0, description="Seed that chooses the sampled cases.")
+    baseline: Identifier | None = Field(
+        default=None,
+        description="Run id to compare with (default: the pinned baseline, else the latest "
+        "comparable run).",
+    )
+    chunk_size: int = Field(
+        default=DEFAULT_CHUNK_SIZE,
+        ge=1,
+        le=MAX_CHUNK_SIZE,
+        description=f"Cases per scoring chunk (default {DEFAULT_CHUNK_SIZE}).",
+    )
+    judge_block: str | None = Field(
+        default=None,
+        description="Saved JudgeSettings block (default: the environment, `ASSAY_JUDGE_MODEL`, "
+        "`OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped).",
+    )
+    fresh_judge: bool = Field(default=False, description="Ignore cached verdicts; judge again.")
+    judge_repeats: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JUDGE_REPEATS,
+        description="Judge each `llm_judge` check K times: majority verdict, even split skipped, "
+        "flip rate reported (default: the JudgeSettings block's, else 1).",
+    )
+    calibration: str | None = Field(
+        default=None,
+        description="Calibration set: add the PPI++ judge-corrected pass rate of the "
+        "`llm_judge` checks (when it was calibrated for this run's judge).",
+    )
+    store: str | None = Field(
+        default=None, description="Evidence store URI (default: `$ASSAY_STORE` or file://.assay)."
+    )
+    storage_block: str | None = Field(
+        default=None, description="Saved EvidenceStorage block; takes precedence over the store."
+    )
+    notification_block: str | None = Field(
+        default=None, description="Saved NotificationTarget block that findings are sent to."
+    )
+    dask: str | None = Field(
+        default=None,
+        description="Score chunks on the Dask scheduler at ADDRESS (or `block:NAME`) "
+        "(default: `$ASSAY_DASK_ADDRESS`; applied where the run is launched).",
+    )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Score chunks on a temporary local Dask cluster of N worker processes.",
+    )
+    run_id: Identifier | None = Field(
+        default=None,
+        description="Record the run under this id (default: the flow run's id); with `resume`, "
+        "the interrupted run to resume.",
+    )
+    resume: bool = Field(
+        default=False,
+        description="Re-run an interrupted run under its `run_id`, keeping its evidence; an "
+        "unknown id is an error, not a new run.",
+    )
+
+    @field_validator("dask")
+    @classmethod
+    def _dask(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                check_reference(value)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.resume and self.run_id is None:
+            raise ValueError("resume needs the run_id of the run to resume")
+        if self.dask and self.workers:
+            raise ValueError("give a Dask cluster or a number of local workers, not both")
+        return self
+
+
+class GateOptions(RunOptions):
+    """A gate: a suite run, and the limits of its verdict."""
+
+    max_judge_flip_rate: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Fail the gate when more than this share of checks flip across judge "
+        "repeats (or the flip rate was not measured); no limit by default.",
+    )
+
+    def run(self) -> RunOptions:
+        """The suite run's own options."""
+        return RunOptions.model_validate(self.model_dump(exclude={"max_judge_flip_rate"}))
+
+
+def option_help(field: str, model: type[RunOptions] = GateOptions) -> str:
+    """The one description of an option, for the CLI's `--help`."""
+    description = model.model_fields[field].description
+    assert description is not None, field
+    return description
+
+
+def options_table(model: type[RunOptions] = GateOptions) -> str:
+    """The Markdown table of every option, as docs/configuration.md holds it."""
+    lines = ["| option | default | what it does |", "|---|---|---|"]
+    for name, info in model.model_fields.items():
+        default = "required" if info.is_required() else f"`{info.get_default()!r}`"
+        text = (info.description or "").replace("|", "\\|")
+        lines.append(f"| `{name}` | {default} | {text} |")
+    return "\n".join(lines)
+
+
+def option_problem(exc: ValidationError, flag: str = "--{}") -> str:
+    """One line for the first problem of options that failed validation, naming the option as
+    `flag` spells it (`--judge-repeats` on the command line) and, for a bound, the range."""
+    first = exc.errors(include_url=False)[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    name = flag.format(field.replace("_", "-")) if field else "options"
+    info = GateOptions.model_fields.get(field)
+    bounds = {
+        key: getattr(meta, key)
+        for meta in (info.metadata if info else [])
+        for key in ("ge", "le")
+        if getattr(meta, key, None) is not None
+    }
+    given = first.get("input")
+    if first["type"] in ("greater_than_equal", "less_than_equal") and bounds:
+        if "le" in bounds:
+            return f"{name} must be between {bounds.get('ge')} and {bounds['le']}, not {given}"
+        return f"{name} must be at least {bounds['ge']}"
+    return f"{name}: {first['msg'].removeprefix('Value error, ')}"
