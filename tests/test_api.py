@@ -659,7 +659,7 @@ def test_runs_are_flow_runs_on_the_configured_prefect_api(
     assert flow_run["name"] == "support-bot@1 · agent:support-bot@v1"
     assert flow_run["state"]["type"] == "COMPLETED"
     assert {"assay", "api", "suite:support-bot"} <= set(flow_run["tags"])
-    assert flow_run["parameters"]["outputs"].startswith("inline://")
+    assert flow_run["parameters"]["options"]["outputs"]["location"].startswith("inline://")
     assert not (limited.prefect_home / "prefect.db").exists(), "no ephemeral API of its own"
 
 
