@@ -26,10 +26,12 @@ from assay.runs.options import GateOptions, RunOptions
 from assay.runs.pipeline import PreparedRun, prepare_run
 from assay.runs.records import EvalResult
 from assay.store import EvidenceStore
-from flows.local import in_this_process
+from flows.local import crash_flow_run, in_this_process
 from flows.runners import api_for_workers, reachable_chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.verdicts import verdict_result
+
+__all__ = ["crash_flow_run", "launch", "start"]
 
 SuiteFlow = Literal["suite_run", "gate"]
 Announce = Callable[[UUID | None, bool], None]

@@ -227,7 +227,7 @@ def settle_interrupted_runs(store: EvidenceStore) -> list[str]:
     A run of inline outputs cannot be resumed (its outputs lived in the killed process's memory),
     so its record says to submit it again (`assay.runs.lifecycle.settled`).
     """
-    from flows.local import crash_flow_run
+    from flows.launch import crash_flow_run
 
     interrupted = []
     for run in list_runs(store):
