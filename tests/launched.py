@@ -9,7 +9,7 @@ from typing import Any
 from assay.gate.decision import GateRun
 from assay.runs.options import GateOptions, RunOptions
 from assay.runs.records import EvalResult
-from flows.launch import launch
+from flows.launch import launch, start
 
 
 def suite_run(**options: Any) -> EvalResult:
@@ -20,3 +20,9 @@ def suite_run(**options: Any) -> EvalResult:
 def gate(**options: Any) -> GateRun:
     """Run the gate flow in this process with these `GateOptions`."""
     return launch(GateOptions(**options), "gate")
+
+
+def flow(name: str, **parameters: Any) -> Any:
+    """Run `flows.<name>` in this process through the launcher; its result, whatever the
+    verdict."""
+    return start(name, ("assay",), **parameters)

@@ -27,7 +27,7 @@ from assay.cli import app
 from assay.errors import InputError
 from assay.judge.port import JudgePin, Verdict
 from assay.store import FileStore
-from flows.calibration import calibration
+from tests import launched
 from tests.conftest import EXAMPLES, PREFECT_HOME
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
 from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
@@ -291,7 +291,7 @@ def test_calibration_flow_and_cli_judge_through_the_sdk(
     _write_set(set_path, rows)
     judge_env.script(default=_judges_by_marker)
 
-    report = calibration(calibration_set=str(set_path))
+    report = launched.flow("calibration", calibration_set=str(set_path))
     assert len(judge_env.requests) == 40
     assert (report.n, report.sensitivity.tp, report.specificity.tn) == (40, 20, 20)
     assert report.kappa.value == pytest.approx(1.0) and report.passed

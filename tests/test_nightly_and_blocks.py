@@ -19,6 +19,7 @@ from assay.runs.records import list_runs, load_result
 from assay.store import FileStore
 from blocks import EvidenceStorage, FinOpsBudget, JudgeSettings, NotificationTarget
 from flows.nightly import NightlyJob, NightlyJobsFailedError, nightly
+from tests import launched
 from tests.conftest import EXAMPLES
 from tests.launched import suite_run
 
@@ -46,7 +47,7 @@ def _job(version: str, outputs: Path | None = None) -> NightlyJob:
 
 
 def test_nightly_runs_every_job_and_reports_each(store_dir: Path) -> None:
-    outcomes = nightly(jobs=[_job("v1"), _job("v2")])
+    outcomes = launched.flow("nightly", jobs=[_job("v1"), _job("v2")])
 
     assert [(o.status, o.passed) for o in outcomes] == [("completed", True), ("completed", False)]
     store = FileStore(store_dir)
@@ -91,7 +92,7 @@ def test_suite_run_writes_to_the_store_named_by_a_saved_block(tmp_path: Path) ->
     assert load_result(FileStore(root), result.run_id).metrics.passed == 45
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(UUID(result.run_id))
-    assert run.parameters["storage_block"] == "test-local"
+    assert run.parameters["options"]["storage_block"] == "test-local"
 
 
 @pytest.mark.usefixtures("budgets_forgotten")

@@ -33,6 +33,7 @@ from assay.release import (
 from assay.release.render import COLUMNS, counts
 from assay.stats import wilson
 from assay.store import FileStore, open_store
+from tests import launched
 from tests.conftest import EXAMPLES
 
 TRIALS = EXAMPLES / "release" / "trials.jsonl"
@@ -788,9 +789,9 @@ def test_flow_records_evidence_and_publishes_artifact(store_dir: Path) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-    from flows.release import release
-
-    report = release(trials=str(TRIALS), contract=str(CONTRACT), store=f"file://{store_dir}")
+    report = launched.flow(
+        "release", trials=str(TRIALS), contract=str(CONTRACT), store=f"file://{store_dir}"
+    )
     run_id = UUID(report.report_id)
     assert load_report(FileStore(store_dir), report.report_id) == report
     with get_client(sync_client=True) as client:
@@ -813,11 +814,9 @@ def test_flow_records_evidence_and_publishes_artifact(store_dir: Path) -> None:
 
 @pytest.mark.usefixtures("prefect_api")
 def test_flow_reads_trials_from_s3(s3_env: str, moto_s3: Any) -> None:
-    from flows.release import release
-
     bucket = s3_env.removeprefix("s3://").split("/")[0]
     moto_s3.client().put_object(Bucket=bucket, Key="in/trials.jsonl", Body=TRIALS.read_bytes())
-    report = release(trials=f"s3://{bucket}/in/trials.jsonl", store=s3_env)
+    report = launched.flow("release", trials=f"s3://{bucket}/in/trials.jsonl", store=s3_env)
     assert [v.gate.stopped_at for v in report.variants] == [None, "false_success"]
     stored = open_store(s3_env).get(report_key(report.report_id))
     assert ReleaseReport.model_validate_json(stored) == report
