@@ -25,7 +25,8 @@ from assay.cli import orchestration
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
-from assay.runs.options import RunOptions, option_help, option_problem
+from assay.runs import options
+from assay.runs.options import RunOptions, option_problem
 from assay.store import EvidenceStore, open_store
 from assay.suites import registry
 
@@ -34,6 +35,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 out = Console()
 err = Console(stderr=True)
+
+
+def option_help(name: str) -> str:
+    """An option's `--help`: its one description (`RunOptions`), as the terminal shows it."""
+    return options.option_help(name).replace("`", "").replace("[", "\\[")
 
 
 def _unwrapped_unless_sized() -> None:

@@ -9,13 +9,14 @@ from it (`option_help`, `options_table`).
 
 from __future__ import annotations
 
-from typing import Final, Self
+from typing import Final, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from assay.dask_reference import check_reference
 from assay.errors import InputError
-from assay.identifiers import Identifier
+from assay.identifiers import MAX_IDENTIFIER_BYTES, Identifier
 from assay.outputs import OutputsReference
 
 DEFAULT_CHUNK_SIZE: Final = 2000
@@ -147,13 +148,30 @@ def option_help(field: str, model: type[RunOptions] = GateOptions) -> str:
     return description
 
 
+def _bounds(info: FieldInfo) -> str:
+    """An option's bounds as the docs table shows them."""
+    limits = {
+        key: getattr(meta, key)
+        for meta in info.metadata
+        for key in ("ge", "le")
+        if getattr(meta, key, None) is not None
+    }
+    if "ge" in limits and "le" in limits:
+        return f"{limits['ge']} to {limits['le']}"
+    if "ge" in limits:
+        return f"at least {limits['ge']}"
+    if Identifier in get_args(info.annotation):
+        return f"at most {MAX_IDENTIFIER_BYTES} bytes"
+    return ""
+
+
 def options_table(model: type[RunOptions] = GateOptions) -> str:
     """The Markdown table of every option, as docs/configuration.md holds it."""
-    lines = ["| option | default | what it does |", "|---|---|---|"]
+    lines = ["| option | default | bounds | what it is |", "|---|---|---|---|"]
     for name, info in model.model_fields.items():
         default = "required" if info.is_required() else f"`{info.get_default()!r}`"
         text = (info.description or "").replace("|", "\\|")
-        lines.append(f"| `{name}` | {default} | {text} |")
+        lines.append(f"| `{name}` | {default} | {_bounds(info)} | {text} |")
     return "\n".join(lines)
 
 
