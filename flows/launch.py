@@ -19,7 +19,7 @@ from typing import Any, Literal, overload
 from uuid import UUID
 
 from prefect import tags
-from prefect.states import State
+from prefect.client.schemas.objects import State
 
 from assay.gate.decision import GateRun
 from assay.runs.options import GateOptions, RunOptions
@@ -61,6 +61,18 @@ def launch(
     announce: Announce | None = None,
     suite_files: bool = True,
 ) -> EvalResult: ...
+
+
+@overload
+def launch(
+    run: RunOptions | PreparedRun,
+    flow: SuiteFlow,
+    *,
+    store: EvidenceStore | None = None,
+    labels: Sequence[str] = (),
+    announce: Announce | None = None,
+    suite_files: bool = True,
+) -> EvalResult | GateRun: ...
 
 
 def launch(

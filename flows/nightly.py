@@ -20,7 +20,7 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from assay.outputs import OutputsReference
-from assay.runs.options import RunOptions
+from assay.runs.options import RunOptions, option_field
 from assay.runs.records import EvalResult
 from assay.runs.render import nightly_verdict
 from flows.suite_run import suite_run
@@ -42,8 +42,8 @@ class NightlyJob(BaseModel):
         default=None,
         description="Run id to compare with; recorded now, used once regression detection lands.",
     )
-    sample: int | None = RunOptions.model_fields["sample"]
-    seed: int = RunOptions.model_fields["seed"]
+    sample: int | None = option_field("sample")
+    seed: int = option_field("seed")
 
     def options(self, store: str | None, storage_block: str | None) -> RunOptions:
         """The job's suite-run options (validated with every bound when the job is started)."""

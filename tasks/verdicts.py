@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any, TypeVar, cast
 
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, Failed
 
 from assay.verdicts import FlowVerdict
 from tasks._log import run_log

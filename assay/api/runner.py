@@ -19,8 +19,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from copy import copy
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -34,7 +33,7 @@ from assay.gate.decision import GateRun
 from assay.identifiers import Identifier
 from assay.outputs import CandidateOutput, OutputsReference
 from assay.runs.lifecycle import settled
-from assay.runs.options import GateOptions, RunOptions
+from assay.runs.options import GateOptions, RunOptions, option_field
 from assay.runs.records import EvalResult, RunStatus, list_runs, update_aggregate
 from assay.store import EvidenceStore
 
@@ -47,11 +46,6 @@ log = logging.getLogger("assay.api")
 PREFECT_RETRY_AFTER_SECONDS = 30
 """Retry-After of a 503 for a Prefect API that refused a run (its client backed off already)."""
 FlowName = Literal["suite-run", "gate"]
-
-
-def _option(name: str) -> Any:
-    """A RunOptions field (its default, bounds and description) for a field of RunRequest."""
-    return copy(RunOptions.model_fields[name])
 
 
 class RunRequest(BaseModel):
@@ -68,11 +62,11 @@ class RunRequest(BaseModel):
         default=None, description="`s3://bucket/prefix`: every `.jsonl` object under it."
     )
     # The run options this service exposes, with RunOptions' bounds and descriptions.
-    sample: int | None = _option("sample")
-    seed: int = _option("seed")
-    baseline: Identifier | None = _option("baseline")
-    judge_block: str | None = _option("judge_block")
-    fresh_judge: bool = _option("fresh_judge")
+    sample: int | None = option_field("sample")
+    seed: int = option_field("seed")
+    baseline: Identifier | None = option_field("baseline")
+    judge_block: str | None = option_field("judge_block")
+    fresh_judge: bool = option_field("fresh_judge")
 
     @model_validator(mode="after")
     def _one_source(self) -> RunRequest:

@@ -9,7 +9,8 @@ from it (`option_help`, `options_table`).
 
 from __future__ import annotations
 
-from typing import Final, Self, get_args
+from copy import copy
+from typing import Any, Final, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -139,6 +140,12 @@ class GateOptions(RunOptions):
     def run(self) -> RunOptions:
         """The suite run's own options."""
         return RunOptions.model_validate(self.model_dump(exclude={"max_judge_flip_rate"}))
+
+
+def option_field(name: str) -> Any:
+    """A copy of an option's field (default, bounds, description), for a model that exposes
+    the option (the service's request, a nightly job)."""
+    return copy(GateOptions.model_fields[name])
 
 
 def option_help(field: str, model: type[RunOptions] = GateOptions) -> str:

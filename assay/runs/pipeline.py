@@ -134,7 +134,8 @@ def set_up_run(
     who = Subject.given_or_default(options.subject, options.outputs)
     size = options.chunk_size
     missing = [index.missing[i : i + size] for i in range(0, len(index.missing), size)]
-    pieces = [(piece, []) for piece in index.slices] + [(None, ids) for ids in missing]
+    pieces: list[tuple[OutputSlice | None, list[str]]] = [(piece, []) for piece in index.slices]
+    pieces += [(None, ids) for ids in missing]
     plan = RunPlan(
         run_id=run_id,
         suite=version.suite,
