@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from assay.runs.options import RunOptions
 from assay.runs.records import EvalResult, load_aggregate, read_chunk
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite
-from flows.runners import chunk_runner
+from flows.suite_run import suite_run as suite_run_flow
+from tasks.verdicts import verdict_result
 from tests.conftest import PREFECT_HOME
 from tests.dask_cluster import DaskCluster
 from tests.launched import suite_run
@@ -55,9 +57,16 @@ def _suite_and_outputs(tmp_path: Path, cases: int) -> tuple[Path, Path]:
     return suite, outputs
 
 
-def _run(store: FileStore, ref: str, outputs: Path, runner: Any) -> EvalResult:
-    flow = suite_run.with_options(task_runner=runner)
-    return flow(suite=ref, outputs=str(outputs), subject="agent:dask@v1", chunk_size=CHUNK)
+def _run(store: FileStore, ref: str, outputs: Path, dask: str | None) -> EvalResult:
+    """On the cluster at `dask` as `assay run --dask` runs it (the launcher); else the flow on
+    one thread, chunk after chunk."""
+    options = {"suite": ref, "outputs": str(outputs), "subject": "agent:dask@v1"}
+    if dask is not None:
+        return suite_run(**options, chunk_size=CHUNK, dask=dask)
+    sequential = suite_run_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
+    return verdict_result(
+        sequential(RunOptions(**options, chunk_size=CHUNK), return_state=True)  # type: ignore[arg-type]
+    )
 
 
 def _comparable(result: EvalResult) -> dict[str, Any]:
@@ -87,8 +96,8 @@ def test_two_worker_cluster_equals_the_sequential_run_case_for_case(
     suite, outputs = _suite_and_outputs(tmp_path, CASES)
     ref = registry.publish(store, load_suite(suite))[0].ref
 
-    sequential = _run(store, ref, outputs, ThreadPoolTaskRunner(max_workers=1))
-    on_dask = _run(store, ref, outputs, chunk_runner(dask=dask_cluster.address))
+    sequential = _run(store, ref, outputs, None)
+    on_dask = _run(store, ref, outputs, dask_cluster.address)
 
     assert on_dask.run_id != sequential.run_id
     assert _comparable(on_dask) == _comparable(sequential)
@@ -116,7 +125,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(
 
     def run() -> None:
         try:
-            finished.append(_run(store, ref, outputs, chunk_runner(dask=dask_cluster.address)))
+            finished.append(_run(store, ref, outputs, dask_cluster.address))
         except BaseException as exc:
             errors.append(exc)
 
