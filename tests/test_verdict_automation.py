@@ -54,7 +54,7 @@ def _create_automation(api: str, url: str) -> None:
 
     with temporary_settings(updates={PREFECT_API_URL: api}):
         block_id = CustomWebhookNotificationBlock(
-            url=url, json_data={"text": "{{subject}} | {{body}}"}
+            name="assay", url=url, json_data={"text": "{{subject}} | {{body}}"}
         ).save("assay-regressions")
         Automation(
             name="assay: post on Regressed",
