@@ -121,7 +121,7 @@ def test_blocks_round_trip_with_secrets_masked() -> None:
     assert JudgeSettings.load("test-judge").max_concurrency == 8
     budget = FinOpsBudget.load("test-budget")
     assert (budget.limit_usd, budget.period, budget.mode) == (25, "week", "alert")
-    with pytest.raises(ValueError, match="file:// or s3://"):
+    with pytest.raises(ValueError, match=r"unsupported scheme .ftp. for an evidence store"):
         EvidenceStorage(url="ftp://nope")
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.hashing import SECRET_ENV, SECRET_KEY, OutputHasher, store_secret
-from assay.store import FileStore, open_store
+from assay.schemes import open_store
+from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import Suite, parse_suite
 
@@ -104,8 +105,10 @@ def test_open_store_file_uri(tmp_path: Path) -> None:
 
 
 def test_open_store_rejects_unknown_scheme() -> None:
-    with pytest.raises(ValueError, match="unsupported evidence store"):
+    with pytest.raises(ValueError, match="unsupported scheme 'ftp' for an evidence store"):
         open_store("ftp://example/store")
+    with pytest.raises(ValueError, match="an evidence store is named by a URI"):
+        open_store("s3:/one-slash")
 
 
 # --- registry -------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from assay.cli import orchestration
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
-from assay.store import EvidenceStore, open_store
+from assay.schemes import open_store
+from assay.store import EvidenceStore
 from assay.suites import registry
 
 EXIT_USAGE = 2
