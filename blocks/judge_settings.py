@@ -198,10 +198,15 @@ _JUDGE_ENV = (
 _BLOCK_SETUPS: dict[tuple[str, str, int | None], JudgeSetup] = {}
 _BLOCK_SETUPS_LOCK = Lock()
 _BLOCK_SETUPS_KEPT = 16
+_READING = Lock()
 
 
 def _block_setup(name: str, repeats: int | None, flow_run: str | None) -> JudgeSetup:
-    settings, checksum = _read_block(name) if flow_run is None else _read_block_once(name, flow_run)
+    if flow_run is None:
+        settings, checksum = _read_block(name)
+    else:
+        with _READING:  # chunks start together: the first reads, the others wait for it
+            settings, checksum = _read_block_once(name, flow_run)
     key = (name, checksum, repeats)
     with _BLOCK_SETUPS_LOCK:
         found = _BLOCK_SETUPS.get(key)
