@@ -160,4 +160,7 @@ def test_cli_saves_storage_and_budget_blocks(monkeypatch: pytest.MonkeyPatch) ->
     bad_name = runner.invoke(app, ["store", "save", "Bad Name", "--url", "file://x"])
     assert bad_name.exit_code == 2 and "lowercase" in bad_name.output
     bad_url = runner.invoke(app, ["store", "save", "ok", "--url", "ftp://x"])
-    assert bad_url.exit_code == 2 and "file:// or s3://" in bad_url.output
+    assert bad_url.exit_code == 2
+    assert "unsupported scheme 'ftp' for an evidence store (use file://PATH or s3://" in (
+        bad_url.output
+    )

@@ -200,6 +200,18 @@ def test_resolve_old_version_rebuilds_its_exact_document(
     assert rebuilt.cases[1].input == "How long is the window?"
 
 
+def test_a_stored_suite_that_no_longer_matches_its_address_is_refused(
+    store: FileStore, forget_cache: Callable[[], None]
+) -> None:
+    record, _ = registry.publish(store, suite_from(V1))
+    content = store.root / "suites" / "refunds" / "content"
+    (stored,) = content.iterdir()
+    stored.write_bytes(stored.read_bytes().replace(b"Can I get a refund?", b"Can I get a rebate"))
+    forget_cache()
+    with pytest.raises(InputError, match=f"does not match its address {record.content_hash}"):
+        registry.resolve(store, "refunds@1")
+
+
 def test_resolve_by_name_is_the_latest_version(
     store: FileStore, forget_cache: Callable[[], None]
 ) -> None:
