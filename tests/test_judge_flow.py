@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from assay.findings import list_findings
+from assay.runs.records import EvalResult
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from flows.suite_run import suite_run
@@ -177,29 +178,24 @@ def test_a_judge_block_is_read_once_per_run_and_again_when_edited(
             "test-judge-once", overwrite=True
         )
 
-    outputs = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
+    def run() -> EvalResult:
+        judge_block_reads.clear()  # saving over a block reads it too: count the run's own
+        return suite_run(
+            suite=SUITE,
+            outputs=str(EXAMPLES / "outputs" / "support-bot-v1.jsonl"),
+            subject="agent:once@v1",
+            judge_block="test-judge-once",
+            chunk_size=10,
+        )
+
     save("judge-once-1")
-    judge_block_reads.clear()  # saving over a block reads it too
-    first = suite_run(
-        suite=SUITE,
-        outputs=outputs,
-        subject="agent:once@v1",
-        judge_block="test-judge-once",
-        chunk_size=10,
-    )
+    first = run()
     assert first.metrics.cases // 10 >= 4  # several chunks, each judging with the block
     assert first.judge is not None and first.judge.model == "judge-once-1"
     assert len(judge_block_reads) == 1
 
     save("judge-once-2")  # an edited block: the next run reads it and judges with it
-    judge_block_reads.clear()
-    second = suite_run(
-        suite=SUITE,
-        outputs=outputs,
-        subject="agent:once@v1",
-        judge_block="test-judge-once",
-        chunk_size=10,
-    )
+    second = run()
     assert second.judge is not None and second.judge.model == "judge-once-2"
     assert second.metrics.judge_calls == JUDGED_CHECKS  # a new pin: nothing from the cache
     assert len(judge_block_reads) == 1
