@@ -13,20 +13,15 @@ object's ETag and version. A slice that reads anything else raises `OutputsChang
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
-import stat
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator
-from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 from urllib.parse import parse_qsl, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from assay import staging
+from assay import schemes
 from assay.errors import InputError, OutputsChangedError, shown
 from assay.jsonl import numbered_lines, parse_record
 from assay.trajectory import (
@@ -39,7 +34,7 @@ from assay.trajectory import (
 
 if TYPE_CHECKING:
     from assay.otel.outputs import TraceSlice
-    from assay.s3 import ObjectPin, ObjectReader
+    from assay.s3 import ObjectPin
 
 
 class Usage(BaseModel):
@@ -84,9 +79,13 @@ class CandidateOutput(BaseModel):
         Raises:
             ArgumentsError: a call's arguments are not a JSON object (`parse_line` reports it).
         """
-        if self._trajectory is None and self.messages is not None:
-            self._trajectory = trajectory_from_messages(self.messages)
-        return self._trajectory
+        # The private-attribute dict directly: pydantic's `self._trajectory` costs ~5 µs a read
+        # (its `__getattr__`), and every output of a run is read here.
+        private = self.__pydantic_private__
+        assert private is not None
+        if private["_trajectory"] is None and self.messages is not None:
+            private["_trajectory"] = trajectory_from_messages(self.messages)
+        return cast(Trajectory | None, private["_trajectory"])
 
     def with_trajectory(self, trajectory: Trajectory | None) -> CandidateOutput:
         """This output, carrying `trajectory` (read from tool spans, not messages)."""
@@ -231,21 +230,9 @@ class OutputSource:
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object."""
-        if staging.is_staged(self.name):
-            return staging.read(self.name, start, end)
-        if self.name.startswith("s3://"):
-            from assay.s3 import ObjectChangedError
-
-            bucket, key = _split_s3(self.name)
-            try:
-                data, pin = _reader().read_pinned(bucket, key, start, end, self.pin)
-            except ObjectChangedError as exc:
-                raise OutputsChangedError(self.name, str(exc)) from None
-            self.pin = self.pin or pin
-            return data
-        with open(self.name, "rb") as handle:
-            handle.seek(start)
-            return handle.read(end - start)
+        data, pin = schemes.read(self.name, start, end, self.pin)
+        self.pin = self.pin or pin
+        return data
 
     def blocks(self) -> Iterator[bytes]:
         """The whole object, streamed in blocks (memory stays flat for any size)."""
@@ -258,85 +245,28 @@ class OutputSource:
             offset += len(block)
 
 
-def _split_s3(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
-def _reader() -> ObjectReader:
-    return _reader_at(os.environ.get("AWS_ENDPOINT_URL"))
-
-
-@lru_cache(maxsize=4)
-def _reader_at(endpoint: str | None) -> ObjectReader:
-    from assay.s3 import ObjectReader, make_client
-
-    return ObjectReader(make_client(endpoint_url=endpoint))
-
-
-def output_sources(uri: str, suffixes: tuple[str, ...] = (".jsonl",)) -> list[OutputSource]:
-    """The JSONL objects behind an outputs reference, in key/path order: one file, every
-    `*.jsonl` (or other `suffixes`) under a folder, every such object under an
-    `s3://bucket/prefix/`, or inline outputs staged in this process (`inline://…`, see
-    `assay.staging`)."""
-    if staging.is_staged(uri):
-        if not staging.exists(uri):
-            raise InputError(uri, "no such staged outputs in this process")
-        return [OutputSource(uri)]
-    named = " or ".join(suffixes)
-    if uri.startswith("s3://"):
-        from assay.s3 import parse_s3_uri
-
-        bucket, prefix = parse_s3_uri(uri)
-        keys = [k for k in _reader().keys(bucket, prefix) if k.endswith(suffixes)]
-        if not keys:
-            raise InputError(uri, f"no {named} objects under this S3 prefix")
-        return [OutputSource(f"s3://{bucket}/{key}") for key in keys]
-    path = Path(uri.removeprefix("file://"))
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
-        if not files:
-            raise InputError(uri, f"the folder holds no {named} files")
-        return [OutputSource(str(p)) for p in files]
-    if not path.is_file():
-        raise InputError(uri, not_a_file(path) or "no such outputs file or folder")
-    return [OutputSource(str(path))]
-
-
-def not_a_file(path: Path) -> str | None:
-    """What a path that is not a regular file or folder is, in words; None if nothing is there.
-
-    A FIFO or device is refused without opening it (reading one would block or never end).
-    """
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "a symlink loop (the link resolves to itself), not an outputs file"
-        if path.is_symlink():
-            return f"a broken symlink (to {os.readlink(path)}), not an outputs file"
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            return "permission denied"
-        return None
-    for test, kind in (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return f"{kind}, not a regular outputs file"
-    return None
+def output_sources(
+    uri: str,
+    suffixes: tuple[str, ...] = (".jsonl",),
+    what: str = "outputs",
+    accepted: Collection[str] = tuple(schemes.SCHEMES),
+) -> list[OutputSource]:
+    """The JSONL objects behind a reference, in key/path order: one file, every `*.jsonl` (or
+    other `suffixes`) under a folder, every such object under an `s3://bucket/prefix/`, or
+    inline outputs staged in this process (`inline://…`, see `assay.staging`). `what` names
+    the input in errors; `accepted` are its schemes (see `assay.schemes`)."""
+    return [OutputSource(name) for name in schemes.objects(uri, what, suffixes, accepted)]
 
 
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
     """Validate one outputs line; errors name file, line and field, and never echo the text
     (nor a tool call's arguments)."""
     record = parse_record(CandidateOutput, raw, source, line)
-    try:
-        record.trajectory  # noqa: B018 - parsed here so that bad arguments are an input error
-    except ArgumentsError as exc:
-        raise InputError(source, exc.problem, line=line, field=exc.field) from None
+    if record.messages is not None:
+        try:
+            record.trajectory  # noqa: B018 - parsed here so that bad arguments are an input error
+        except ArgumentsError as exc:
+            raise InputError(source, exc.problem, line=line, field=exc.field) from None
     return record
 
 

@@ -118,8 +118,8 @@ class RunSide:
     prompt_version: str | None = None
 
 
-def no_baseline(candidate: RunSide, threshold: float) -> Comparison:
-    """The comparison of a run that has nothing to compare with."""
+def no_baseline(candidate: Counts, threshold: float) -> Comparison:
+    """The comparison of a run that has nothing to compare with (only its counts are read)."""
     return Comparison(
         baseline_run=None,
         status=RegressionStatus.NO_BASELINE,
@@ -128,7 +128,7 @@ def no_baseline(candidate: RunSide, threshold: float) -> Comparison:
         interval=None,
         threshold=threshold,
         baseline=None,
-        candidate=Counts(passed=candidate.passed, scored=candidate.scored),
+        candidate=candidate,
         paired=None,
         changed=[],
     )

@@ -103,19 +103,18 @@ class ObjectChangedError(Exception):
     """A pinned read found another object under the key (overwritten, deleted, truncated)."""
 
 
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """Split `s3://bucket/some/prefix` into its bucket and key prefix.
+def bucket_and_prefix(bucket: str, prefix: str) -> tuple[str, str]:
+    """A bucket and key prefix checked and normalised (`assay.schemes.parse_s3_uri` splits
+    them from a URI).
 
     Returns:
         `(bucket, prefix)`; the prefix is `""` or ends with `/`, so `prefix + key` is a key.
 
     Raises:
-        ValueError: not an `s3://` URI, no bucket, or an empty path segment (`a//b`), which
-            S3-compatible servers that map keys to files refuse.
+        ValueError: no bucket, or an empty path segment (`a//b`), which S3-compatible servers
+            that map keys to files refuse.
     """
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://BUCKET[/PREFIX])")
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    uri = f"s3://{bucket}/{prefix}"
     if not bucket:
         raise ValueError(f"S3 URI {uri!r} names no bucket (expected s3://BUCKET[/PREFIX])")
     prefix = prefix.strip("/")

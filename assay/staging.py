@@ -27,11 +27,6 @@ _area: dict[str, bytes] = {}
 _lock = Lock()
 
 
-def is_staged(uri: str) -> bool:
-    """Whether `uri` is a staging reference (whether or not its entry still exists)."""
-    return uri.startswith(SCHEME)
-
-
 @contextmanager
 def staged(data: bytes) -> Iterator[str]:
     """Stage JSON Lines for the duration of the block; yields the reference to hand a flow."""

@@ -23,6 +23,7 @@ measurement succeeded, 1 when a command did not do what it should.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pstats
@@ -102,48 +103,122 @@ def bad_outputs(workdir: Path) -> Path:
     return path
 
 
-def run_command(suite: str, outputs: Path) -> list[str]:
-    return [*ASSAY, "run", suite, "--outputs", str(outputs), "--subject", "agent:bench", "--json"]
+def run_command(suite: str, outputs: Path, subject: str = "agent:bench") -> list[str]:
+    return [*ASSAY, "run", suite, "--outputs", str(outputs), "--subject", subject, "--json"]
+
+
+def timed_rss(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (bytes) of one command: the process itself, sampled every
+    50 ms with psutil (the lasting server is another process and is not counted)."""
+    import psutil
+
+    started = time.perf_counter()
+    process = psutil.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    peak = 0
+    while process.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            peak = max(peak, process.memory_info().rss)
+        time.sleep(0.05)
+    seconds = time.perf_counter() - started
+    out, errors = process.communicate()
+    if process.returncode != 0:
+        raise BenchError(
+            f"{' '.join(command[2:])}: exit {process.returncode}\n{out[-2000:]}{errors[-2000:]}"
+        )
+    return seconds, peak
 
 
 def scale_rows(
-    workdir: Path, env: dict[str, str], small: int, large: int, profile: bool
+    workdir: Path,
+    env: dict[str, str],
+    small: int,
+    large: int,
+    profile: bool,
+    trees: list[tuple[str, Path]],
+    repeat: int,
 ) -> list[Row]:
     """Warm marginal cost per case against the plain loop (suites published beforehand, so
-    the runs measure scoring, not publishing)."""
+    the runs measure scoring, not publishing), for each code tree, alternating, `repeat` times;
+    each run has its own subject, so no run has a baseline to compare with."""
     rows: list[Row] = []
-    timings: dict[int, float] = {}
-    for cases in (small, large):
-        data = generate(workdir, cases)
+    suites = {cases: generate(workdir, cases) for cases in (small, large)}
+    for data in suites.values():
         timed([*ASSAY, "suite", "publish", str(data.suite)], env)
-        name = f"bench-scale-{cases}"
-        command = run_command(name, data.outputs)
-        if profile and cases == large:
-            stats = workdir / "profile.pstats"
-            command = [
-                sys.executable,
-                "-m",
-                "cProfile",
-                "-o",
-                str(stats),
-                "-m",
-                "assay.cli",
-                *command[3:],
-            ]
-        timings[cases] = timed(command, env)
-        rows.append(Row(f"warm run, {cases:,} cases", timings[cases]))
-    marginal = (timings[large] - timings[small]) / (large - small)
-    data = generate(workdir, large)
-    floor = floor_loop(data.suite, data.outputs)
-    floor_per_case = floor["seconds"] / floor["cases"]
-    ratio = marginal / floor_per_case
-    rows.append(Row("  marginal per case (µs)", marginal * 1e6))
-    rows.append(Row("  plain loop per case (µs)", floor_per_case * 1e6))
-    rows.append(Row("  ratio marginal / plain loop", ratio, "≤ 5×", ratio <= 5.0))
+    per_case: dict[str, list[float]] = {label: [] for label, _ in trees}
+    ratios: dict[str, list[float]] = {label: [] for label, _ in trees}
+    peaks: dict[str, list[int]] = {label: [] for label, _ in trees}
+    floors: list[float] = []
+    for attempt in range(repeat):
+        for label, tree in trees:
+            timings: dict[int, float] = {}
+            for cases, data in suites.items():
+                subject = f"agent:bench-{label}-{attempt}"
+                command = run_command(f"bench-scale-{cases}", data.outputs, subject)
+                if profile and cases == large and attempt == 0:
+                    stats = workdir / f"profile-{label}.pstats"
+                    command = [sys.executable, "-m", "cProfile", "-o", str(stats), *command[1:]]
+                tree_env = {**env, "PYTHONPATH": str(tree)}
+                timings[cases], peak = timed_rss(command, tree_env, tree)
+                rows.append(
+                    Row(f"[{label} #{attempt + 1}] warm run, {cases:,} cases", timings[cases])
+                )
+            peaks[label].append(peak)
+            marginal = (timings[large] - timings[small]) / (large - small)
+            per_case[label].append(marginal * 1e6)
+        data = suites[large]
+        floor = floor_loop(data.suite, data.outputs)
+        floors.append(floor["seconds"] / floor["cases"] * 1e6)
+        for label, _ in trees:
+            ratios[label].append(per_case[label][-1] / floors[-1])
+    rows.append(Row("  plain loop per case (µs), median", statistics.median(floors)))
+    for label, _ in trees:
+        ratio = statistics.median(ratios[label])
+        rows.append(
+            Row(f"  [{label}] marginal per case (µs), median", statistics.median(per_case[label]))
+        )
+        rows.append(
+            Row(f"  [{label}] ratio marginal / plain loop, median", ratio, "≤ 5×", ratio <= 5.0)
+        )
+        rows.append(
+            Row(f"  [{label}] ratio spread (min–max)", max(ratios[label]) - min(ratios[label]))
+        )
+        peak = max(peaks[label]) / 2**20
+        rows.append(
+            Row(f"  [{label}] client peak RSS (MiB), {large:,} cases", peak, "< 600", peak < 600)
+        )
+    print(
+        "per-attempt ratios:",
+        {label: [round(r, 2) for r in values] for label, values in ratios.items()},
+    )
     if profile:
-        print("\nTop of the profile of the large warm run (cumulative):")
-        pstats.Stats(str(workdir / "profile.pstats")).sort_stats("cumulative").print_stats(30)
+        for label, _ in trees:
+            print(f"\nTop of the profile of the large warm run, {label} (cumulative):")
+            stats = workdir / f"profile-{label}.pstats"
+            pstats.Stats(str(stats)).sort_stats("cumulative").print_stats(30)
     return rows
+
+
+def fixed_rows(workdir: Path, repeat: int, rows: list[Row]) -> float:
+    """`--help`, bad input, the yardstick and the cold runs; returns the yardstick."""
+    quiet = clean_env(fresh(workdir / "home-none"), fresh(workdir / "store-none"))
+    help_s = median_of(repeat, lambda: timed([*ASSAY, "--help"], quiet))
+    rows.append(Row("assay --help", help_s, "≤ 0.5 s", help_s <= 0.5))
+    bad = bad_outputs(workdir)
+    bad_s = median_of(
+        repeat, lambda: timed([*ASSAY, "run", str(SUITE), "--outputs", str(bad)], quiet, 2)
+    )
+    rows.append(Row("bad input (exit 2)", bad_s, "≤ 2 s", bad_s <= 2.0))
+    yard = median_of(repeat, lambda: timed([sys.executable, "-c", "import prefect.flows"], quiet))
+    rows.append(Row('yardstick: python -c "import prefect.flows"', yard))
+
+    cold_env = clean_env(fresh(workdir / "home-cold"), fresh(workdir / "store-cold"))
+    first = timed(run_command(str(SUITE), OUTPUTS), cold_env)
+    rows.append(Row("cold run, fresh PREFECT_HOME (new database)", first))
+    cold = timed(run_command(str(SUITE), OUTPUTS), cold_env)
+    rows.append(Row("cold run, ephemeral API (existing database)", cold, "≤ 15 s", cold <= 15))
+    return yard
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,48 +228,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=1_000, help="small generated suite")
     parser.add_argument("--no-scale", action="store_true", help="skip the per-case rows")
     parser.add_argument("--profile", action="store_true", help="cProfile the large warm run")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another source tree (e.g. `git archive main assay flows tasks blocks deployments`"
+        " unpacked): its per-case rows run alternately with this tree's, side by side",
+    )
+    parser.add_argument("--scale-repeat", type=int, default=1, help="per-case rounds")
+    parser.add_argument("--only-scale", action="store_true", help="skip the fixed-cost rows")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work" / "cli")
     args = parser.parse_args(argv)
     workdir = fresh(args.workdir)
     rows: list[Row] = []
     try:
-        quiet = clean_env(fresh(workdir / "home-none"), fresh(workdir / "store-none"))
-        help_s = median_of(args.repeat, lambda: timed([*ASSAY, "--help"], quiet))
-        rows.append(Row("assay --help", help_s, "≤ 0.5 s", help_s <= 0.5))
-        bad = bad_outputs(workdir)
-        bad_s = median_of(
-            args.repeat, lambda: timed([*ASSAY, "run", str(SUITE), "--outputs", str(bad)], quiet, 2)
-        )
-        rows.append(Row("bad input (exit 2)", bad_s, "≤ 2 s", bad_s <= 2.0))
-        yard = median_of(
-            args.repeat, lambda: timed([sys.executable, "-c", "import prefect.flows"], quiet)
-        )
-        rows.append(Row('yardstick: python -c "import prefect.flows"', yard))
-
-        cold_env = clean_env(fresh(workdir / "home-cold"), fresh(workdir / "store-cold"))
-        first = timed(run_command(str(SUITE), OUTPUTS), cold_env)
-        rows.append(Row("cold run, fresh PREFECT_HOME (new database)", first))
-        cold = timed(run_command(str(SUITE), OUTPUTS), cold_env)
-        rows.append(Row("cold run, ephemeral API (existing database)", cold, "≤ 15 s", cold <= 15))
+        yard = 0.0
+        if not args.only_scale:
+            yard = fixed_rows(workdir, args.repeat, rows)
 
         warm_env = clean_env(fresh(workdir / "home-warm"), fresh(workdir / "store-warm"))
         port = free_port()
         timed([*ASSAY, "server", "start", "--port", str(port)], warm_env)
         try:
-            timed(run_command(str(SUITE), OUTPUTS), warm_env)  # warm-up: publishes the suite
-            warm = median_of(args.repeat, lambda: timed(run_command(str(SUITE), OUTPUTS), warm_env))
-            rows.append(
-                Row(
-                    f"warm run, lasting server (median of {args.repeat})",
-                    warm,
-                    "≤ 3 s",
-                    warm <= 3.0,
+            if not args.only_scale:
+                timed(run_command(str(SUITE), OUTPUTS), warm_env)  # warm-up: publishes the suite
+                warm = median_of(
+                    args.repeat, lambda: timed(run_command(str(SUITE), OUTPUTS), warm_env)
                 )
-            )
-            ratio = warm / yard
-            rows.append(Row("  ratio warm / yardstick", ratio, "≤ 2.5×", ratio <= 2.5))
+                rows.append(
+                    Row(
+                        f"warm run, lasting server (median of {args.repeat})",
+                        warm,
+                        "≤ 3 s",
+                        warm <= 3.0,
+                    )
+                )
+                ratio = warm / yard
+                rows.append(Row("  ratio warm / yardstick", ratio, "≤ 2.5×", ratio <= 2.5))
             if not args.no_scale:
-                rows += scale_rows(workdir, warm_env, args.small, args.cases, args.profile)
+                trees = [("after", ROOT)] + ([("before", args.before)] if args.before else [])
+                rows += scale_rows(
+                    workdir,
+                    warm_env,
+                    args.small,
+                    args.cases,
+                    args.profile,
+                    trees,
+                    args.scale_repeat,
+                )
         finally:
             subprocess.run([*ASSAY, "server", "stop"], env=warm_env, capture_output=True)
     except BenchError as exc:
@@ -207,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         )
         for row in rows:
-            unit = "" if "ratio" in row.label or "µs" in row.label else " s"
+            unit = "" if any(word in row.label for word in ("ratio", "µs", "MiB")) else " s"
             mark = "" if row.met is None else ("  met" if row.met else "  NOT MET")
             goal = f"  goal {row.goal}" if row.goal else ""
             print(f"{row.label:<52} {row.seconds:>10.3f}{unit}{goal}{mark}")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect.blocks.core import Block
 from prefect_aws import AwsCredentials
 from pydantic import Field, SecretStr, field_validator
 
-from assay.store import EvidenceStore, open_store
+from assay.schemes import STORES, locate, open_store
+from assay.store import EvidenceStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 
 class EvidenceStorage(Block):
@@ -58,19 +62,17 @@ class EvidenceStorage(Block):
     @field_validator("url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
-        if not url.startswith(("file://", "s3://")):
-            raise ValueError("url must start with file:// or s3://")
+        locate(url, STORES, "an evidence store", paths=False)
         return url
 
     def open(self) -> EvidenceStore:
-        """Open the store this block describes."""
-        if self.url.startswith("file://"):
-            return open_store(self.url)
-        from assay.s3 import make_client, parse_s3_uri
-        from assay.store.s3 import S3Store
+        """Open the store this block describes (an `s3://` one with this block's client)."""
+        return open_store(self.url, s3_client=self._client)
 
-        bucket, prefix = parse_s3_uri(self.url)
-        return S3Store(bucket, prefix, client=make_client(**self._client_options()))
+    def _client(self) -> S3Client:
+        from assay.s3 import make_client
+
+        return make_client(**self._client_options())
 
     def _client_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"endpoint_url": self.endpoint_url, "region": self.region_name}

@@ -7,8 +7,11 @@ below), else no judge (checks skipped with the reason) — with every saved FinO
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from functools import partial
+from dataclasses import replace
+from functools import lru_cache, partial
 from threading import Lock
 from typing import TYPE_CHECKING, cast
 
@@ -17,10 +20,10 @@ from pydantic import Field, SecretStr, model_validator
 
 from assay.finops.budget import Budget
 from assay.finops.pricing import Prices
-from assay.judge.endpoint import judge_skip_reason
+from assay.judge.endpoint import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV, judge_skip_reason
 from assay.judge.port import NO_CREDENTIALS
 from assay.judge.prompts import load_prompt
-from assay.judge.redaction import RedactionSettings
+from assay.judge.redaction import REDACT_ENV, RedactionSettings
 from assay.judge.service import FREE, JudgeSetup
 from blocks.finops_budget import read_budgets
 
@@ -160,26 +163,97 @@ def judge_setup(judge_block: str | None, fresh: bool, repeats: int | None = None
     `OPENAI_API_KEY` (+ `OPENAI_BASE_URL`), else no judge (checks skipped with the reason).
 
     `repeats` (`--judge-repeats`) overrides the block's `judge_repeats` (default 1); redaction
-    comes from the block, else `ASSAY_JUDGE_REDACT` (default: every kind)."""
+    comes from the block, else `ASSAY_JUDGE_REDACT` (default: every kind).
+
+    The setup is cached in this process: a block's per block document (its id and a checksum of
+    its data, so an edited block is read anew), read from the API once per flow run (every
+    chunk of a run judges with the judge the run started with); the environment's per value of
+    the variables it reads. Budgets are read on every call: a lowered budget applies from the
+    next chunk on.
+    """
     budgets = read_budgets()
     if judge_block:
-        settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
-        return settings.judge_setup(budgets, fresh, repeats)
-    reason = judge_skip_reason()
+        base = _block_setup(judge_block, repeats, _flow_run_id())
+    else:
+        base = _environment_setup(tuple(os.environ.get(name) for name in _JUDGE_ENV), repeats)
+    return replace(base, budgets=budgets, fresh=fresh)
+
+
+def _flow_run_id() -> str | None:
+    from prefect.runtime import flow_run
+
+    return cast(str | None, flow_run.id)
+
+
+_JUDGE_ENV = (
+    MODEL_ENV,
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    CONCURRENCY_ENV,
+    INPUT_PRICE_ENV,
+    OUTPUT_PRICE_ENV,
+    REDACT_ENV,
+)
+"""Every variable an environment-configured judge is built from: its cache key."""
+_BLOCK_SETUPS: dict[tuple[str, str, int | None], JudgeSetup] = {}
+_BLOCK_SETUPS_LOCK = Lock()
+_BLOCK_SETUPS_KEPT = 16
+_READING = Lock()
+
+
+def _block_setup(name: str, repeats: int | None, flow_run: str | None) -> JudgeSetup:
+    if flow_run is None:
+        settings, checksum = _read_block(name)
+    else:
+        with _READING:  # chunks start together: the first reads, the others wait for it
+            settings, checksum = _read_block_once(name, flow_run)
+    key = (name, checksum, repeats)
+    with _BLOCK_SETUPS_LOCK:
+        found = _BLOCK_SETUPS.get(key)
+    if found is not None:
+        return found
+    setup = settings.judge_setup(None, False, repeats)
+    with _BLOCK_SETUPS_LOCK:
+        if len(_BLOCK_SETUPS) >= _BLOCK_SETUPS_KEPT:
+            _BLOCK_SETUPS.pop(next(iter(_BLOCK_SETUPS)))
+        return _BLOCK_SETUPS.setdefault(key, setup)
+
+
+@lru_cache(maxsize=64)
+def _read_block_once(name: str, flow_run: str) -> tuple[JudgeSettings, str]:
+    return _read_block(name)
+
+
+def _read_block(name: str) -> tuple[JudgeSettings, str]:
+    """The block and a checksum of its document (id and data, secrets included: a rotated key
+    is an edit); one API read."""
+    settings = cast(JudgeSettings, JudgeSettings.load(name))
+    data = settings.model_dump(mode="json", exclude={"api_key"})
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    material = json.dumps(
+        [str(settings._block_document_id), data, key], sort_keys=True, default=str
+    )
+    return settings, hashlib.sha256(material.encode()).hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _environment_setup(values: tuple[str | None, ...], repeats: int | None) -> JudgeSetup:
+    env = {name: value for name, value in zip(_JUDGE_ENV, values, strict=True) if value is not None}
+    reason = judge_skip_reason(env)
     if reason is not None:
-        return JudgeSetup(None, reason, budgets=budgets, fresh=fresh)
+        return JudgeSetup(None, reason)
     from assay.judge.openai_adapter import OpenAIJudge  # the SDK, only for a judge that runs
 
-    model = os.environ["ASSAY_JUDGE_MODEL"].strip()
+    model = env[MODEL_ENV].strip()
     prompt = load_prompt()
-    redaction = RedactionSettings.configured()
-    priced = INPUT_PRICE_ENV in os.environ or OUTPUT_PRICE_ENV in os.environ
+    redaction = RedactionSettings.configured(environ=env)
+    priced = INPUT_PRICE_ENV in env or OUTPUT_PRICE_ENV in env
     return JudgeSetup(
         make_judge=partial(
             OpenAIJudge,
             model,
             prompt=prompt,
-            modes=_mode_memory(os.environ.get("OPENAI_BASE_URL"), model),
+            modes=_mode_memory(env.get(BASE_URL_ENV), model),
             redaction=redaction,
         ),
         skip_reason="",
@@ -187,13 +261,11 @@ def judge_setup(judge_block: str | None, fresh: bool, repeats: int | None = None
         prompt_version=redaction.prompt_version(prompt.version),
         redaction=redaction,
         repeats=repeats or 1,
-        max_concurrency=int(os.environ.get(CONCURRENCY_ENV, "4")),
+        max_concurrency=int(env.get(CONCURRENCY_ENV, "4")),
         prices=Prices(
-            input_per_million=float(os.environ.get(INPUT_PRICE_ENV, "0")),
-            output_per_million=float(os.environ.get(OUTPUT_PRICE_ENV, "0")),
+            input_per_million=float(env.get(INPUT_PRICE_ENV, "0")),
+            output_per_million=float(env.get(OUTPUT_PRICE_ENV, "0")),
         )
         if priced
         else FREE,
-        budgets=budgets,
-        fresh=fresh,
     )

@@ -11,7 +11,8 @@ import os
 from functools import lru_cache
 from typing import cast
 
-from assay.store import EvidenceStore, open_store
+from assay.schemes import open_store
+from assay.store import EvidenceStore
 
 BLOCK_PREFIX = "block:"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from assay.findings import list_findings
+from assay.runs.records import EvalResult
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from tests.conftest import EXAMPLES
@@ -141,3 +142,60 @@ def test_changing_the_judge_model_is_reported_and_misses_the_cache(
     assert second.regression is not None
     assert "judge_model: judge-test-1 → judge-test-2" in second.regression.changed
     assert judge_env.requests[-1].body["model"] == "judge-test-2"
+
+
+@pytest.fixture
+def judge_block_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every HTTP request that reads the `test-judge-once` block from the Prefect API (httpx's
+    own send, counted; the request still goes out)."""
+    import httpx
+
+    reads: list[str] = []
+    marker = "/block_types/slug/assay-judge-settings/block_documents/name/test-judge-once"
+
+    def counting(send):  # type: ignore[no-untyped-def]
+        def counted(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if marker in request.url.path:
+                reads.append(request.url.path)
+            return send(self, request, *args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(httpx.Client, "send", counting(httpx.Client.send))
+    monkeypatch.setattr(httpx.AsyncClient, "send", counting(httpx.AsyncClient.send))
+    return reads
+
+
+def test_a_judge_block_is_read_once_per_run_and_again_when_edited(
+    judge_env: JudgeServer, store_dir: Path, judge_block_reads: list[str]
+) -> None:
+    from pydantic import SecretStr
+
+    from blocks import JudgeSettings
+
+    def save(model: str) -> None:
+        JudgeSettings(model=model, base_url=judge_env.base_url, api_key=SecretStr("sk-b")).save(
+            "test-judge-once", overwrite=True
+        )
+
+    def run() -> EvalResult:
+        judge_block_reads.clear()  # saving over a block reads it too: count the run's own
+        return suite_run(
+            suite=SUITE,
+            outputs=str(EXAMPLES / "outputs" / "support-bot-v1.jsonl"),
+            subject="agent:once@v1",
+            judge_block="test-judge-once",
+            chunk_size=10,
+        )
+
+    save("judge-once-1")
+    first = run()
+    assert first.metrics.cases // 10 >= 4  # several chunks, each judging with the block
+    assert first.judge is not None and first.judge.model == "judge-once-1"
+    assert len(judge_block_reads) == 1
+
+    save("judge-once-2")  # an edited block: the next run reads it and judges with it
+    second = run()
+    assert second.judge is not None and second.judge.model == "judge-once-2"
+    assert second.metrics.judge_calls == JUDGED_CHECKS  # a new pin: nothing from the cache
+    assert len(judge_block_reads) == 1

@@ -122,7 +122,7 @@ def test_blocks_round_trip_with_secrets_masked() -> None:
     assert JudgeSettings.load("test-judge").max_concurrency == 8
     budget = FinOpsBudget.load("test-budget")
     assert (budget.limit_usd, budget.period, budget.mode) == (25, "week", "alert")
-    with pytest.raises(ValueError, match="file:// or s3://"):
+    with pytest.raises(ValueError, match=r"unsupported scheme .ftp. for an evidence store"):
         EvidenceStorage(url="ftp://nope")
 
 
@@ -161,4 +161,7 @@ def test_cli_saves_storage_and_budget_blocks(monkeypatch: pytest.MonkeyPatch) ->
     bad_name = runner.invoke(app, ["store", "save", "Bad Name", "--url", "file://x"])
     assert bad_name.exit_code == 2 and "lowercase" in bad_name.output
     bad_url = runner.invoke(app, ["store", "save", "ok", "--url", "ftp://x"])
-    assert bad_url.exit_code == 2 and "file:// or s3://" in bad_url.output
+    assert bad_url.exit_code == 2
+    assert "unsupported scheme 'ftp' for an evidence store (use file://PATH or s3://" in (
+        bad_url.output
+    )

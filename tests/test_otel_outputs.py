@@ -16,7 +16,7 @@ from assay.cli import app
 from assay.errors import InputError
 from assay.outputs import CandidateOutput, OutputsIndex, index_outputs, read_slice
 from assay.runs.records import EvalResult, read_cases
-from assay.s3 import parse_s3_uri
+from assay.schemes import parse_s3_uri
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite

@@ -14,7 +14,8 @@ from assay.errors import InputError, NotFoundError
 from assay.gate.access import AccessDeniedError, Tier, add_principal, identify, principals
 from assay.gate.decision import GateDecision, GateReason, RuleResult, load_decision, record_decision
 from assay.gate.overrides import audit_records, check_gate, request_override
-from assay.store import EvidenceStore, open_store
+from assay.schemes import open_store
+from assay.store import EvidenceStore
 
 REASON = "judge endpoint was down; a rerun with it up passed 48/50"
 RECORD_KEYS = {

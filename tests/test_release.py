@@ -31,8 +31,9 @@ from assay.release import (
     row,
 )
 from assay.release.render import COLUMNS, counts
+from assay.schemes import open_store
 from assay.stats import wilson
-from assay.store import FileStore, open_store
+from assay.store import FileStore
 from tests import launched
 from tests.conftest import EXAMPLES
 

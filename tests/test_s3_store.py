@@ -33,9 +33,9 @@ from assay.s3 import (
     ObjectReader,
     is_transient,
     make_client,
-    parse_s3_uri,
 )
-from assay.store import StoreUnavailableError, open_store
+from assay.schemes import open_store, parse_s3_uri
+from assay.store import StoreUnavailableError
 from assay.store.s3 import PROBE_PREFIX, S3Store
 from assay.suites import registry
 from assay.suites.suite import load_suite

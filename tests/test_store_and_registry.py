@@ -10,7 +10,8 @@ import pytest
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.hashing import SECRET_ENV, SECRET_KEY, OutputHasher, store_secret
-from assay.store import FileStore, open_store
+from assay.schemes import open_store
+from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import Suite, parse_suite
 
@@ -104,8 +105,10 @@ def test_open_store_file_uri(tmp_path: Path) -> None:
 
 
 def test_open_store_rejects_unknown_scheme() -> None:
-    with pytest.raises(ValueError, match="unsupported evidence store"):
+    with pytest.raises(ValueError, match="unsupported scheme 'ftp' for an evidence store"):
         open_store("ftp://example/store")
+    with pytest.raises(ValueError, match="an evidence store is named by a URI"):
+        open_store("s3:/one-slash")
 
 
 # --- registry -------------------------------------------------------------------------------
@@ -195,6 +198,18 @@ def test_resolve_old_version_rebuilds_its_exact_document(
     assert rebuilt.document() == original.document()
     assert rebuilt.content_hash == original.content_hash
     assert rebuilt.cases[1].input == "How long is the window?"
+
+
+def test_a_stored_suite_that_no_longer_matches_its_address_is_refused(
+    store: FileStore, forget_cache: Callable[[], None]
+) -> None:
+    record, _ = registry.publish(store, suite_from(V1))
+    content = store.root / "suites" / "refunds" / "content"
+    (stored,) = content.iterdir()
+    stored.write_bytes(stored.read_bytes().replace(b"Can I get a refund?", b"Can I get a rebate"))
+    forget_cache()
+    with pytest.raises(InputError, match=f"does not match its address {record.content_hash}"):
+        registry.resolve(store, "refunds@1")
 
 
 def test_resolve_by_name_is_the_latest_version(

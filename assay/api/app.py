@@ -28,7 +28,7 @@ from assay.api.routes import (
 )
 from assay.api.runner import RunPool, prefect_api, settle_interrupted_runs
 from assay.api.settings import ServeSettings
-from assay.store import open_store
+from assay.schemes import open_store
 
 ROUTERS = (
     health.router,

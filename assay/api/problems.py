@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from assay import staging
+from assay import schemes
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.gate.access import AccessDeniedError
 from assay.store import StoreUnavailableError
@@ -116,7 +116,7 @@ def problem_response(
 
 def input_problem(exc: InputError) -> Problem:
     """An InputError as 422; inline outputs are named `outputs` (their reference is internal)."""
-    if staging.is_staged(exc.source):
+    if schemes.is_inline(exc.source):
         exc = InputError("outputs", exc.problem, line=exc.line, field=exc.field)
     return Problem(422, str(exc), kind="invalid-input", field=exc.field, line=exc.line)
 

@@ -26,7 +26,7 @@ import anyio.to_thread
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from assay import staging
+from assay import schemes, staging
 from assay.api.inputs import subject_param
 from assay.api.problems import Problem
 from assay.gate.decision import GateRun
@@ -81,9 +81,9 @@ class RunRequest(BaseModel):
                 raise ValueError(
                     f"outputs[{index}]: not valid Unicode (a lone surrogate)"
                 ) from None
-        if self.outputs_uri is not None and not self.outputs_uri.startswith("s3://"):
+        if self.outputs_uri is not None:
             # A service must not read its host's files on a caller's say-so.
-            raise ValueError("outputs_uri must be an s3:// URI")
+            schemes.locate(self.outputs_uri, ("s3",), "outputs_uri", paths=False)
         return self
 
     def options(self, store: EvidenceStore, outputs: str, flow: FlowName) -> RunOptions:

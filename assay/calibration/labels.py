@@ -15,9 +15,10 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from assay import schemes
 from assay.errors import InputError
 from assay.jsonl import FirstLines, parse_record
-from assay.outputs import index_outputs, read_slice
+from assay.outputs import OutputSource, index_outputs, read_slice
 from assay.scorers import clamp
 from assay.scorers.judge import LlmJudgeConfig
 from assay.suites.suite import Suite
@@ -57,12 +58,14 @@ class CalibrationItem(BaseModel):
 
 
 def load_set(path: str | Path) -> list[CalibrationItem]:
-    """Read a calibration set; malformed lines and repeated item ids name file and line."""
+    """Read a calibration set (a local file or an `s3://` object); malformed lines and repeated
+    item ids name file and line."""
     source = str(path)
     items: list[CalibrationItem] = []
     first_lines = FirstLines(source, "item id", "item_id")
     try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
+        data = b"".join(OutputSource(schemes.one_object(source, "calibration set")).blocks())
+        lines = data.decode("utf-8").split("\n")
     except OSError as exc:
         raise InputError(source, f"cannot read the calibration set ({exc.strerror})") from None
     except UnicodeDecodeError:

@@ -27,7 +27,8 @@ from assay.identifiers import check_length
 from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
 from assay.runs import options
 from assay.runs.options import RunOptions, option_problem
-from assay.store import EvidenceStore, open_store
+from assay.schemes import open_store
+from assay.store import EvidenceStore
 from assay.suites import registry
 
 EXIT_USAGE = 2

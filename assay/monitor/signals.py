@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Final, Literal
 
 from pydantic import (
@@ -27,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from assay.errors import InputError
+from assay import schemes
 from assay.jsonl import numbered_lines, parse_record
 from assay.outputs import output_sources
 
@@ -173,12 +172,10 @@ def read_signals(uri: str) -> tuple[list[SessionSignal], SignalCounts]:
         InputError: a missing file, a malformed line, or a line with a field that is not a
             session signal — naming file and line.
     """
-    if not uri.startswith("s3://") and not Path(uri.removeprefix("file://")).exists():
-        raise InputError(uri, "no such signals file or folder")
     sessions: dict[tuple[str | None, str], SessionSignal] = {}
     anonymous: list[SessionSignal] = []
     counts = SignalCounts()
-    for source in output_sources(uri):
+    for source in output_sources(uri, what="signals", accepted=schemes.SHARED):
         for number, _start, _end, raw in numbered_lines(source.blocks()):
             signal = parse_signal(raw, source.name, number)
             counts.lines += 1

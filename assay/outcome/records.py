@@ -23,9 +23,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from assay import schemes
 from assay.errors import InputError, shown
 from assay.jsonl import numbered_lines, parse_record
-from assay.outputs import output_sources
+from assay.outputs import OutputSource, output_sources
 from assay.subject import Subject
 
 
@@ -59,13 +60,17 @@ def _parse(raw: bytes, source: str, line: int) -> OutcomeRecord:
     return parse_record(OutcomeRecord, raw, source, line)
 
 
+def _sources(reference: str) -> list[OutputSource]:
+    return output_sources(reference, what="records", accepted=schemes.SHARED)
+
+
 def read_records(path: str | Path) -> Iterator[OutcomeRecord]:
     """The records of a JSONL file or folder (every `*.jsonl`, in path order), streamed.
 
     Raises:
         InputError: A missing file, a malformed line or field — naming file, line and field.
     """
-    for source in output_sources(str(path)):
+    for source in _sources(str(path)):
         for number, _, _, raw in numbered_lines(source.blocks()):
             yield _parse(raw, source.name, number)
 
@@ -77,10 +82,8 @@ def check_records(path: str | Path) -> int:
         InputError: A malformed record, a duplicate invocation id, or no records at all.
     """
     reference = str(path)
-    if not reference.startswith("s3://") and not Path(reference.removeprefix("file://")).exists():
-        raise InputError(reference, "no such records file or folder")
     seen: dict[str, tuple[str, int]] = {}
-    for source in output_sources(reference):
+    for source in _sources(reference):
         for number, _, _, raw in numbered_lines(source.blocks()):
             record = _parse(raw, source.name, number)
             first = seen.get(record.invocation_id)

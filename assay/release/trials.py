@@ -11,7 +11,6 @@ state of the release signals. Two kinds of gap are kept apart on purpose:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -24,6 +23,7 @@ from pydantic import (
     field_validator,
 )
 
+from assay import schemes
 from assay.errors import InputError
 from assay.jsonl import FirstLines, parse_record
 from assay.outputs import OutputSource
@@ -145,12 +145,7 @@ def parse_trial(raw: bytes, source: str, line: int) -> Trial:
 
 def _read(uri: str) -> bytes:
     """The whole trials object: a local file or one `s3://bucket/key` object."""
-    if not uri.startswith("s3://"):
-        path = Path(uri.removeprefix("file://"))
-        if not path.is_file():
-            raise InputError(uri, "no such trials file")
-        uri = str(path)
-    return b"".join(OutputSource(uri).blocks())
+    return b"".join(OutputSource(schemes.one_object(uri, "trials")).blocks())
 
 
 def load_trials(uri: str) -> list[Trial]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from assay.regression import Comparison, RunSide, compare, no_baseline
+from collections.abc import Mapping
+from threading import Lock
+
+from assay.regression import Comparison, Counts, RunSide, compare, no_baseline
 from assay.runs.baselines import select_baseline
 from assay.runs.records import RunAggregate, load_aggregate, load_result, read_verdicts
 from assay.runs.scoring import RunMetrics
@@ -10,16 +13,37 @@ from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.suites import registry
 
+_Verdicts = tuple[Mapping[str, bool], Mapping[str, bool]]
+_LAST_READ: dict[tuple[str, str, int], _Verdicts] = {}
+_LAST_READ_KEPT = 2
+_LAST_READ_LOCK = Lock()
 
-def case_verdicts(store: EvidenceStore, run_id: str) -> dict[str, bool]:
+
+def case_verdicts(store: EvidenceStore, run_id: str) -> Mapping[str, bool]:
     """Pass (True) or fail (False) of each scored case of a run, by case id."""
     return _verdicts(store, run_id, load_aggregate(store, run_id).chunks)[0]
 
 
-def _verdicts(
-    store: EvidenceStore, run_id: str, chunks: int
-) -> tuple[dict[str, bool], dict[str, bool]]:
-    """Each scored case's verdict, and each case's trajectory verdict (where it has one)."""
+def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> _Verdicts:
+    """Each scored case's verdict, and each case's trajectory verdict (where it has one).
+
+    The last two runs read are kept: a run's chunks are write-once, and after a comparison the
+    per-case table asks again for the baseline's (reading 100,000 cases twice cost seconds).
+    """
+    key = (store.uri, run_id, chunks)
+    with _LAST_READ_LOCK:
+        found = _LAST_READ.get(key)
+    if found is not None:
+        return found
+    read = _read_verdicts(store, run_id, chunks)
+    with _LAST_READ_LOCK:
+        _LAST_READ[key] = read
+        while len(_LAST_READ) > _LAST_READ_KEPT:
+            _LAST_READ.pop(next(iter(_LAST_READ)))
+    return read
+
+
+def _read_verdicts(store: EvidenceStore, run_id: str, chunks: int) -> _Verdicts:
     verdicts: dict[str, bool] = {}
     trajectories: dict[str, bool] = {}
     for number in range(chunks):
@@ -63,11 +87,12 @@ def compare_with_baseline(
     threshold: float,
     explicit: str | None = None,
 ) -> Comparison:
-    """The candidate's comparison with its baseline (explicit > pinned > automatic)."""
-    side = run_side(store, candidate, metrics, metrics.score)
+    """The candidate's comparison with its baseline (explicit > pinned > automatic); with no
+    baseline, only the candidate's counts are read, not its evidence."""
     chosen = select_baseline(store, candidate, explicit)
     if chosen is None:
-        return no_baseline(side, threshold)
+        return no_baseline(Counts(passed=metrics.passed, scored=metrics.scored), threshold)
+    side = run_side(store, candidate, metrics, metrics.score)
     baseline_id, source = chosen
     result = load_result(store, baseline_id)
     baseline = run_side(store, load_aggregate(store, baseline_id), result.metrics, result.score)

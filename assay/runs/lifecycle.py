@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from assay import staging
+from assay import schemes
 from assay.errors import InputError, NotFoundError, shown
 from assay.hashing import store_secret
 from assay.runs.records import (
@@ -111,7 +111,7 @@ def settled(aggregate: RunAggregate) -> RunAggregate:
         return aggregate
     advice = (
         "its inline outputs were not kept: submit the run again"
-        if staging.is_staged(aggregate.outputs)
+        if schemes.is_inline(aggregate.outputs)
         else f"continue it with --resume {aggregate.run_id}"
     )
     return aggregate.model_copy(

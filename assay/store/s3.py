@@ -18,7 +18,7 @@ from uuid import uuid4
 from botocore.exceptions import BotoCoreError, ClientError
 
 from assay.errors import EvidenceConflictError, NotFoundError, StoreUnavailableError
-from assay.s3 import call_s3, error_code, http_status, make_client, parse_s3_uri
+from assay.s3 import bucket_and_prefix, call_s3, error_code, http_status, make_client
 from assay.store.base import EvidenceStore
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class S3Store(EvidenceStore):
     def __init__(self, bucket: str, prefix: str = "", client: S3Client | None = None) -> None:
         if "/" in bucket:
             raise ValueError(f"invalid bucket name {bucket!r}")
-        self.bucket, self.prefix = parse_s3_uri(f"s3://{bucket}/{prefix}")
+        self.bucket, self.prefix = bucket_and_prefix(bucket, prefix)
         self.uri = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.client = client if client is not None else make_client()
         self.conditional_writes: bool | None = None

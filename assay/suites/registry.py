@@ -20,7 +20,13 @@ from pydantic import BaseModel
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError, shown
 from assay.store import EvidenceStore
-from assay.suites.suite import MAX_NAME_CHARS, SUITE_SUFFIXES, Suite, load_suite, parse_suite
+from assay.suites.suite import (
+    MAX_NAME_CHARS,
+    SUITE_SUFFIXES,
+    Suite,
+    load_published,
+    load_suite,
+)
 
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*)(?:@(?P<version>\d+))?$")
 _CACHE_SIZE = 4
@@ -69,9 +75,9 @@ class _SuiteCache:
         with self._lock:
             self._items.clear()
 
-    def put(self, store: EvidenceStore, suite: Suite) -> None:
+    def put(self, store: EvidenceStore, digest: str, suite: Suite) -> None:
         with self._lock:
-            self._items[(store.uri, suite.content_hash)] = suite
+            self._items[(store.uri, digest)] = suite
             while len(self._items) > _CACHE_SIZE:
                 self._items.popitem(last=False)
 
@@ -102,7 +108,7 @@ def publish(store: EvidenceStore, suite: Suite) -> tuple[SuiteVersion, bool]:
     """Publish `suite`; returns (version, created). Identical content reports the latest version."""
     canonical = suite.canonical
     store.put_once(_content_key(suite.suite, canonical.content_hash), canonical.text.encode())
-    _cache.put(store, suite)
+    _cache.put(store, canonical.content_hash, suite)
     while True:
         latest = latest_version(store, suite.suite)
         if latest is not None and latest.content_hash == suite.content_hash:
@@ -150,8 +156,8 @@ def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
     suite = _cache.get(store, record.content_hash)
     if suite is None:
         key = _content_key(name, record.content_hash)
-        suite = parse_suite(store.get(key).decode("utf-8"), f"{store.uri}/{key}")
-        _cache.put(store, suite)
+        suite = load_published(store.get(key), record.content_hash, f"{store.uri}/{key}")
+        _cache.put(store, record.content_hash, suite)
     return record, suite
 
 

@@ -6,6 +6,7 @@ field, so a user can fix a 10,000-case file without hunting.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -176,6 +177,27 @@ def _case_id_at(raw: Any, loc: tuple[str | int, ...]) -> str | None:
             case_id = cases[loc[1]].get("id")
             return str(case_id) if case_id is not None else None
     return None
+
+
+def load_published(data: bytes, digest: str, source: str) -> Suite:
+    """A published suite from its canonical text, checked against its content address.
+
+    The text is what `publish` wrote after `parse_suite` accepted the suite, so once its digest
+    matches, pydantic validates it straight from JSON: the file-and-line checks of `parse_suite`
+    (duplicate keys, duplicate case ids, cases without scorers) held when it was published, and
+    no hash of the parsed suite is needed. A text that no longer validates (a suite published by
+    another version of Assay) is reported by `parse_suite`, naming line and field.
+
+    Raises:
+        InputError: the stored text does not match its address, or does not validate.
+    """
+    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        raise InputError(source, f"the stored suite does not match its address {digest}")
+    try:
+        with gc_paused():
+            return Suite.model_validate_json(data)
+    except ValidationError:
+        return parse_suite(data.decode("utf-8"), source)
 
 
 def parse_suite(text: str, source: str) -> Suite:
