@@ -31,6 +31,7 @@ from assay.runs.scoring import RunMetrics
 from assay.stats import preload as preload_statistics
 from assay.subject import Subject
 from assay.suites import registry
+from assay.suites.suite import TrialsPolicy
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
@@ -38,6 +39,7 @@ from tasks.evidence import (
     close_interrupted_attempt,
     compare_task,
     finish_run_task,
+    settle_cases_task,
     start_run_task,
 )
 from tasks.findings import notify_findings, report_findings
@@ -143,6 +145,7 @@ def suite_run(
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
         # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
+        trials_policy=golden.trials or (TrialsPolicy() if index.trials else None),
         outputs_digest=OutputHasher(store_secret(evidence_store(store_uri)))(index.digest()),
     )
     this_run = str(flow_run.id)
@@ -193,6 +196,8 @@ def suite_run(
                 redactions = add_counts(redactions or {}, summary.redactions)
                 repeats = max(repeats, summary.judge_repeats)
             rows.extend(summary.rows)
+        settled = settle_cases_task(store_uri, aggregate, metrics)
+        metrics = settled.metrics
         regression = compare_task(
             store_uri, aggregate, metrics, golden.regression_threshold, baseline
         )
@@ -209,7 +214,9 @@ def suite_run(
             redactions=redactions,
             correction=correction,
         )
-        result = finish_run_task(store_uri, aggregate, metrics, regression, budget, reliability)
+        result = finish_run_task(
+            store_uri, aggregate, metrics, regression, budget, reliability, settled
+        )
     except BaseException as exc:
         # No chunk outlives its failed run: one still retrying its writes would race the
         # evidence of the re-run that resumes it.

@@ -27,7 +27,13 @@ from assay.runs.records import (
     read_cases,
     resolve_run_id,
 )
-from assay.runs.render import check_kind_lines, regression_lines, warnings, why_not
+from assay.runs.render import (
+    check_kind_lines,
+    regression_lines,
+    trial_lines,
+    warnings,
+    why_not,
+)
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.store import EvidenceStore
@@ -174,6 +180,8 @@ def print_result(result: EvalResult) -> None:
     )
     for line in check_kind_lines(result):
         common.out.print(f"  check {line}", highlight=False)
+    for line in trial_lines(result):
+        common.out.print(f"  {line}", highlight=False)
     for line in judge_lines(result):
         common.out.print(f"  {line}", highlight=False)
     for note in warnings(result):

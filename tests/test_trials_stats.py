@@ -1,0 +1,222 @@
+"""Trial and cluster statistics against independent computations (numpy, scipy, statsmodels,
+brute-force enumeration), never against Assay's own code; and the trial rule per policy.
+
+The fixture: 12 cases × 3–6 trials with varied pass counts (some all-pass, some all-fail, some
+flaky), drawn once from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+import statsmodels.api as sm
+from scipy.optimize import brentq
+from statsmodels.stats.power import NormalIndPower
+from statsmodels.stats.proportion import proportion_effectsize
+
+from assay.runs.scoring import CaseEvidence, decide_trials
+from assay.runs.trials import clustered_figure, trial_figures
+from assay.scorers import Status
+from assay.stats import clustered_mean, minimum_detectable_drop, paired_mean_diff
+from assay.suites.suite import Case, Suite, TrialsPolicy
+
+TOLERANCE = 1e-6
+
+
+def _fixture() -> dict[str, list[int]]:
+    """Per case, each trial's outcome (1 pass, 0 fail)."""
+    rng = np.random.default_rng(20241101)
+    cases: dict[str, list[int]] = {}
+    for i in range(12):
+        n = int(rng.integers(3, 7))
+        p = [0.0, 1.0, 0.3, 0.5, 0.8][i % 5]
+        cases[f"case-{i:02d}"] = [int(x) for x in rng.random(n) < p]
+    return cases
+
+
+def _miller_eq4(values: np.ndarray, groups: np.ndarray) -> float:
+    """Miller (2024) eq. 4 written out literally: SE_CLT² (eq. 1, sample variance / n) plus the
+    within-cluster cross products over i ≠ j, divided by n²."""
+    n = len(values)
+    mean = values.mean()
+    clt = values.var(ddof=1) / n
+    cross = 0.0
+    for g in np.unique(groups):
+        e = values[groups == g] - mean
+        for i, j in itertools.permutations(range(len(e)), 2):
+            cross += e[i] * e[j]
+    return math.sqrt(clt + cross / n**2)
+
+
+def test_every_trial_figure_equals_an_independent_computation() -> None:
+    cases = _fixture()
+    counts = {case: (len(t), sum(t)) for case, t in cases.items()}
+    figures = trial_figures(counts)
+    assert figures is not None
+
+    values = np.array([x for t in cases.values() for x in t], dtype=float)
+    groups = np.array([case for case, t in cases.items() for _ in t])
+    n = len(values)
+    assert (figures.cases, figures.trials) == (12, n)
+    assert figures.k_min == min(len(t) for t in cases.values())
+    assert figures.k_max == max(len(t) for t in cases.values())
+
+    rate = figures.pass_rate
+    assert rate.rate == pytest.approx(values.mean(), abs=TOLERANCE)
+    assert rate.se == pytest.approx(_miller_eq4(values, groups), abs=TOLERANCE)
+    # statsmodels' cluster-robust SE of an intercept-only OLS, no small-sample correction, is
+    # (1/n²) Σ_c (Σ_i e_ic)²: eq. 4 differs from it only by the n − 1 of its CLT term.
+    fit = sm.OLS(values, np.ones(n)).fit(
+        cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False}
+    )
+    residuals = values - values.mean()
+    extra = (residuals**2).sum() / (n**2 * (n - 1))
+    assert rate.se == pytest.approx(math.sqrt(fit.bse[0] ** 2 + extra), abs=TOLERANCE)
+    z = scipy.stats.norm.ppf(0.975)
+    assert rate.lo == pytest.approx(max(0.0, values.mean() - z * rate.se), abs=TOLERANCE)
+    assert rate.hi == pytest.approx(min(1.0, values.mean() + z * rate.se), abs=TOLERANCE)
+    assert "Miller" in rate.method
+
+    # pass@k and pass^k by enumerating every k-subset of each case's trials.
+    for k in range(1, figures.k_min + 1):
+        any_pass = [np.mean([max(s) for s in itertools.combinations(t, k)]) for t in cases.values()]
+        all_pass = [np.mean([min(s) for s in itertools.combinations(t, k)]) for t in cases.values()]
+        assert figures.pass_at_k[str(k)] == pytest.approx(np.mean(any_pass), abs=TOLERANCE)
+        assert figures.pass_pow_k[str(k)] == pytest.approx(np.mean(all_pass), abs=TOLERANCE)
+    assert set(figures.pass_at_k) == {str(k) for k in range(1, figures.k_min + 1)}
+
+    flaky = [case for case, t in cases.items() if 0 < sum(t) < len(t)]
+    assert flaky  # the fixture has some
+    assert figures.flaky_cases == len(flaky) and figures.flaky == flaky
+
+
+def test_with_one_item_per_cluster_eq4_is_the_plain_standard_error() -> None:
+    values = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    estimate = clustered_mean(values, [str(i) for i in range(len(values))])
+    assert estimate is not None
+    assert estimate.se == pytest.approx(float(scipy.stats.sem(values)), abs=TOLERANCE)
+
+
+def test_the_clustered_figure_matches_eq4_over_the_suites_clusters() -> None:
+    clusters = ["doc-a"] * 4 + ["doc-b"] * 3 + [None] * 3
+    outcomes = [1, 1, 1, 1, 0, 0, 1, 1, 0, 1]
+    suite = Suite(
+        suite="clustered",
+        defaults=[{"contains": "x"}],
+        cases=[Case(id=f"q{i}", input="?", cluster=cluster) for i, cluster in enumerate(clusters)],
+    )
+    evidence = [
+        CaseEvidence(
+            case_id=f"q{i}",
+            status=Status.PASS if passed else Status.FAIL,
+            score=float(passed),
+            output_hmac=None,
+            label="",
+            checks=[],
+        )
+        for i, passed in enumerate(outcomes)
+    ]
+    figure = clustered_figure(evidence, suite)
+    assert figure is not None
+    groups = np.array([c or f"own-{i}" for i, c in enumerate(clusters)])
+    values = np.array(outcomes, dtype=float)
+    assert figure.clusters == 5
+    assert figure.rate == pytest.approx(values.mean(), abs=TOLERANCE)
+    assert figure.se == pytest.approx(_miller_eq4(values, groups), abs=TOLERANCE)
+    plain = float(scipy.stats.sem(values))
+    assert figure.se > plain  # agreeing questions about one document: the plain SE is too small
+
+
+def test_the_paired_difference_se_is_the_standard_error_of_the_differences() -> None:
+    rng = np.random.default_rng(7)
+    before = rng.integers(0, 5, 30) / 4
+    after = np.clip(before - rng.integers(0, 3, 30) / 4, 0, 1)
+    estimate = paired_mean_diff(list(before), list(after))
+    assert estimate is not None
+    d = before - after
+    assert estimate.mean == pytest.approx(d.mean(), abs=TOLERANCE)
+    assert estimate.se == pytest.approx(float(scipy.stats.sem(d)), abs=TOLERANCE)
+    # the same SE as the paired t-test's: t = mean / se
+    t = scipy.stats.ttest_rel(before, after).statistic
+    assert estimate.mean / estimate.se == pytest.approx(float(t), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("rate", "n1", "n2"), [(0.9, 50, 50), (0.75, 200, 120), (0.5, 30, 60), (0.98, 1000, 1000)]
+)
+def test_minimum_detectable_drop_is_statsmodels_power_solution(
+    rate: float, n1: int, n2: int
+) -> None:
+    h = NormalIndPower().solve_power(
+        effect_size=None, nobs1=n1, alpha=0.05, power=0.8, ratio=n2 / n1
+    )
+    # The rate whose Cohen's h from the baseline equals that effect, found by root search.
+    lower = brentq(lambda p2: proportion_effectsize(rate, p2) - h, 1e-12, rate)
+    assert minimum_detectable_drop(rate, n1, n2) == pytest.approx(rate - lower, abs=1e-4)
+    # and the closed normal approximation: h = (z_.975 + z_.8)·√(1/n1 + 1/n2)
+    closed = (scipy.stats.norm.ppf(0.975) + scipy.stats.norm.ppf(0.8)) * math.sqrt(1 / n1 + 1 / n2)
+    assert h == pytest.approx(closed, rel=1e-3)
+
+
+def test_a_drop_to_zero_too_small_to_see_is_the_whole_rate() -> None:
+    assert minimum_detectable_drop(0.05, 5, 5) == pytest.approx(0.05)
+    assert minimum_detectable_drop(0.9, 0, 10) is None
+
+
+def _trials(*statuses: Status) -> list[CaseEvidence]:
+    return [
+        CaseEvidence(
+            case_id="c",
+            trial=i + 1,
+            status=status,
+            score=1.0 if status is Status.PASS else 0.0,
+            output_hmac="h",
+            label="",
+            checks=[],
+        )
+        for i, status in enumerate(statuses)
+    ]
+
+
+P, F, S = Status.PASS, Status.FAIL, Status.SKIPPED
+
+
+@pytest.mark.parametrize(
+    ("policy", "trials", "expected"),
+    [
+        ("all", (P, P, P), P),
+        ("all", (P, F, P), F),
+        ("majority", (P, F, P), P),
+        ("majority", (P, F, F), F),
+        ("majority", (P, F, P, F), F),  # a tie is not a majority
+        ("any", (F, F, P), P),
+        ("any", (F, F, F), F),
+    ],
+)
+def test_case_passes_policies_decide_the_case(
+    policy: str, trials: tuple[Status, ...], expected: Status
+) -> None:
+    decided = decide_trials("c", _trials(*trials), TrialsPolicy(case_passes=policy))
+    assert decided.status is expected
+    passed = sum(t is P for t in trials)
+    assert decided.label == f"{passed}/{len(trials)} trials passed ({policy})"
+
+
+def test_fewer_than_min_trials_is_a_coverage_shortfall_not_a_pass() -> None:
+    short = decide_trials("c", _trials(P, P), TrialsPolicy(min=3))
+    assert short.status is Status.SKIPPED and not short.not_judged
+    assert "2 of 3 trials scored" in short.label
+    # an unscored trial does not count towards min
+    assert decide_trials("c", _trials(P, P, S), TrialsPolicy(min=3)).status is Status.SKIPPED
+    # a failed trial settles `all` whatever the missing trials would say
+    assert decide_trials("c", _trials(F), TrialsPolicy(min=3)).status is Status.FAIL
+    # two passes out of a wanted three already make a majority... but not min trials
+    assert (
+        decide_trials("c", _trials(P, P), TrialsPolicy(min=3, case_passes="majority")).status
+        is Status.SKIPPED
+    )
+    assert decide_trials("c", [], TrialsPolicy(min=3)).missing
