@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,3 +221,72 @@ def test_fewer_than_min_trials_is_a_coverage_shortfall_not_a_pass() -> None:
         is Status.SKIPPED
     )
     assert decide_trials("c", [], TrialsPolicy(min=3)).missing
+
+
+METHODOLOGY = Path(__file__).resolve().parent.parent / "docs" / "EVAL-METHODOLOGY.md"
+
+
+def test_the_methodology_worked_example() -> None:
+    """docs/EVAL-METHODOLOGY.md, "Trials, clusters and error bars": every number it prints is
+    recomputed here independently (numpy, scipy, statsmodels) and found in the page."""
+    table = {"A": [1, 1, 1], "B": [1, 0, 1], "C": [0, 0, 0], "D": [1, 1, 0]}
+    values = np.array([x for t in table.values() for x in t], dtype=float)
+    groups = np.array([case for case, t in table.items() for _ in t])
+    fit = sm.OLS(values, np.ones(12)).fit(
+        cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False}
+    )
+    squares = ((values - values.mean()) ** 2).sum()
+    se = math.sqrt(fit.bse[0] ** 2 + squares / (144 * 11))
+    z = scipy.stats.norm.ppf(0.975)
+    comb = scipy.special.comb
+    at_k = [
+        np.mean([1 - comb(3 - sum(t), k) / comb(3, k) for t in table.values()]) for k in (1, 2, 3)
+    ]
+    pow_k = [np.mean([comb(sum(t), k) / comb(3, k) for t in table.values()]) for k in (1, 2, 3)]
+    candidate = {"A": 2, "B": 1, "C": 0, "D": 1}
+    d = np.array([sum(table[c]) / 3 - candidate[c] / 3 for c in table])
+    paired_se = float(scipy.stats.sem(d))
+    h = NormalIndPower().solve_power(effect_size=None, nobs1=50, alpha=0.05, power=0.8, ratio=1)
+    lowest = brentq(lambda p2: proportion_effectsize(0.9, p2) - h, 1e-12, 0.9)
+
+    page = METHODOLOGY.read_text()
+    expected = [
+        f"{values.mean():.4f}",
+        f"{squares:.4f}",
+        f"plain SE {scipy.stats.sem(values):.4f}",
+        f"SE = √{se**2:.6f} = {se:.4f}",
+        f"interval {values.mean() - z * se:.4f} to {values.mean() + z * se:.4f}",
+        f"pass@1 {at_k[0]:.4f}, pass@2 {at_k[1]:.4f}, pass@3 {at_k[2]:.4f}",
+        f"pass^1 {pow_k[0]:.4f}, pass^2 {pow_k[1]:.4f}, pass^3 {pow_k[2]:.4f}",
+        f"d̄ = {d.mean():.4f}",
+        f"SE = {paired_se:.4f}, interval +{d.mean() - z * paired_se:.4f} to "
+        f"+{d.mean() + z * paired_se:.4f}",
+        f"smaller than **{0.9 - lowest:.4f}**",
+    ]
+    for text in expected:
+        assert text in page, text
+
+    # and Assay's own figures give the same numbers
+    figures = trial_figures({c: (3, sum(t)) for c, t in table.items()})
+    assert figures is not None
+    assert figures.pass_rate.se == pytest.approx(se, abs=TOLERANCE)
+    assert figures.flaky == ["B", "D"]
+    assert [figures.pass_at_k[str(k)] for k in (1, 2, 3)] == pytest.approx(at_k, abs=TOLERANCE)
+    assert [figures.pass_pow_k[str(k)] for k in (1, 2, 3)] == pytest.approx(pow_k, abs=TOLERANCE)
+    paired = paired_mean_diff(
+        [sum(t) / 3 for t in table.values()], [v / 3 for v in candidate.values()]
+    )
+    assert paired is not None and paired.se == pytest.approx(paired_se, abs=TOLERANCE)
+    assert minimum_detectable_drop(0.9, 50, 50) == pytest.approx(0.9 - lowest, abs=1e-4)
+    policies = {
+        policy: sum(
+            decide_trials(
+                c, _trials(*(P if x else F for x in t)), TrialsPolicy(case_passes=policy)
+            ).status
+            is P
+            for c, t in table.items()
+        )
+        for policy in ("all", "majority", "any")
+    }
+    assert policies == {"all": 1, "majority": 3, "any": 3}
+    assert "`all` passes A only (1/4); `majority` and `any` pass A, B, D (3/4)" in page
