@@ -193,7 +193,8 @@ class OutputsIndex(BaseModel):
     def digest(self) -> str:
         """One SHA-256 over every slice's place and pins: a resume that indexes other outputs
         (other bytes, objects or cases) gets another digest."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        # `trials` is read from the pinned bytes: left out, runs indexed before it keep digests
+        return hashlib.sha256(self.model_dump_json(exclude={"trials"}).encode()).hexdigest()
 
 
 BLOCK_SIZE = 4 * 1024 * 1024

@@ -19,6 +19,8 @@ from scipy.optimize import brentq
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
+from assay.regression import RegressionStatus, RunSide, compare
+from assay.runs.render import regression_lines
 from assay.runs.scoring import CaseEvidence, decide_trials
 from assay.runs.trials import clustered_figure, trial_figures
 from assay.scorers import Status
@@ -290,3 +292,31 @@ def test_the_methodology_worked_example() -> None:
     }
     assert policies == {"all": 1, "majority": 3, "any": 3}
     assert "`all` passes A only (1/4); `majority` and `any` pass A, B, D (3/4)" in page
+
+
+def _side(run_id: str, passed: int, scored: int) -> RunSide:
+    return RunSide(
+        run_id=run_id,
+        passed=passed,
+        scored=scored,
+        score=passed / scored,
+        suite_version=1,
+        scorers=frozenset({"contains"}),
+    )
+
+
+def test_a_suite_too_small_to_see_the_threshold_says_so_in_the_summary() -> None:
+    small = compare(_side("b", 18, 20), _side("c", 17, 20), threshold=0.05)
+    assert small.status is not RegressionStatus.REGRESSED
+    assert small.minimum_detectable_drop == pytest.approx(
+        minimum_detectable_drop(0.9, 20, 20), abs=1e-12
+    )
+    assert small.blind_to_threshold
+    assert any("would likely go undetected" in line for line in regression_lines(small))
+    # 5,000 cases a side can see a 0.05 drop: nothing to warn about
+    large = compare(_side("b", 4500, 5000), _side("c", 4490, 5000), threshold=0.05)
+    assert large.minimum_detectable_drop is not None and large.minimum_detectable_drop < 0.05
+    assert not large.blind_to_threshold
+    assert not any("undetected" in line for line in regression_lines(large))
+    # single-trial runs keep Newcombe + McNemar: no trial comparison
+    assert small.trials is None and large.trials is None
