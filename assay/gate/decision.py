@@ -51,6 +51,7 @@ from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
 from assay.store.write_once import write_once
+from assay.suites import registry
 from assay.suites.suite import Suite
 
 GateVerdict = Literal["pass", "fail", "insufficient_evidence"]
@@ -216,17 +217,19 @@ def _rule_results(
 
 
 def unjudged_cases(store: EvidenceStore, result: EvalResult) -> list[str]:
-    """Case ids of the run whose `llm_judge` checks were skipped (from per-case evidence)."""
+    """Case ids of the run whose `llm_judge` checks were skipped (from per-case evidence; a
+    case with several such trials is named once)."""
     if not result.metrics.skipped_checks:
         return []
-    return [
+    unjudged = (
         case.case_id
         for case in read_cases(store, result.run_id)
         if any(
             check.status is Status.SKIPPED and check.scorer.startswith("llm_judge")
             for check in case.checks
         )
-    ]
+    )
+    return list(dict.fromkeys(unjudged))
 
 
 def _named(case_ids: Iterable[str]) -> str:
@@ -371,8 +374,6 @@ def what_if(
     Raises:
         NotFoundError: No such run, or it has no EvalResult.
     """
-    from assay.suites import registry
-
     recorded = load_result(store, run_id)
     _, suite = registry.resolve(store, f"{recorded.suite}@{recorded.suite_version}")
     metrics = recorded.metrics

@@ -83,6 +83,7 @@ class RunPlan(_RunOf):
     sample: int | None = None
     seed: int | None = None
     cases: int
+    """Outputs to score (one per case, or per trial with trials) plus cases with none."""
     chunks: int
     trials_policy: TrialsPolicy | None = None
     """How the run decides cases over trials: the suite's `trials`, else the default policy
