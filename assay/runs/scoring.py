@@ -255,6 +255,18 @@ def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
     return clamp(text)
 
 
+def _no_output(case_id: str) -> CaseEvidence:
+    return CaseEvidence(
+        case_id=case_id,
+        status=Status.FAIL,
+        score=0.0,
+        missing=True,
+        output_hmac=None,
+        label=NO_OUTPUT,
+        checks=[],
+    )
+
+
 def score_case(
     case_id: str,
     scorers: tuple[Scorer, ...],
@@ -268,15 +280,7 @@ def score_case(
     the other checks run here.
     """
     if output is None:
-        return CaseEvidence(
-            case_id=case_id,
-            status=Status.FAIL,
-            score=0.0,
-            missing=True,
-            output_hmac=None,
-            label=NO_OUTPUT,
-            checks=[],
-        )
+        return _no_output(case_id)
     text = output.output
     observed = Observation(text, output.trajectory)
     decided = judged or {}
@@ -327,15 +331,7 @@ def decide_trials(
     Its score is the mean score of its scored trials. The label counts trials, never text.
     """
     if not trials or all(t.missing for t in trials):
-        return CaseEvidence(
-            case_id=case_id,
-            status=Status.FAIL,
-            score=0.0,
-            missing=True,
-            output_hmac=None,
-            label=NO_OUTPUT,
-            checks=[],
-        )
+        return _no_output(case_id)
     scored = [t for t in trials if t.status is not Status.SKIPPED]
     n, c = len(scored), sum(t.status is Status.PASS for t in scored)
     wanting = max(policy.min - n, 0)
