@@ -374,18 +374,19 @@ def index_outputs(
         InputError: malformed line, unknown case id or duplicate output — naming file and line.
     """
     reference = OutputsReference.parse(uri)
-    first_seen: dict[tuple[str, int], tuple[str, int]] = {}
-    cases_seen: set[str] = set()
-    trials = False
+    # Keyed by the case id for trial 1 (or none), by (case id, trial) for later trials: a run
+    # without trials pays nothing for them.
+    first_seen: dict[str | tuple[str, int], tuple[str, int]] = {}
+    trialled: set[str] = set()
+    """Cases with an output that carries `trial`."""
     wanted = selected if isinstance(selected, set | frozenset) else set(selected)
 
     def claim(case_id: str, source: str, line: int, field: str, trial: int | None = None) -> None:
-        nonlocal trials
         if case_id not in known:
             raise InputError(
                 source, f"output for unknown case id {shown(case_id)}", line=line, field=field
             )
-        key = (case_id, trial or 1)
+        key: str | tuple[str, int] = case_id if trial is None or trial == 1 else (case_id, trial)
         if key in first_seen:
             where, first = first_seen[key]
             of_trial = "" if trial is None else f" trial {trial}"
@@ -397,8 +398,8 @@ def index_outputs(
                 field=field if trial is None else "trial",
             )
         first_seen[key] = (source, line)
-        cases_seen.add(case_id)
-        trials = trials or trial is not None
+        if trial is not None:
+            trialled.add(case_id)
 
     slices: list[OutputSlice] = []
     traces: list[OutputSource] = []
@@ -417,7 +418,9 @@ def index_outputs(
         without_text = found.without_text
     for number, piece in enumerate(slices):
         piece.chunk = number
-    missing = [c for c in selected if c not in cases_seen or c in without_text]
+    missing = [
+        c for c in selected if (c not in first_seen and c not in trialled) or c in without_text
+    ]
     return OutputsIndex(
         slices=slices,
         seen=len(first_seen) - len(without_text),
@@ -425,7 +428,7 @@ def index_outputs(
         without_text=len(without_text),
         without_text_example=next((c for c in missing if c in without_text), None)
         or min(without_text, default=None),
-        trials=trials,
+        trials=bool(trialled),
     )
 
 

@@ -19,6 +19,8 @@ from scipy.optimize import brentq
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
+from assay.errors import InputError
+from assay.outputs import index_outputs
 from assay.regression import RegressionStatus, RunSide, compare
 from assay.runs.render import regression_lines
 from assay.runs.scoring import CaseEvidence, decide_trials
@@ -320,3 +322,26 @@ def test_a_suite_too_small_to_see_the_threshold_says_so_in_the_summary() -> None
     assert not any("undetected" in line for line in regression_lines(large))
     # single-trial runs keep Newcombe + McNemar: no trial comparison
     assert small.trials is None and large.trials is None
+
+
+def test_a_line_without_trial_is_trial_1_and_later_trials_alone_are_not_missing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "o.jsonl"
+    path.write_text(
+        '{"case_id": "a", "output": "x"}\n{"case_id": "b", "trial": 2, "output": "x"}\n'
+        '{"case_id": "a", "trial": 1, "output": "x"}\n'
+    )
+    with pytest.raises(InputError) as raised:
+        index_outputs(str(path), {"a", "b", "c"}, ["a", "b", "c"], 10)
+    assert str(raised.value) == (
+        f"{path} line 3, field trial: duplicate output for case 'a' trial 1"
+        f" (first at {path} line 1)"
+    )
+    path.write_text(
+        '{"case_id": "a", "output": "x"}\n{"case_id": "b", "trial": 2, "output": "x"}\n'
+    )
+    index = index_outputs(str(path), {"a", "b", "c"}, ["a", "b", "c"], 10)
+    assert index.missing == ["c"] and index.trials and index.seen == 2
+    path.write_text('{"case_id": "a", "output": "x"}\n')
+    assert not index_outputs(str(path), {"a"}, ["a"], 10).trials
