@@ -109,6 +109,11 @@ class Comparison(BaseModel):
     power at these two runs' sizes (Cohen's h); None without a baseline."""
 
     @property
+    def deciding_interval(self) -> list[float] | None:
+        """The interval `status` rests on: over trials when there are trials, else Newcombe's."""
+        return self.trials.interval if self.trials is not None else self.interval
+
+    @property
     def drop_bound(self) -> float | None:
         """The upper 95% bound of the pass-rate drop: paired over trials, else paired over
         cases, else independent; None without a baseline."""

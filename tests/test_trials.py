@@ -26,6 +26,7 @@ from statsmodels.stats.proportion import proportion_effectsize
 from typer.testing import CliRunner
 
 from assay.cli import app
+from assay.findings import list_findings
 from assay.runs.render import markdown_summary
 from assay.runs.scorecard import scorecard
 from assay.store import FileStore
@@ -247,6 +248,8 @@ def test_two_trial_runs_are_compared_by_paired_differences(store_dir: Path, tmp_
     assert (lo, hi) == pytest.approx((d.mean() - z * se, d.mean() + z * se), abs=1e-6)
     assert lo > 0 and comparison.score_drop is not None and comparison.score_drop > 0.05
     assert comparison.status == "regressed"
+    finding = next(f for f in list_findings(FileStore(store_dir)) if f.run_id == cand.run_id)
+    assert f"(drop 95% CI {lo:.3f} to {hi:.3f}, paired over trials)" in finding.summary
 
     # The smallest drop these two runs could see: statsmodels' power solution, as a rate.
     p1 = comparison.baseline.passed / comparison.baseline.scored  # type: ignore[union-attr]

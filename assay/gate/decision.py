@@ -138,13 +138,18 @@ def _rule_results(
     regressed = regression is not None and regression.status is RegressionStatus.REGRESSED
     if regression is None or regression.status is RegressionStatus.NO_BASELINE:
         regression_detail = "no baseline: nothing to compare with yet"
-    elif regressed and regression.baseline is not None and regression.interval is not None:
-        lo, hi = regression.interval
+    elif (
+        regressed
+        and regression.baseline is not None
+        and (deciding := regression.deciding_interval) is not None
+    ):
+        lo, hi = deciding
         regression_detail = (
             f"regressed vs {regression.baseline_run}: pass "
             f"{regression.baseline.passed}/{regression.baseline.scored} → "
             f"{regression.candidate.passed}/{regression.candidate.scored}, "
             f"drop 95% CI {lo:.3f} to {hi:.3f}"
+            + (" (paired over trials)" if regression.trials else "")
         )
     else:
         regression_detail = f"{regression.status.value} vs baseline {regression.baseline_run}"
