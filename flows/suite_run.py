@@ -144,8 +144,8 @@ def suite_run(
         seed=seed if sample is not None else None,
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
-        # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
         trials_policy=golden.trials or (TrialsPolicy() if index.trials else None),
+        # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
         outputs_digest=OutputHasher(store_secret(evidence_store(store_uri)))(index.digest()),
     )
     this_run = str(flow_run.id)
