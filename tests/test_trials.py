@@ -162,6 +162,15 @@ def test_a_trial_run_reports_every_figure_as_computed_independently(
     assert messages["t01"] == "3/4 trials passed (all)"
     assert messages["t00"] == "3/3 trials passed (all)"
 
+    # `assay runs cases` lists every trial, numbered
+    listed = CliRunner().invoke(app, ["runs", "cases", result.run_id, "--json"])
+    trials = json.loads(listed.stdout)
+    assert sorted((t["case_id"], t["trial"]) for t in trials) == sorted(
+        (case, n + 1) for case, outcomes in TABLE.items() for n in range(len(outcomes))
+    )
+    table = CliRunner().invoke(app, ["runs", "cases", result.run_id, "--status", "failed"])
+    assert "t01 #2" in table.stdout
+
 
 def test_case_passes_policies_and_min_trials_change_case_verdicts(
     store_dir: Path, tmp_path: Path

@@ -327,6 +327,7 @@ CASE_STATUSES: dict[str, frozenset[Status]] = {
 def _case_json(case: CaseEvidence) -> dict[str, Any]:
     return {
         "case_id": case.case_id,
+        **({} if case.trial is None else {"trial": case.trial}),
         "status": case.status.value,
         "score": case.score,
         "label": case.label,
@@ -368,7 +369,8 @@ def runs_cases(
     table = common.table("case", "status", "score", "label")
     for case in cases:
         score = "—" if case.score is None else f"{case.score:.3f}"
-        table.add_row(Text(case.case_id), case.status.value, score, Text(case.label))
+        name = case.case_id if case.trial is None else f"{case.case_id} #{case.trial}"
+        table.add_row(Text(name), case.status.value, score, Text(case.label))
     common.out.print(table if cases else "No such cases in this run.")
 
 
