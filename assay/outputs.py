@@ -54,6 +54,8 @@ class CandidateOutput(BaseModel):
 
     case_id: str = Field(min_length=1)
     output: str
+    trial: int | None = Field(default=None, ge=1)
+    """Which repeated trial of the case this is; `(case_id, trial)` is unique (none reads as 1)."""
     duration_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """A number too large for a float (`1e400`) reads as infinity, refused as not finite."""
     usage: Usage | None = None
@@ -180,6 +182,8 @@ class OutputsIndex(BaseModel):
     a case with no output)."""
     without_text_example: str | None = None
     """One of them, to name in the warning."""
+    trials: bool = False
+    """Some output carried `trial`: the run's cases are decided over their trials."""
 
     def warning(self) -> str | None:
         """The warning that traced cases had no text anywhere; None when all had some."""
@@ -194,7 +198,8 @@ class OutputsIndex(BaseModel):
     def digest(self) -> str:
         """One SHA-256 over every slice's place and pins: a resume that indexes other outputs
         (other bytes, objects or cases) gets another digest."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        # `trials` is read from the pinned bytes: left out, runs indexed before it keep digests
+        return hashlib.sha256(self.model_dump_json(exclude={"trials"}).encode()).hexdigest()
 
 
 BLOCK_SIZE = 4 * 1024 * 1024
@@ -305,23 +310,32 @@ def index_outputs(
         InputError: malformed line, unknown case id or duplicate output — naming file and line.
     """
     reference = uri if isinstance(uri, OutputsReference) else OutputsReference.parse(uri)
-    first_seen: dict[str, tuple[str, int]] = {}
+    # Keyed by the case id for trial 1 (or none), by (case id, trial) for later trials: a run
+    # without trials pays nothing for them.
+    first_seen: dict[str | tuple[str, int], tuple[str, int]] = {}
+    trialled: set[str] = set()
+    """Cases with an output that carries `trial`."""
     wanted = selected if isinstance(selected, set | frozenset) else set(selected)
 
-    def claim(case_id: str, source: str, line: int, field: str) -> None:
+    def claim(case_id: str, source: str, line: int, field: str, trial: int | None = None) -> None:
         if case_id not in known:
             raise InputError(
                 source, f"output for unknown case id {shown(case_id)}", line=line, field=field
             )
-        if case_id in first_seen:
-            where, first = first_seen[case_id]
+        key: str | tuple[str, int] = case_id if trial is None or trial == 1 else (case_id, trial)
+        if key in first_seen:
+            where, first = first_seen[key]
+            of_trial = "" if trial is None else f" trial {trial}"
             raise InputError(
                 source,
-                f"duplicate output for case {shown(case_id)} (first at {where} line {first})",
+                f"duplicate output for case {shown(case_id)}{of_trial} (first at {where} line"
+                f" {first})",
                 line=line,
-                field=field,
+                field=field if trial is None else "trial",
             )
-        first_seen[case_id] = (source, line)
+        first_seen[key] = (source, line)
+        if trial is not None:
+            trialled.add(case_id)
 
     slices: list[OutputSlice] = []
     traces: list[OutputSource] = []
@@ -340,7 +354,9 @@ def index_outputs(
         without_text = found.without_text
     for number, piece in enumerate(slices):
         piece.chunk = number
-    missing = [c for c in selected if c not in first_seen or c in without_text]
+    missing = [
+        c for c in selected if (c not in first_seen and c not in trialled) or c in without_text
+    ]
     return OutputsIndex(
         slices=slices,
         seen=len(first_seen) - len(without_text),
@@ -348,6 +364,7 @@ def index_outputs(
         without_text=len(without_text),
         without_text_example=next((c for c in missing if c in without_text), None)
         or min(without_text, default=None),
+        trials=bool(trialled),
     )
 
 
@@ -473,7 +490,7 @@ def _index_jsonl(
     output: OutputSource,
     wanted: Collection[str],
     chunk_size: int,
-    claim: Callable[[str, str, int, str], None],
+    claim: Callable[[str, str, int, str, int | None], None],
 ) -> Iterator[OutputSlice]:
     source = output.name
     hasher = _SliceHasher()
@@ -493,7 +510,7 @@ def _index_jsonl(
 
     for number, line_start, end, raw in numbered_lines(hasher.stream(output.blocks())):
         record = parse_line(raw, source, number)
-        claim(record.case_id, source, number, "case_id")
+        claim(record.case_id, source, number, "case_id", record.trial)
         if record.case_id not in wanted:
             hasher.passed(end)
             continue

@@ -6,7 +6,9 @@ score interval of the pass-rate difference lies above 0 (the baseline's pass rat
 higher). A drop above the threshold whose interval includes 0 is `inconclusive_noise`: too little
 data to tell, never reported as a regression. When both runs scored exactly the same cases, the
 paired analysis (Newcombe's paired interval and the exact McNemar test) is added: it uses the
-case-by-case pairing and has more power on the same data.
+case-by-case pairing and has more power on the same data. When either run has trials, the
+interval that decides is the paired one over per-case pass fractions (`TrialsComparison`, Miller
+2024). Every comparison reports the smallest drop its two runs could detect.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from assay.stats import mcnemar_exact, newcombe_diff, paired_diff
+from assay.stats import (
+    mcnemar_exact,
+    minimum_detectable_drop,
+    newcombe_diff,
+    paired_diff,
+    paired_mean_diff,
+)
 
 
 class RegressionStatus(StrEnum):
@@ -47,6 +55,19 @@ class PairedAnalysis(BaseModel):
     interval: list[float] | None
     """95% Newcombe paired interval of baseline − candidate pass rate."""
     mcnemar_p: float
+
+
+class TrialsComparison(BaseModel):
+    """Two runs, one of them (or both) with trials, compared case by case: the mean over shared
+    scored cases of baseline − candidate pass fraction, with its paired SE (Miller 2024)."""
+
+    cases: int
+    """Cases scored in both runs (the pairs)."""
+    mean_diff: float
+    se: float
+    interval: list[float]
+    """95% interval, mean_diff ± 1.96·se clipped to [−1, 1]."""
+    method: str = "paired differences of per-case pass fractions (Miller 2024)"
 
 
 MAX_LISTED_FLIPS = 100
@@ -81,6 +102,36 @@ class Comparison(BaseModel):
     changed: list[str]
     trajectories: TrajectoryFlips | None = None
     """Cases whose trajectory verdict flipped; None when neither run has trajectory checks."""
+    trials: TrialsComparison | None = None
+    """The paired comparison over trials; when present it decides `regressed`."""
+    minimum_detectable_drop: float | None = None
+    """The smallest drop from the baseline's pass rate a two-sided 5% test detects with 80%
+    power at these two runs' sizes (Cohen's h); None without a baseline."""
+
+    @property
+    def deciding_interval(self) -> list[float] | None:
+        """The interval `status` rests on: over trials when there are trials, else Newcombe's."""
+        return self.trials.interval if self.trials is not None else self.interval
+
+    @property
+    def drop_bound(self) -> float | None:
+        """The upper 95% bound of the pass-rate drop: paired over trials, else paired over
+        cases, else independent; None without a baseline."""
+        if self.trials is not None:
+            return self.trials.interval[1]
+        if self.paired is not None and self.paired.interval is not None:
+            return self.paired.interval[1]
+        return None if self.interval is None else self.interval[1]
+
+    @property
+    def blind_to_threshold(self) -> bool:
+        """No regression was found, but the runs are too small to see a drop the size of the
+        threshold (the minimum detectable drop is larger)."""
+        return (
+            self.status is not RegressionStatus.REGRESSED
+            and self.minimum_detectable_drop is not None
+            and self.minimum_detectable_drop > self.threshold
+        )
 
 
 def trajectory_flips(baseline: RunSide, candidate: RunSide) -> TrajectoryFlips | None:
@@ -114,6 +165,9 @@ class RunSide:
     """Pass (True) or fail (False) of each scored case, by case id."""
     trajectories: Mapping[str, bool] = field(default_factory=dict)
     """Whether each case's trajectory checks all passed, for cases that have any."""
+    fractions: Mapping[str, float] = field(default_factory=dict)
+    """Each scored case's pass fraction over its scored trials (0 or 1 without trials)."""
+    with_trials: bool = False
     judge_model: str | None = None
     prompt_version: str | None = None
 
@@ -131,6 +185,23 @@ def no_baseline(candidate: Counts, threshold: float) -> Comparison:
         candidate=candidate,
         paired=None,
         changed=[],
+    )
+
+
+def _over_trials(baseline: RunSide, candidate: RunSide) -> TrialsComparison | None:
+    if not (baseline.with_trials or candidate.with_trials):
+        return None
+    shared = [case for case in baseline.fractions if case in candidate.fractions]
+    estimate = paired_mean_diff(
+        [baseline.fractions[c] for c in shared], [candidate.fractions[c] for c in shared]
+    )
+    if estimate is None:
+        return None
+    return TrialsComparison(
+        cases=len(shared),
+        mean_diff=estimate.mean,
+        se=estimate.se,
+        interval=[estimate.lo, estimate.hi],
     )
 
 
@@ -198,9 +269,11 @@ def compare(
         baseline.passed / baseline.scored - candidate.passed / candidate.scored if rates else None
     )
     interval = newcombe_diff(baseline.passed, baseline.scored, candidate.passed, candidate.scored)
-    if score_drop is None or interval is None or score_drop <= threshold:
+    trials = _over_trials(baseline, candidate)
+    lower = trials.interval[0] if trials is not None else interval.lo if interval else None
+    if score_drop is None or lower is None or score_drop <= threshold:
         status = RegressionStatus.NO_REGRESSION
-    elif interval.lo > 0:
+    elif lower > 0:
         status = RegressionStatus.REGRESSED
     else:
         status = RegressionStatus.INCONCLUSIVE_NOISE
@@ -217,4 +290,10 @@ def compare(
         paired=_paired(baseline, candidate),
         changed=what_changed(baseline, candidate),
         trajectories=trajectory_flips(baseline, candidate),
+        trials=trials,
+        minimum_detectable_drop=minimum_detectable_drop(
+            baseline.passed / baseline.scored, baseline.scored, candidate.scored
+        )
+        if rates
+        else None,
     )

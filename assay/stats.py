@@ -56,8 +56,13 @@ class Trend(NamedTuple):
     n: int
 
 
-_RUN_LIBRARIES = ("statsmodels.stats.proportion", "statsmodels.stats.contingency_tables")
-"""What every suite run's figures need: Wilson, Newcombe (vs the baseline), exact McNemar."""
+_RUN_LIBRARIES = (
+    "statsmodels.stats.proportion",
+    "statsmodels.stats.contingency_tables",
+    "statsmodels.stats.power",
+)
+"""What every suite run's figures need: Wilson, Newcombe (vs the baseline), exact McNemar, the
+minimum detectable drop."""
 
 
 def preload() -> None:
@@ -330,3 +335,159 @@ def trend(values: Sequence[float], alpha: float = 0.05) -> Trend:
     slope, se = float(fit.slope), float(fit.stderr)
     half = float(sps.t.ppf(1 - alpha / 2, n - 2)) * se
     return Trend(slope, slope - half, slope + half, n)
+
+
+class MeanEstimate(NamedTuple):
+    """A mean with its standard error and its 95% normal interval (clipped to the mean's range)."""
+
+    mean: float
+    se: float
+    lo: float
+    hi: float
+
+
+Z95 = NormalDist().inv_cdf(0.975)
+"""The two-sided 95% normal quantile (1.959964…)."""
+
+
+def clustered_mean(values: Sequence[float], clusters: Sequence[str]) -> MeanEstimate | None:
+    """Mean of per-item scores with the cluster-robust standard error of Miller (2024), eq. 4.
+
+    Why: repeated trials of one case (or questions about one document) are not independent
+    samples; the plain standard error treats them as such and is too small when items of a
+    cluster agree. Miller E, "Adding Error Bars to Evals: A Statistical Approach to Language
+    Model Evaluations", arXiv:2411.00640 (2024), eq. 4, with s̄ the mean of all n items:
+
+        SE² = SE²_CLT + (1/n²) Σ_c Σ_i Σ_{j≠i} (s_{i,c} − s̄)(s_{j,c} − s̄),
+        SE²_CLT = Σ (s_i − s̄)² / (n (n − 1))                                   (eq. 1)
+
+    and no small-sample correction of the cluster term (no G/(G−1)). With one item per cluster
+    it is the plain SE_CLT. It differs from statsmodels' cluster-robust covariance of an
+    intercept-only OLS without correction (`cov_type="cluster"`, `use_correction=False`),
+    (1/n²) Σ_c (Σ_i (s_{i,c} − s̄))², only in the CLT term's n − 1: by Σ(s_i − s̄)²/(n²(n − 1)).
+    The interval is mean ± 1.96·SE clipped to [0, 1] (scores are rates).
+
+    Args:
+        values: One score per item (1.0 pass, 0.0 fail for a pass rate).
+        clusters: The cluster of each item (a case id for trials).
+
+    Returns:
+        The estimate; None with no items. With one item the SE is 0 (nothing to estimate from).
+
+    Raises:
+        ValueError: If values and clusters differ in length.
+    """
+    if len(values) != len(clusters):
+        raise ValueError(f"clustered_mean needs equal lengths, got {len(values)}, {len(clusters)}")
+    n = len(values)
+    if n == 0:
+        return None
+    mean = math.fsum(values) / n
+    residual_sums: dict[str, float] = {}
+    squares = 0.0
+    for value, cluster in zip(values, clusters, strict=True):
+        residual = value - mean
+        squares += residual * residual
+        residual_sums[cluster] = residual_sums.get(cluster, 0.0) + residual
+    if n == 1:
+        return MeanEstimate(mean, 0.0, mean, mean)
+    # Σ_i Σ_{j≠i} e_i e_j within a cluster = (Σ_i e_i)² − Σ_i e_i².
+    cross = math.fsum(total * total for total in residual_sums.values()) - squares
+    variance = squares / (n * (n - 1)) + cross / (n * n)
+    se = math.sqrt(max(variance, 0.0))
+    return MeanEstimate(mean, se, max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se))
+
+
+def paired_mean_diff(first: Sequence[float], second: Sequence[float]) -> MeanEstimate | None:
+    """Mean of paired differences first − second with its standard error (Miller 2024, §
+    "Paired differences"): SE = sd(d)/√n with the sample standard deviation (n − 1) of
+    d_i = first_i − second_i, i.e. √((Var(a) + Var(b) − 2 Cov(a, b))/n). The interval is
+    d̄ ± 1.96·SE clipped to [−1, 1].
+
+    Why: two runs over the same cases share each case's difficulty; differencing per case
+    removes it, so the paired interval is narrower than the independent one on the same data.
+    With trials, a and b are the per-case pass fractions (the trials of a case are averaged
+    first, as the paper does for repeated answers to one question).
+
+    Returns:
+        The estimate; None with no pairs. With one pair the SE is 0.
+
+    Raises:
+        ValueError: If the sequences differ in length.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"paired_mean_diff needs equal lengths, got {len(first)}, {len(second)}")
+    n = len(first)
+    if n == 0:
+        return None
+    diffs = [a - b for a, b in zip(first, second, strict=True)]
+    mean = math.fsum(diffs) / n
+    if n == 1:
+        return MeanEstimate(mean, 0.0, mean, mean)
+    variance = math.fsum((d - mean) ** 2 for d in diffs) / (n - 1)
+    se = math.sqrt(variance / n)
+    return MeanEstimate(mean, se, max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one case with n trials, c of them passed: 1 − C(n−c, k)/C(n, k).
+
+    Chen M et al., "Evaluating Large Language Models Trained on Code", arXiv:2107.03374 (2021),
+    eq. 1: the chance that at least one of k trials drawn without replacement from the n passed.
+
+    Raises:
+        ValueError: Unless 0 <= c <= n and 1 <= k <= n.
+    """
+    _check_trials(n, c, k)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_pow_k(n: int, c: int, k: int) -> float:
+    """pass^k of one case (τ-bench: Yao S et al., arXiv:2406.12045, 2024): C(c, k)/C(n, k), the
+    chance that all of k trials drawn without replacement from the n passed.
+
+    Raises:
+        ValueError: Unless 0 <= c <= n and 1 <= k <= n.
+    """
+    _check_trials(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _check_trials(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+
+
+def minimum_detectable_drop(
+    baseline_rate: float, n_baseline: int, n_candidate: int, alpha: float = 0.05, power: float = 0.8
+) -> float | None:
+    """The smallest drop from `baseline_rate` that a two-sided test at `alpha` detects with
+    `power`, with these two sample sizes.
+
+    Cohen J, Statistical Power Analysis for the Behavioral Sciences, 2nd ed., 1988, ch. 6: the
+    effect size of two proportions is h = 2·asin(√p1) − 2·asin(√p2). statsmodels'
+    `NormalIndPower().solve_power` finds the h that reaches `power` (nobs1 = the baseline's n,
+    ratio = n_candidate/n_baseline); the rate it stands for is p2 = sin(asin(√p1) − h/2)², and
+    the drop p1 − p2. When even a drop to 0 has less effect than h, the drop is the whole
+    baseline rate (the suite cannot see any drop with that power).
+
+    Returns:
+        The drop in [0, baseline_rate]; None when either run has no cases.
+    """
+    if n_baseline <= 0 or n_candidate <= 0:
+        return None
+    from statsmodels.stats.power import NormalIndPower  # heavy import
+
+    h = float(
+        NormalIndPower().solve_power(
+            effect_size=None,
+            nobs1=n_baseline,
+            alpha=alpha,
+            power=power,
+            ratio=n_candidate / n_baseline,
+            alternative="two-sided",
+        )
+    )
+    angle = math.asin(math.sqrt(min(max(baseline_rate, 0.0), 1.0))) - h / 2
+    lowest = math.sin(angle) ** 2 if angle > 0 else 0.0
+    return baseline_rate - lowest

@@ -33,6 +33,7 @@ from tasks.evidence import (
     close_interrupted_attempt,
     compare_task,
     finish_run_task,
+    settle_cases_task,
     start_run_task,
 )
 from tasks.findings import notify_findings, report_findings
@@ -104,23 +105,25 @@ def suite_run(options: RunOptions) -> EvalResult:
             progress.chunk_done(summaries[-1].metrics)
         merged = merge_chunks(summaries)
         aggregate.judge = merged.judge or aggregate.judge
+        settled = settle_cases_task(store, aggregate, merged.metrics)
         regression = compare_task(
-            store, aggregate, merged.metrics, setup.regression_threshold, options.baseline
+            store, aggregate, settled.metrics, setup.regression_threshold, options.baseline
         )
         correction = (
             None
             if options.calibration is None
             else correct_judged_pass_rate(
-                store, aggregate.judge, merged.metrics, options.calibration
+                store, aggregate.judge, settled.metrics, options.calibration
             )
         )
         result = finish_run_task(
             store,
             aggregate,
-            merged.metrics,
+            settled.metrics,
             regression,
             merged.budget,
             merged.reliability(correction),
+            settled,
         )
     except BaseException as exc:
         # No chunk outlives its failed run: one still retrying its writes would race the

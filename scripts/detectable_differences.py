@@ -23,17 +23,19 @@ import math
 
 import numpy as np
 from scipy.stats import binom  # type: ignore[import-untyped]
-from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
+
+from assay.stats import minimum_detectable_drop
 
 ALPHA, POWER = 0.05, 0.80
 
 
 def detectable_drop(n: int, p0: float) -> float:
-    """The smallest drop from p0 that n-vs-n cases detect with 80% power (arcsine approximation)."""
-    h = float(NormalIndPower().solve_power(nobs1=n, alpha=ALPHA, power=POWER, ratio=1.0))
-    p1 = math.sin(math.asin(math.sqrt(p0)) - h / 2) ** 2
-    return p0 - p1
+    """The smallest drop from p0 that n-vs-n cases detect with 80% power (arcsine approximation;
+    the figure every comparison reports as `regression.minimum_detectable_drop`)."""
+    drop = minimum_detectable_drop(p0, n, n, alpha=ALPHA, power=POWER)
+    assert drop is not None  # n > 0
+    return drop
 
 
 def rule_power(n: int, p0: float, p1: float) -> float:

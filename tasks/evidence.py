@@ -9,8 +9,17 @@ from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.comparison import compare_with_baseline
 from assay.runs.lifecycle import begin_run
-from assay.runs.records import EvalResult, RunAggregate, RunOwner, RunPlan, finish_run
+from assay.runs.records import (
+    EvalResult,
+    RunAggregate,
+    RunOwner,
+    RunPlan,
+    finish_run,
+    read_cases,
+)
 from assay.runs.scoring import RunMetrics
+from assay.runs.trials import SettledCases, settle_cases
+from assay.suites import registry
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
@@ -61,6 +70,17 @@ def compare_task(
     return compare_with_baseline(evidence_store(store), aggregate, metrics, threshold, baseline)
 
 
+@task(name="settle-cases", **IO_RETRIES)
+def settle_cases_task(store: str, aggregate: RunAggregate, metrics: RunMetrics) -> SettledCases:
+    """Decide each case over its trials and compute the trial and cluster figures (a run with
+    neither reads nothing)."""
+    target = evidence_store(store)
+    _, suite = registry.resolve(target, f"{aggregate.suite}@{aggregate.suite_version}")
+    return settle_cases(
+        lambda: read_cases(target, aggregate.run_id), aggregate.trials_policy, metrics, suite
+    )
+
+
 @task(name="finish-run", **IO_RETRIES)
 def finish_run_task(
     store: str,
@@ -69,6 +89,9 @@ def finish_run_task(
     regression: Comparison,
     budget: Decision | None,
     reliability: JudgeReliability | None = None,
+    settled: SettledCases | None = None,
 ) -> EvalResult:
     """Write the run's EvalResult (with its comparison) and mark the aggregate completed."""
-    return finish_run(evidence_store(store), aggregate, metrics, regression, budget, reliability)
+    return finish_run(
+        evidence_store(store), aggregate, metrics, regression, budget, reliability, settled
+    )

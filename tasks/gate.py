@@ -5,20 +5,10 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from assay.calibration.report import is_calibrated
 from assay.findings import Finding, record
-from assay.gate.decision import (
-    UNCALIBRATED,
-    GateDecision,
-    decide,
-    record_decision,
-    unjudged_cases,
-    uses_judge,
-)
+from assay.gate.decision import UNCALIBRATED, GateDecision, assess, record_decision
 from assay.gate.render import markdown_decision
-from assay.judge.port import JudgePin
 from assay.runs.records import EvalResult
-from assay.runs.render import warnings
 from assay.subject import Subject
 from assay.suites import registry
 from tasks._options import IO_RETRIES
@@ -34,17 +24,7 @@ def decide_gate(
     """Apply the gate rules to the run and record the decision (write-once per run)."""
     target = evidence_store(store)
     _, suite = registry.resolve(target, f"{result.suite}@{result.suite_version}")
-    judge = result.judge
-    calibrated = None if judge is None else is_calibrated(target, JudgePin(**judge.model_dump()))
-    decision = decide(
-        result,
-        uses_judge=uses_judge(suite),
-        calibrated=calibrated,
-        unjudged=unjudged_cases(target, result),
-        run_warnings=warnings(result),
-        max_judge_flip_rate=max_judge_flip_rate,
-    )
-    return record_decision(target, decision)
+    return record_decision(target, assess(target, result, suite, max_judge_flip_rate))
 
 
 @task(name="report-gate-findings", **IO_RETRIES)

@@ -14,14 +14,26 @@ import typer
 
 from assay.cli import _common as common
 from assay.cli.runs import launch_suite_flow, print_result
-from assay.gate.decision import GateDecision, GateReport, GateRun
+from assay.gate.decision import (
+    INSUFFICIENT,
+    GateDecision,
+    GateReport,
+    GateRun,
+    GateVerdict,
+    what_if,
+)
 from assay.gate.junit import junit_xml
 from assay.gate.overrides import GateCheck, check_gate
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.runs.options import GateOptions
-from assay.runs.records import read_cases
+from assay.runs.records import read_decided_cases
 
 EXIT_GATE_FAILED = 1
+
+
+def _exit_code(verdict: GateVerdict, allow_insufficient: bool) -> int:
+    passing = verdict == "pass" or (allow_insufficient and verdict == INSUFFICIENT)
+    return 0 if passing else EXIT_GATE_FAILED
 
 
 def _print_decision(decision: GateDecision) -> None:
@@ -30,14 +42,37 @@ def _print_decision(decision: GateDecision) -> None:
         common.out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
     for note in decision.warnings:
         common.out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
-    verdict = (
-        "[green]GATE PASSED[/green]" if decision.verdict == "pass" else "[red]GATE FAILED[/red]"
-    )
+    verdict = {
+        "pass": "[green]GATE PASSED[/green]",
+        "fail": "[red]GATE FAILED[/red]",
+    }.get(decision.verdict, "[yellow]GATE: INSUFFICIENT EVIDENCE[/yellow]")
+    if decision.what_if:
+        verdict = f"WHAT-IF (nothing recorded): {verdict}"
     reasons = ", ".join(reason.rule for reason in decision.reasons)
     common.out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
 
 
-def _check(run_id: str, store: str | None, as_json: bool) -> None:
+def _what_if(
+    run_id: str,
+    store: str | None,
+    as_json: bool,
+    thresholds: tuple[float, float | None, float | None],
+    allow_insufficient: bool,
+) -> None:
+    pass_threshold, min_coverage, max_flip_rate = thresholds
+    decision: GateDecision = common.guarded(
+        lambda: what_if(
+            common.open_evidence(store), run_id, pass_threshold, min_coverage, max_flip_rate
+        )
+    )
+    if as_json:
+        common.print_json(decision.model_dump(mode="json"))
+    else:
+        _print_decision(decision)
+    raise typer.Exit(_exit_code(decision.verdict, allow_insufficient))
+
+
+def _check(run_id: str, store: str | None, as_json: bool, allow_insufficient: bool) -> None:
     check: GateCheck = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
     if as_json:
         common.print_json(check.model_dump(mode="json"))
@@ -50,7 +85,7 @@ def _check(run_id: str, store: str | None, as_json: bool) -> None:
         )
         for reason in check.reasons:
             common.out.print(f"  recorded reason {reason.rule}: {reason.message}", highlight=False)
-    raise typer.Exit(0 if check.effective == "pass" else EXIT_GATE_FAILED)
+    raise typer.Exit(_exit_code(check.effective, allow_insufficient))
 
 
 @common.app.command("gate")
@@ -87,6 +122,29 @@ def gate_command(
             help=common.option_help("max_judge_flip_rate"),
         ),
     ] = None,
+    pass_threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--pass-threshold",
+            min=0.0,
+            max=1.0,
+            help="With --check: what-if — the decision at this pass threshold (nothing recorded,"
+            " no judge call).",
+        ),
+    ] = None,
+    min_coverage: Annotated[
+        float | None,
+        typer.Option(
+            "--min-coverage", min=0.0, max=1.0, help="With --pass-threshold: what-if coverage."
+        ),
+    ] = None,
+    allow_insufficient: Annotated[
+        bool,
+        typer.Option(
+            "--allow-insufficient",
+            help="Exit 0 when the only failed rule is insufficient_evidence (non-inferiority).",
+        ),
+    ] = False,
     store: common.StoreOption = None,
     outputs_format: common.OutputsFormatOption = "auto",
     case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
@@ -94,8 +152,15 @@ def gate_command(
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
+    if (min_coverage is not None) and pass_threshold is None:
+        common.fail("--min-coverage is a what-if option: use it with --check and --pass-threshold")
+    if pass_threshold is not None:
+        if check is None:
+            common.fail("--pass-threshold is a what-if: use it with --check RUN_ID")
+        thresholds = (pass_threshold, min_coverage, max_judge_flip_rate)
+        _what_if(check, store, as_json, thresholds, allow_insufficient)
     if check is not None:
-        _check(check, store, as_json)
+        _check(check, store, as_json, allow_insufficient)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
     options = common.run_options(
@@ -115,11 +180,11 @@ def gate_command(
     evidence, launched = launch_suite_flow("gate", ("gate",), not as_json, options)
     run = cast(GateRun, launched)
     if junit is not None:
-        cases = list(read_cases(evidence, run.decision.run_id))
+        cases = read_decided_cases(evidence, run.decision.run_id)
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
     if as_json:
         common.print_json(GateReport.of(run).model_dump(mode="json"))
     else:
         print_result(run.result)
         _print_decision(run.decision)
-    raise typer.Exit(0 if run.decision.verdict == "pass" else EXIT_GATE_FAILED)
+    raise typer.Exit(_exit_code(run.decision.verdict, allow_insufficient))

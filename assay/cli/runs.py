@@ -25,7 +25,13 @@ from assay.runs.records import (
     read_cases,
     resolve_run_id,
 )
-from assay.runs.render import check_kind_lines, regression_lines, warnings, why_not
+from assay.runs.render import (
+    check_kind_lines,
+    regression_lines,
+    trial_lines,
+    warnings,
+    why_not,
+)
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.store import EvidenceStore
@@ -98,6 +104,8 @@ def print_result(result: EvalResult) -> None:
     )
     for line in check_kind_lines(result):
         common.out.print(f"  check {line}", highlight=False)
+    for line in trial_lines(result):
+        common.out.print(f"  {line}", highlight=False)
     for line in judge_lines(result):
         common.out.print(f"  {line}", highlight=False)
     for note in warnings(result):
@@ -244,6 +252,7 @@ CASE_STATUSES: dict[str, frozenset[Status]] = {
 def _case_json(case: CaseEvidence) -> dict[str, Any]:
     return {
         "case_id": case.case_id,
+        **({} if case.trial is None else {"trial": case.trial}),
         "status": case.status.value,
         "score": case.score,
         "label": case.label,
@@ -285,7 +294,8 @@ def runs_cases(
     table = common.table("case", "status", "score", "label")
     for case in cases:
         score = "—" if case.score is None else f"{case.score:.3f}"
-        table.add_row(Text(case.case_id), case.status.value, score, Text(case.label))
+        name = case.case_id if case.trial is None else f"{case.case_id} #{case.trial}"
+        table.add_row(Text(name), case.status.value, score, Text(case.label))
     common.out.print(table if cases else "No such cases in this run.")
 
 

@@ -87,3 +87,54 @@ def suite_list(store: common.StoreOption = None, as_json: common.JsonOption = Fa
             v.content_hash[:19] + "…",
         )
     common.out.print(table if rows else "No suites published yet.")
+
+
+@suite_app.command("power")
+def suite_power(
+    ref: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
+    baseline_rate: Annotated[
+        float,
+        typer.Option(
+            "--baseline-rate", min=0.0, max=1.0, help="The pass rate the baseline run reaches."
+        ),
+    ],
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
+) -> None:
+    """The smallest drop from the baseline's pass rate that a run of this suite can detect
+    (two-sided 5% test, 80% power, a baseline run of the same size; Cohen's h)."""
+    from assay.stats import minimum_detectable_drop
+
+    if Path(ref).is_file():
+        suite = common.guarded(lambda: load_suite(ref))
+        name = suite.suite
+    else:
+        evidence = common.open_evidence(store)
+        version, suite = common.guarded(lambda: registry.resolve(evidence, ref))
+        name = version.ref
+    cases = len(suite.cases)
+    drop = minimum_detectable_drop(baseline_rate, cases, cases)
+    assert drop is not None  # a suite has at least one case
+    if as_json:
+        common.print_json(
+            {
+                "suite": name,
+                "cases": cases,
+                "baseline_rate": baseline_rate,
+                "minimum_detectable_drop": drop,
+                "regression_threshold": suite.regression_threshold,
+            }
+        )
+        return
+    common.out.print(
+        f"{name}: {cases} cases, baseline pass rate {baseline_rate:g} — the smallest drop a"
+        f" two-sided 5% test detects with 80% power is {drop:.4f} (to"
+        f" {baseline_rate - drop:.4f})",
+        highlight=False,
+    )
+    if drop > suite.regression_threshold:
+        common.out.print(
+            f"  drops between the regression threshold {suite.regression_threshold:g} and"
+            f" {drop:.4f} will mostly go undetected: add cases (or trials) to see them",
+            highlight=False,
+        )

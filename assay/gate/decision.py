@@ -16,7 +16,16 @@ passed or not:
   endpoint failed past its retries, or replied malformed) — an outage is not a pass;
 - `budget_blocked`: a FinOps budget stopped or refused judge spending;
 - `judge_flip_rate` (only with `--max-judge-flip-rate X`): the share of checks whose repeated
-  verdicts disagreed is above X, or was not measured (no `--judge-repeats` ≥ 2).
+  verdicts disagreed is above X, or was not measured (no `--judge-repeats` ≥ 2);
+- `insufficient_evidence` (only when the suite sets `non_inferiority_margin` δ): the upper bound
+  of the 95% interval of the pass-rate drop against the baseline (paired when the cases are
+  shared) is not below δ, or there is no baseline. "No significant drop" is not evidence of no
+  drop: this rule asks for evidence that any drop is smaller than δ. When it is the only rule
+  that failed, the verdict is `insufficient_evidence`, not `fail` (CI exits 1 unless
+  `--allow-insufficient`).
+
+A *what-if* decision (`what_if`) applies the same rules to a recorded run with other thresholds;
+it calls no judge and records nothing.
 
 Judged checks that were skipped for want of a judge or credentials do not fail the gate; they are
 a declared warning that lists the unjudged cases — never a silent pass. The *recorded* verdict
@@ -31,17 +40,21 @@ from typing import Final, Literal
 
 from pydantic import BaseModel
 
+from assay.calibration.report import is_calibrated
 from assay.errors import NotFoundError
 from assay.judge.port import JudgePin
 from assay.regression import RegressionStatus
-from assay.runs.records import EvalResult, read_cases
+from assay.runs.records import EvalResult, load_result, read_cases
+from assay.runs.render import warnings
+from assay.runs.scoring import run_verdict
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore
 from assay.store.write_once import write_once
+from assay.suites import registry
 from assay.suites.suite import Suite
 
-GateVerdict = Literal["pass", "fail"]
+GateVerdict = Literal["pass", "fail", "insufficient_evidence"]
 
 REGRESSED: Final = "regressed"
 COVERAGE: Final = "coverage"
@@ -50,6 +63,7 @@ UNCALIBRATED: Final = "judge_uncalibrated"
 UNAVAILABLE: Final = "judge_unavailable"
 BUDGET_BLOCKED: Final = "budget_blocked"
 FLIP_RATE: Final = "judge_flip_rate"
+INSUFFICIENT: Final = "insufficient_evidence"
 RULES: Final = (
     REGRESSED,
     COVERAGE,
@@ -58,9 +72,10 @@ RULES: Final = (
     UNAVAILABLE,
     BUDGET_BLOCKED,
     FLIP_RATE,
+    INSUFFICIENT,
 )
 """Every gate rule, in the order they are reported (`judge_flip_rate` only when a limit is set:
-`--max-judge-flip-rate`)."""
+`--max-judge-flip-rate`; `insufficient_evidence` only with a `non_inferiority_margin`)."""
 
 UNJUDGED_SHOWN: Final = 20
 """How many unjudged case ids a warning names before it says `… and N more`."""
@@ -94,6 +109,7 @@ class GateDecision(BaseModel):
         judge: The judge the run used, if any.
         calibrated: Whether that judge was calibrated; None when no judge was involved.
         decided_at: When the gate decided (UTC).
+        what_if: True for a what-if decision (other thresholds, never recorded).
     """
 
     run_id: str
@@ -108,6 +124,7 @@ class GateDecision(BaseModel):
     judge: JudgePin | None
     calibrated: bool | None
     decided_at: datetime
+    what_if: bool = False
 
 
 def _key(run_id: str) -> str:
@@ -121,13 +138,18 @@ def _rule_results(
     regressed = regression is not None and regression.status is RegressionStatus.REGRESSED
     if regression is None or regression.status is RegressionStatus.NO_BASELINE:
         regression_detail = "no baseline: nothing to compare with yet"
-    elif regressed and regression.baseline is not None and regression.interval is not None:
-        lo, hi = regression.interval
+    elif (
+        regressed
+        and regression.baseline is not None
+        and (deciding := regression.deciding_interval) is not None
+    ):
+        lo, hi = deciding
         regression_detail = (
             f"regressed vs {regression.baseline_run}: pass "
             f"{regression.baseline.passed}/{regression.baseline.scored} → "
             f"{regression.candidate.passed}/{regression.candidate.scored}, "
             f"drop 95% CI {lo:.3f} to {hi:.3f}"
+            + (" (paired over trials)" if regression.trials else "")
         )
     else:
         regression_detail = f"{regression.status.value} vs baseline {regression.baseline_run}"
@@ -200,17 +222,19 @@ def _rule_results(
 
 
 def unjudged_cases(store: EvidenceStore, result: EvalResult) -> list[str]:
-    """Case ids of the run whose `llm_judge` checks were skipped (from per-case evidence)."""
+    """Case ids of the run whose `llm_judge` checks were skipped (from per-case evidence; a
+    case with several such trials is named once)."""
     if not result.metrics.skipped_checks:
         return []
-    return [
+    unjudged = (
         case.case_id
         for case in read_cases(store, result.run_id)
         if any(
             check.status is Status.SKIPPED and check.scorer.startswith("llm_judge")
             for check in case.checks
         )
-    ]
+    )
+    return list(dict.fromkeys(unjudged))
 
 
 def _named(case_ids: Iterable[str]) -> str:
@@ -246,6 +270,26 @@ def flip_rate_rule(result: EvalResult, limit: float) -> RuleResult:
     )
 
 
+def non_inferiority_rule(result: EvalResult, margin: float) -> RuleResult:
+    """`insufficient_evidence`: passed when the upper 95% bound of the pass-rate drop against the
+    baseline is below `margin` (δ); fails closed without a baseline."""
+    regression = result.regression
+    bound = None if regression is None else regression.drop_bound
+    if regression is None or bound is None:
+        return RuleResult(
+            rule=INSUFFICIENT,
+            passed=False,
+            detail=f"no baseline to show a drop below the margin {margin:g}",
+        )
+    passed = bound < margin
+    return RuleResult(
+        rule=INSUFFICIENT,
+        passed=passed,
+        detail=f"upper 95% bound of the drop vs {regression.baseline_run} {bound:.4f} "
+        f"{'below' if passed else 'not below'} the non-inferiority margin {margin:g}",
+    )
+
+
 def decide(
     result: EvalResult,
     *,
@@ -255,6 +299,7 @@ def decide(
     run_warnings: list[str],
     now: datetime | None = None,
     max_judge_flip_rate: float | None = None,
+    non_inferiority_margin: float | None = None,
 ) -> GateDecision:
     """Apply every gate rule to a finished run.
 
@@ -266,11 +311,19 @@ def decide(
         run_warnings: The run's declared warnings (`assay.runs.render.warnings`).
         now: The decision time (default: now, UTC).
         max_judge_flip_rate: When set, the `judge_flip_rate` rule is applied too.
+        non_inferiority_margin: When set, the `insufficient_evidence` rule is applied too.
     """
     rules = _rule_results(result, uses_judge, calibrated, unjudged)
     if max_judge_flip_rate is not None:
         rules.append(flip_rate_rule(result, max_judge_flip_rate))
+    if non_inferiority_margin is not None:
+        rules.append(non_inferiority_rule(result, non_inferiority_margin))
     reasons = [GateReason(rule=r.rule, message=r.detail) for r in rules if not r.passed]
+    verdict: GateVerdict = "pass"
+    if any(reason.rule != INSUFFICIENT for reason in reasons):
+        verdict = "fail"
+    elif reasons:
+        verdict = INSUFFICIENT
     notes = list(run_warnings)
     if unjudged and result.judge is None:
         notes.append(
@@ -281,7 +334,7 @@ def decide(
         suite=result.suite,
         suite_version=result.suite_version,
         subject=result.subject,
-        verdict="fail" if reasons else "pass",
+        verdict=verdict,
         reasons=reasons,
         warnings=notes,
         rules=rules,
@@ -290,6 +343,57 @@ def decide(
         calibrated=calibrated if result.judge is not None else None,
         decided_at=now or datetime.now(UTC),
     )
+
+
+def assess(
+    store: EvidenceStore,
+    result: EvalResult,
+    suite: Suite,
+    max_judge_flip_rate: float | None = None,
+) -> GateDecision:
+    """Apply every gate rule to a recorded run, reading what the rules need from the store (the
+    judge's calibration, the unjudged cases); records nothing and calls no judge."""
+    judge = result.judge
+    calibrated = None if judge is None else is_calibrated(store, JudgePin(**judge.model_dump()))
+    return decide(
+        result,
+        uses_judge=uses_judge(suite),
+        calibrated=calibrated,
+        unjudged=unjudged_cases(store, result),
+        run_warnings=warnings(result),
+        max_judge_flip_rate=max_judge_flip_rate,
+        non_inferiority_margin=suite.non_inferiority_margin,
+    )
+
+
+def what_if(
+    store: EvidenceStore,
+    run_id: str,
+    pass_threshold: float,
+    min_coverage: float | None = None,
+    max_judge_flip_rate: float | None = None,
+) -> GateDecision:
+    """The gate decision a recorded run would get with other thresholds, from its stored
+    verdicts: no judge call, nothing written, the recorded decision untouched.
+
+    Raises:
+        NotFoundError: No such run, or it has no EvalResult.
+    """
+    recorded = load_result(store, run_id)
+    _, suite = registry.resolve(store, f"{recorded.suite}@{recorded.suite_version}")
+    metrics = recorded.metrics
+    coverage = recorded.min_coverage if min_coverage is None else min_coverage
+    passed, reason = run_verdict(metrics, pass_threshold, coverage)
+    changed = recorded.model_copy(
+        update={
+            "pass_threshold": pass_threshold,
+            "min_coverage": coverage,
+            "passed": passed,
+            "verdict_reason": reason,
+        }
+    )
+    decision = assess(store, changed, suite, max_judge_flip_rate)
+    return decision.model_copy(update={"what_if": True})
 
 
 def record_decision(store: EvidenceStore, decision: GateDecision) -> GateDecision:

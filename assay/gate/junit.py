@@ -2,7 +2,9 @@
 
 CI systems (GitHub Actions reporters, GitLab, Jenkins) render JUnit natively, so a failed gate
 shows which cases failed and which rule stopped the merge. Failure messages are the cases'
-redacted labels (built from scorer configuration, never from output text). A case whose other
+redacted labels (built from scorer configuration, never from output text); for a run with
+trials, each case is one test case, decided over its trials, and its message (a passed case's
+`system-out`) gives the trial counts. A case whose other
 checks passed but whose `llm_judge` check was not judged is `skipped`, never a pass.
 """
 
@@ -12,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from assay.gate.decision import GateDecision
-from assay.runs.scoring import CaseEvidence
+from assay.runs.scoring import TRIALS_LABEL, CaseEvidence
 from assay.scorers import Status
 
 
@@ -57,6 +59,8 @@ def junit_xml(decision: GateDecision, cases: Sequence[CaseEvidence]) -> str:
         elif case.status is not Status.PASS:
             kind = "no output" if case.missing else case.status.value
             ET.SubElement(element, "failure", message=case.label, type=kind)
+        elif TRIALS_LABEL.search(case.label):
+            ET.SubElement(element, "system-out").text = case.label
     rules_failed = [r for r in decision.rules if not r.passed]
     rule_suite = _suite(root, "assay gate rules", len(decision.rules), len(rules_failed), 0)
     for rule in decision.rules:

@@ -11,7 +11,7 @@ from assay.verdicts import FlowVerdict
 def markdown_decision(decision: GateDecision, run_link: Callable[[str], str] = str) -> str:
     """The gate decision as markdown: verdict, every rule, warnings (no output text);
     `run_link` renders the run id (the artifact links it to the run's Prefect UI page)."""
-    icon = "✅ pass" if decision.verdict == "pass" else "❌ fail"
+    icon = {"pass": "✅ pass", "fail": "❌ fail"}.get(decision.verdict, "⚠️ insufficient evidence")
     lines = [
         f"# Gate · {decision.suite}@{decision.suite_version} · {decision.subject}",
         "",
@@ -37,7 +37,7 @@ def gate_verdict(decision: GateDecision) -> FlowVerdict:
     first = decision.reasons[0]
     more = len(decision.reasons) - 1
     return FlowVerdict(
-        name="Gate failed",
+        name="Gate failed" if decision.verdict == "fail" else "Insufficient evidence",
         passed=False,
         message=f"{first.rule}: {first.message}" + (f" (+{more} more)" if more else ""),
     )

@@ -8,12 +8,12 @@ from threading import Lock
 from assay.regression import Comparison, Counts, RunSide, compare, no_baseline
 from assay.runs.baselines import select_baseline
 from assay.runs.records import RunAggregate, load_aggregate, load_result, read_verdicts
-from assay.runs.scoring import RunMetrics
+from assay.runs.scoring import RunMetrics, verdict_over_trials
 from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.suites import registry
 
-_Verdicts = tuple[Mapping[str, bool], Mapping[str, bool]]
+_Verdicts = tuple[Mapping[str, bool], Mapping[str, bool], Mapping[str, float]]
 _LAST_READ: dict[tuple[str, str, int], _Verdicts] = {}
 _LAST_READ_KEPT = 2
 _LAST_READ_LOCK = Lock()
@@ -21,21 +21,23 @@ _LAST_READ_LOCK = Lock()
 
 def case_verdicts(store: EvidenceStore, run_id: str) -> Mapping[str, bool]:
     """Pass (True) or fail (False) of each scored case of a run, by case id."""
-    return _verdicts(store, run_id, load_aggregate(store, run_id).chunks)[0]
+    return _verdicts(store, load_aggregate(store, run_id))[0]
 
 
-def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> _Verdicts:
-    """Each scored case's verdict, and each case's trajectory verdict (where it has one).
+def _verdicts(store: EvidenceStore, run: RunAggregate) -> _Verdicts:
+    """Each scored case's verdict, each case's trajectory verdict (where it has one), and each
+    scored case's pass fraction over its scored trials (1.0 or 0.0 without trials). A run with
+    trials decides each case over its trials (`verdict_over_trials`).
 
     The last two runs read are kept: a run's chunks are write-once, and after a comparison the
     per-case table asks again for the baseline's (reading 100,000 cases twice cost seconds).
     """
-    key = (store.uri, run_id, chunks)
+    key = (store.uri, run.run_id, run.chunks)
     with _LAST_READ_LOCK:
         found = _LAST_READ.get(key)
     if found is not None:
         return found
-    read = _read_verdicts(store, run_id, chunks)
+    read = _read_verdicts(store, run)
     with _LAST_READ_LOCK:
         _LAST_READ[key] = read
         while len(_LAST_READ) > _LAST_READ_KEPT:
@@ -43,17 +45,26 @@ def _verdicts(store: EvidenceStore, run_id: str, chunks: int) -> _Verdicts:
     return read
 
 
-def _read_verdicts(store: EvidenceStore, run_id: str, chunks: int) -> _Verdicts:
+def _read_verdicts(store: EvidenceStore, run: RunAggregate) -> _Verdicts:
     verdicts: dict[str, bool] = {}
     trajectories: dict[str, bool] = {}
-    for number in range(chunks):
-        for case in read_verdicts(store, run_id, number):
+    counts: dict[str, tuple[int, int]] = {}
+    for number in range(run.chunks):
+        for case in read_verdicts(store, run.run_id, number):
             if case.status is not Status.SKIPPED:
-                verdicts[case.case_id] = case.status is Status.PASS
+                n, c = counts.get(case.case_id, (0, 0))
+                counts[case.case_id] = (n + 1, c + (case.status is Status.PASS))
             trajectory = case.trajectory_passed
             if trajectory is not None:
                 trajectories[case.case_id] = trajectory
-    return verdicts, trajectories
+    policy = run.trials_policy
+    for case_id, (n, c) in counts.items():
+        if policy is None:
+            verdicts[case_id] = c == n
+        elif (status := verdict_over_trials(policy, n, c)) is not Status.SKIPPED:
+            verdicts[case_id] = status is Status.PASS
+    fractions = {case_id: c / n for case_id, (n, c) in counts.items()}
+    return verdicts, trajectories, fractions
 
 
 def _scorer_keys(store: EvidenceStore, suite: str, version: int) -> frozenset[str]:
@@ -65,7 +76,7 @@ def run_side(
     store: EvidenceStore, run: RunAggregate, metrics: RunMetrics, score: float | None
 ) -> RunSide:
     """Everything the comparison needs about one run, read from its evidence."""
-    verdicts, trajectories = _verdicts(store, run.run_id, run.chunks)
+    verdicts, trajectories, fractions = _verdicts(store, run)
     return RunSide(
         run_id=run.run_id,
         passed=metrics.passed,
@@ -75,6 +86,8 @@ def run_side(
         scorers=_scorer_keys(store, run.suite, run.suite_version),
         verdicts=verdicts,
         trajectories=trajectories,
+        fractions=fractions,
+        with_trials=run.trials_policy is not None,
         judge_model=run.judge.model if run.judge else None,
         prompt_version=run.judge.prompt_version if run.judge else None,
     )

@@ -34,14 +34,17 @@ def _regression_finding(result: EvalResult) -> Finding | None:
     regression = result.regression
     if regression is None or regression.status is not RegressionStatus.REGRESSED:
         return None
-    assert regression.baseline is not None and regression.interval is not None
+    deciding = regression.deciding_interval
+    assert regression.baseline is not None and deciding is not None
     subject = result.subject
-    lo, hi = regression.interval
+    lo, hi = deciding
     summary = (
         f"{result.suite}@{result.suite_version} · {subject} regressed: pass rate "
         f"{regression.baseline.passed}/{regression.baseline.scored} → "
         f"{regression.candidate.passed}/{regression.candidate.scored} "
-        f"(drop 95% CI {lo:.3f} to {hi:.3f}), score drop {regression.score_drop:.3f}"
+        f"(drop 95% CI {lo:.3f} to {hi:.3f}"
+        f"{', paired over trials' if regression.trials else ''}), score drop "
+        f"{regression.score_drop:.3f}"
     )
     return Finding(
         kind="eval_regression",

@@ -26,6 +26,7 @@ from assay.runs.scoring import RunMetrics
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
+from assay.suites.suite import TrialsPolicy
 from assay.suites.registry import SuiteVersion
 
 
@@ -150,6 +151,7 @@ def set_up_run(
         seed=options.seed if options.sample is not None else None,
         cases=sum(p.cases for p in index.slices) + len(index.missing),
         chunks=len(pieces),
+        trials_policy=golden.trials or (TrialsPolicy() if index.trials else None),
         # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
         outputs_digest=OutputHasher(store_secret(evidence))(index.digest()),
     )

@@ -28,12 +28,13 @@ from assay.judge.port import JudgePin
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
 from assay.runs.scoring import CaseEvidence, RunMetrics, run_verdict
+from assay.runs.trials import Clustered, SettledCases, TrialFigures, decide_cases
 from assay.scorers import Status
 from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
 from assay.store.write_once import write_once
 from assay.subject import Subject
-from assay.suites.suite import DEFAULT_MIN_COVERAGE
+from assay.suites.suite import DEFAULT_MIN_COVERAGE, TrialsPolicy
 
 
 class RunStatus(StrEnum):
@@ -82,7 +83,11 @@ class RunPlan(_RunOf):
     sample: int | None = None
     seed: int | None = None
     cases: int
+    """Outputs to score (one per case, or per trial with trials) plus cases with none."""
     chunks: int
+    trials_policy: TrialsPolicy | None = None
+    """How the run decides cases over trials: the suite's `trials`, else the default policy
+    when outputs carry `trial`; None for a run of one output per case."""
     outputs_digest: str | None = None
     """`OutputsIndex.digest` of the outputs as the run indexed them, keyed by the store's
     output-hash secret (None on older records): a resume whose outputs index otherwise is
@@ -125,6 +130,10 @@ class EvalResult(JudgeReliability, _RunOf):
     budget: Decision | None = None
     judge: JudgePin | None = None
     """Model pin and prompt version of the judge, when the run judged anything."""
+    trials: TrialFigures | None = None
+    """Pass rate over trials (cluster-robust), pass@k, pass^k, flaky cases: runs with trials."""
+    clustered: Clustered | None = None
+    """The case pass rate with the suite's clusters: suites whose cases carry `cluster`."""
 
 
 class EvidenceChunk(BaseModel):
@@ -146,6 +155,7 @@ class CaseVerdict(BaseModel):
     case_id: str
     status: Status
     checks: list[_CheckVerdict] = []
+    trial: int | None = None
 
     @property
     def trajectory_passed(self) -> bool | None:
@@ -255,6 +265,15 @@ def read_cases(store: EvidenceStore, run_id: str) -> Iterator[CaseEvidence]:
         yield from read_chunk(store, run_id, chunk).cases
 
 
+def read_decided_cases(store: EvidenceStore, run_id: str) -> list[CaseEvidence]:
+    """Every case of a run as decided: its evidence, or for a run with trials each case decided
+    over its trials (label `c/n trials passed (policy)`, no per-trial checks)."""
+    policy = load_aggregate(store, run_id).trials_policy
+    if policy is None:
+        return list(read_cases(store, run_id))
+    return decide_cases(read_cases(store, run_id), policy)[0]
+
+
 def update_aggregate(store: EvidenceStore, aggregate: RunAggregate) -> None:
     """Replace the mutable aggregate."""
     aggregate.updated_at = now()
@@ -268,8 +287,12 @@ def finish_run(
     regression: Comparison | None = None,
     budget: Decision | None = None,
     reliability: JudgeReliability | None = None,
+    settled: SettledCases | None = None,
 ) -> EvalResult:
     """Write the EvalResult (write-once) and mark the aggregate completed.
+
+    `settled` carries the figures of a run with trials or clusters (`assay.runs.trials`), whose
+    `metrics` are then the ones given.
 
     A run finished before (an interrupted re-run) keeps its first EvalResult: evidence is never
     rewritten, and the scores it reports are the same because chunks are deterministic.
@@ -313,6 +336,8 @@ def finish_run(
         metrics=metrics,
         regression=regression,
         budget=budget,
+        trials=settled.trials if settled else None,
+        clustered=settled.clustered if settled else None,
         **dict(reliability or JudgeReliability()),
     )
     result = write_once(store, _result_key(result.run_id), result)

@@ -63,6 +63,33 @@ def check_kind_lines(result: EvalResult) -> list[str]:
     return lines
 
 
+def trial_lines(result: EvalResult) -> list[str]:
+    """The trial and cluster figures in words, e.g. `trials: 40 over 10 case(s) (3–5 each):
+    pass rate 0.650, 95% CI 0.512–0.788 (cluster-robust …); pass@1 0.650 · pass@3 0.900;
+    pass^1 0.650 · pass^3 0.400; flaky 6 case(s): a, b, …`."""
+    lines = []
+    trials = result.trials
+    if trials is not None:
+        rate = trials.pass_rate
+        each = f"{trials.k_min}" + ("" if trials.k_min == trials.k_max else f"–{trials.k_max}")
+        at_k = " · ".join(f"pass@{k} {v:.3f}" for k, v in trials.pass_at_k.items())
+        pow_k = " · ".join(f"pass^{k} {v:.3f}" for k, v in trials.pass_pow_k.items())
+        lines.append(
+            f"trials: {trials.trials} over {trials.cases} case(s) ({each} each): pass rate "
+            f"{rate.rate:.3f}, 95% CI {rate.lo:.3f}–{rate.hi:.3f} ({rate.method}); {at_k}; "
+            f"{pow_k}; flaky {trials.flaky_cases} case(s)"
+            f"{_listed(trials.flaky, trials.flaky_cases)}"
+        )
+    clustered = result.clustered
+    if clustered is not None:
+        lines.append(
+            f"clustered: pass rate {clustered.rate:.3f}, 95% CI {clustered.lo:.3f}–"
+            f"{clustered.hi:.3f} over {clustered.clusters} cluster(s) (cluster-robust SE "
+            f"{clustered.se:.4f})"
+        )
+    return lines
+
+
 def why_not(result: EvalResult) -> str:
     """` — coverage 1/5 below 0.95` for a run that did not pass, else `""`."""
     return f" — {result.verdict_reason}" if result.verdict_reason and not result.passed else ""
@@ -97,6 +124,9 @@ def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code)
     kinds = check_kind_lines(result)
     if kinds:
         lines += ["", "**Checks by kind**", *[f"- {line}" for line in kinds]]
+    repeated = trial_lines(result)
+    if repeated:
+        lines += ["", "**Trials and clusters**", *[f"- {line}" for line in repeated]]
     judged = judge_lines(result)
     if judged:
         lines += ["", "**Judge**", *[f"- {line}" for line in judged]]
@@ -143,6 +173,25 @@ def regression_lines(
             f"paired over the same cases: {paired.baseline_only} now fail, "
             f"{paired.candidate_only} now pass, {paired.both_pass} both pass, "
             f"{paired.both_fail} both fail; 95% CI {pi}; exact McNemar p={paired.mcnemar_p:.4f}"
+        )
+    trials = regression.trials
+    if trials is not None:
+        lines.append(
+            f"paired over trials ({trials.cases} shared case(s)): mean drop in pass fraction "
+            f"{trials.mean_diff:+.3f}, SE {trials.se:.4f}, 95% CI {trials.interval[0]:+.3f} to "
+            f"{trials.interval[1]:+.3f} ({trials.method})"
+        )
+    detectable = regression.minimum_detectable_drop
+    if detectable is not None:
+        lines.append(
+            f"minimum detectable drop {detectable:.3f} (two-sided 5%, 80% power)"
+            + (
+                f": larger than the regression threshold {regression.threshold:.2f}, so a "
+                "regression of that size would likely go undetected — not detected is not "
+                "absent"
+                if regression.blind_to_threshold
+                else ""
+            )
         )
     flips = regression.trajectories
     if flips is not None:

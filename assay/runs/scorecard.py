@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from assay.rate import rate_text
 from assay.runs.records import EvalResult, RunStatus, list_runs, load_result
+from assay.runs.render import trial_lines
 from assay.stats import trend, wilson
 from assay.store import EvidenceStore
 
@@ -45,6 +46,8 @@ class ScorecardRow(BaseModel):
     latest_checks: str = ""
     """Per check kind of the latest run, passed/scored with the 95% Wilson interval:
     `tool_errors 1/2 (0.095–0.905); trajectory 3/3 (0.439–1.000)`."""
+    latest_trials: str = ""
+    """The latest run's trial and cluster figures (`assay.runs.render.trial_lines`), if any."""
 
 
 def checks_text(result: EvalResult) -> str:
@@ -88,6 +91,7 @@ def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> Scor
         trend_lo=slope.lo,
         trend_hi=slope.hi,
         latest_checks=checks_text(latest),
+        latest_trials="; ".join(trial_lines(latest)),
     )
 
 

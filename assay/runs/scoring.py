@@ -18,7 +18,9 @@ out of the denominator (a broken judge) can never let the rest decide; nothing s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -28,9 +30,11 @@ from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
 from assay.scorers import Observation, Outcome, Scorer, Status, clamp
-from assay.suites.suite import Case, Suite
+from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
 
 NO_OUTPUT = "no output"
+TRIALS_LABEL = re.compile("trials passed")
+"""What the label of a case decided over its trials says (`3/5 trials passed (all)`)."""
 LEFT_OUT: frozenset[str] = frozenset({NO_JUDGE, NO_CREDENTIALS})
 """Skip reasons of a judged check with no judge configured at all: the check is left out (a
 declared warning), not unscored."""
@@ -73,6 +77,9 @@ class CaseEvidence(BaseModel):
     output_hmac: str | None
     label: str = Field(max_length=120)
     checks: list[CheckResult]
+    trial: int | None = Field(default=None, exclude_if=lambda trial: trial is None)
+    """Which trial of the case this evidence is (outputs with `trial`); left out without one, so
+    single-trial evidence keeps its bytes."""
 
 
 class RunMetrics(BaseModel):
@@ -248,6 +255,18 @@ def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
     return clamp(text)
 
 
+def _no_output(case_id: str) -> CaseEvidence:
+    return CaseEvidence(
+        case_id=case_id,
+        status=Status.FAIL,
+        score=0.0,
+        missing=True,
+        output_hmac=None,
+        label=NO_OUTPUT,
+        checks=[],
+    )
+
+
 def score_case(
     case_id: str,
     scorers: tuple[Scorer, ...],
@@ -261,15 +280,7 @@ def score_case(
     the other checks run here.
     """
     if output is None:
-        return CaseEvidence(
-            case_id=case_id,
-            status=Status.FAIL,
-            score=0.0,
-            missing=True,
-            output_hmac=None,
-            label=NO_OUTPUT,
-            checks=[],
-        )
+        return _no_output(case_id)
     text = output.output
     observed = Observation(text, output.trajectory)
     decided = judged or {}
@@ -290,6 +301,7 @@ def score_case(
         status = Status.PASS
     return CaseEvidence(
         case_id=case_id,
+        trial=output.trial,
         status=status,
         score=score,
         missing=False,
@@ -303,6 +315,61 @@ def score_case(
             for s, o in outcomes
         ],
     )
+
+
+def decide_trials(
+    case_id: str, trials: Sequence[CaseEvidence], policy: TrialsPolicy
+) -> CaseEvidence:
+    """One case's verdict over its trials (the trial rule, see `TrialsPolicy`).
+
+    Each trial is decided by the case rule above. Of the n scored trials (passed, failed or
+    errored), c passed. The case passes when n ≥ `policy.min` and `policy.case_passes` holds
+    (`all`: c = n; `majority`: c > n/2; `any`: c ≥ 1). It fails when the policy cannot hold even
+    if each of the trials still wanting (up to `min`) passed — so with no output at all it is
+    failed and `missing`. Otherwise it is `skipped` and incomplete (too few scored trials:
+    coverage, not a pass); when no trial was scored because no judge is configured, `not_judged`.
+    Its score is the mean score of its scored trials. The label counts trials, never text.
+    """
+    if not trials or all(t.missing for t in trials):
+        return _no_output(case_id)
+    scored = [t for t in trials if t.status is not Status.SKIPPED]
+    n, c = len(scored), sum(t.status is Status.PASS for t in scored)
+    wanting = max(policy.min - n, 0)
+    status = verdict_over_trials(policy, n, c)
+    if status is Status.FAIL and any(t.status is Status.ERROR for t in scored):
+        status = Status.ERROR
+    not_judged = status is Status.SKIPPED and not scored and all(t.not_judged for t in trials)
+    label = f"{c}/{n} {TRIALS_LABEL.pattern} ({policy.case_passes})"
+    if wanting:
+        label += f"; {n} of {policy.min} trials scored"
+    return CaseEvidence(
+        case_id=case_id,
+        status=status,
+        score=None if status is Status.SKIPPED else math.fsum(t.score or 0.0 for t in scored) / n,
+        not_judged=not_judged,
+        output_hmac=None,
+        label=clamp(label),
+        checks=[],
+    )
+
+
+def verdict_over_trials(policy: TrialsPolicy, n: int, c: int) -> Status:
+    """PASS, FAIL or SKIPPED (too few scored trials to tell) of a case with n scored trials, c
+    of them passed, under the trial rule of `decide_trials`."""
+    wanting = max(policy.min - n, 0)
+    if n >= policy.min and _holds(policy.case_passes, c, n):
+        return Status.PASS
+    if not _holds(policy.case_passes, c + wanting, n + wanting):
+        return Status.FAIL
+    return Status.SKIPPED
+
+
+def _holds(policy: CasePasses, passed: int, n: int) -> bool:
+    if policy == "all":
+        return n > 0 and passed == n
+    if policy == "majority":
+        return 2 * passed > n
+    return passed >= 1
 
 
 def score_outputs(

@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -41,12 +41,16 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 DEFAULT_MIN_COVERAGE = 0.95
 """Scored cases / cases a run needs before its pass rate counts (see `assay.scoring`)."""
 
-_ADDED_FIELDS: dict[str, object] = {"min_coverage": DEFAULT_MIN_COVERAGE}
+_ADDED_FIELDS: dict[str, object] = {
+    "min_coverage": DEFAULT_MIN_COVERAGE,
+    "trials": None,
+    "non_inferiority_margin": None,
+}
 """Suite fields added after suites were first published, with their defaults. At its default a
 field is left out of the canonical text, so every suite published before the field existed keeps
 its content address (and republishing it stays a no-op); set to anything else, it is part of it."""
 
-_ADDED_CASE_FIELDS: frozenset[str] = frozenset({"expected_trajectory"})
+_ADDED_CASE_FIELDS: frozenset[str] = frozenset({"expected_trajectory", "cluster"})
 """Case fields added after cases were first published: left out of a case's dump (and so of its
 canonical document) while unset (None), for the same reason."""
 
@@ -64,6 +68,9 @@ class Case(BaseModel):
     scorers: list[ScorerSpec] = Field(default_factory=list)
     expected_trajectory: list[ExpectedStep] | None = None
     """The tool calls the agent should make, in order; a nested list is one parallel step."""
+    cluster: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """Cases that are not independent (questions about one document, one customer, one tool)
+    share a cluster: the run then reports the cluster-robust interval (`clustered`)."""
 
     @field_validator("expected_trajectory")
     @classmethod
@@ -96,6 +103,24 @@ class Case(BaseModel):
         return content_hash(self.document())
 
 
+CasePasses = Literal["all", "majority", "any"]
+
+
+class TrialsPolicy(BaseModel):
+    """How a suite treats repeated trials of a case (outputs records with `trial`).
+
+    A case passes when `case_passes` of its scored trials passed — `all` of them, a strict
+    `majority` (more than half), or `any` — and it has at least `min` scored trials; fewer is a
+    coverage shortfall (the case is incomplete), never a pass. A case fails as soon as the
+    trials it has settle it whatever the missing ones would say (under `all`, one failed trial).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min: Annotated[int, Field(ge=1, le=1000)] = 1
+    case_passes: CasePasses = "all"
+
+
 @dataclass(frozen=True)
 class CanonicalSuite:
     """A suite's canonical JSON text, its content hash, and each case's content hash by id."""
@@ -116,6 +141,13 @@ class Suite(BaseModel):
     regression_threshold: Fraction = 0.05
     min_coverage: Fraction = DEFAULT_MIN_COVERAGE
     """A run passes only when scored cases / cases reaches this, before its pass rate counts."""
+    trials: TrialsPolicy | None = None
+    """Repeated trials per case: how many at least, and how they decide the case."""
+    non_inferiority_margin: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = (
+        None
+    )
+    """δ: the gate passes only when the upper 95% bound of the pass-rate drop against the
+    baseline is below δ (`insufficient_evidence` when it is not, and the run did not regress)."""
     defaults: list[ScorerSpec] = Field(default_factory=list)
     cases: list[Case]
 

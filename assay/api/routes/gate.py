@@ -1,15 +1,18 @@
-"""The CI gate over HTTP: `POST /gate` runs the gate flow; `GET /gates/{run_id}` re-checks."""
+"""The CI gate over HTTP: `POST /gate` runs the gate flow; `GET /gates/{run_id}` re-checks;
+`POST /gate/what-if` recomputes a recorded run's decision at other thresholds (no judge call,
+nothing recorded)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
-from assay.api.routes.runs import RunId, Submit
+from assay.api.routes.runs import RUN_ID, RunId, Submit
 from assay.api.runner import RunRequest
-from assay.gate.decision import GateReport, GateRun, load_decision
+from assay.gate.decision import GateDecision, GateReport, GateRun, load_decision, what_if
 from assay.gate.overrides import GateCheck, check_gate
 from assay.runs.records import load_result
 from assay.store import EvidenceStore
@@ -36,3 +39,28 @@ async def gate_check(run_id: RunId, store: Store, _: Viewer) -> GateCheck:
     """The recorded verdict and the effective one (after governed overrides): what CI
     re-checks."""
     return await run_in_threadpool(check_gate, store, run_id)
+
+
+class WhatIf(BaseModel):
+    """A what-if gate: a recorded run and the thresholds to decide it with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(pattern=RUN_ID)
+    pass_threshold: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    min_coverage: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    max_judge_flip_rate: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+@router.post("/gate/what-if", response_model=GateDecision)
+async def gate_what_if(body: WhatIf, store: Store, _: Viewer) -> GateDecision:
+    """The decision the run would get at these thresholds (`what_if: true`), from its stored
+    verdicts: no judge call, nothing recorded, the recorded decision untouched."""
+    return await run_in_threadpool(
+        what_if,
+        store,
+        body.run_id,
+        body.pass_threshold,
+        body.min_coverage,
+        body.max_judge_flip_rate,
+    )
