@@ -18,6 +18,7 @@ from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
+from tasks.reports import publish_report
 from tasks.verdicts import verdict_state
 
 
@@ -82,6 +83,7 @@ def gate(
     )
     decision = decide_gate(store_uri, result, max_judge_flip_rate)
     publish_gate_artifact(decision)
+    publish_report(store_uri, result.run_id)
     findings = report_gate_findings(store_uri, decision, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)

@@ -43,6 +43,7 @@ from tasks.evidence import (
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
+from tasks.reports import publish_report
 from tasks.reliability import correct_judged_pass_rate
 from tasks.scoring import CaseRow, ChunkSummary, score_chunk
 from tasks.suites import resolve_suite
@@ -218,6 +219,7 @@ def suite_run(
             fail_run(evidence_store(store_uri), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
     publish_run_artifacts(store_uri, result, rows)
+    publish_report(store_uri, result.run_id)
     findings = report_findings(store_uri, result)
     if findings and notification_block:
         notify_findings(notification_block, findings)

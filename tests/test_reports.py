@@ -1,0 +1,279 @@
+"""Reports rendered by headless Chromium: the demo's v2-against-v1 run page (charts drawn, one
+row per case, no console error, no network reference, no output text), a 5-run trend, a
+calibration page, the report the flows write and link, `GET /runs/{id}/report`, and the size of
+a 10,000-case report.
+
+Set `ASSAY_SCREENSHOTS=docs/img` to refresh the screenshots of docs/reports.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from typer.testing import CliRunner
+
+from assay.calibration.labels import CalibrationItem
+from assay.calibration.report import Targets, measure, record_report
+from assay.cli import app
+from assay.judge.port import JudgePin, Verdict
+from assay.reports import report_key
+from assay.store import FileStore
+from flows.suite_run import suite_run
+from tests.browser import Rendered, render, require_chromium, screenshot
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CANARY = "CANARYREPORTQZXW"
+"""Letters only, so a numeric check reads the same number with or without it."""
+SCREENSHOT_BYTES = 300_000
+RESOURCE = re.compile(r"""(?:src|href|action)\s*=\s*["']?\s*https?://|url\(\s*["']?https?://""")
+CHART = re.compile(r"<svg\b[^>]*\bclass=\"chart\"")
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def _cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _planted(tmp_path: Path, version: str) -> str:
+    """The example outputs of `version` with the canary in every output text."""
+    lines = (EXAMPLES / "outputs" / f"support-bot-{version}.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    for record in records:
+        if isinstance(record.get("output"), str):
+            record["output"] += f" {CANARY}"
+    path = tmp_path / f"support-bot-{version}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def _keep_screenshot(page: Path, name: str, tmp_path: Path, height: int = 1600) -> None:
+    """Screenshot `page`, check it is small enough for the docs, keep it where asked."""
+    from PIL import Image
+
+    shot = tmp_path / name
+    screenshot(page, shot, height=height)
+    Image.open(shot).convert("RGB").quantize(colors=64).save(shot, optimize=True)
+    assert shot.stat().st_size < SCREENSHOT_BYTES
+    if folder := os.environ.get("ASSAY_SCREENSHOTS"):
+        shutil.copy(shot, Path(folder) / name)
+
+
+def _files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def _demo_runs(root: Path, planted: bool) -> tuple[Path, str, str]:
+    """The demo's runs, v1 then v2 against it (outputs planted with the canary, or as they
+    are): (store folder, v1 run id, v2 run id)."""
+    store = root / "store"
+    runs = []
+    for version in ("v1", "v2"):
+        outputs = (
+            _planted(root, version)
+            if planted
+            else str(EXAMPLES / "outputs" / f"support-bot-{version}.jsonl")
+        )
+        result = suite_run(
+            suite=str(EXAMPLES / "support-suite.yaml"),
+            outputs=outputs,
+            subject=f"agent:support-bot@{version}",
+            store=f"file://{store}",
+            baseline=runs[0] if runs else None,
+        )
+        runs.append(result.run_id)
+    return store, runs[0], runs[1]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The demo's runs as `assay demo` makes them."""
+    return _demo_runs(tmp_path_factory.mktemp("demo"), planted=False)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The demo's runs with the canary in every output text (verdicts change: exact checks)."""
+    return _demo_runs(tmp_path_factory.mktemp("planted"), planted=True)
+
+
+def test_console_errors_are_seen(tmp_path: Path) -> None:
+    """The check below can fail: a page whose script throws shows up in `console`."""
+    require_chromium()
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>notDefined();</script></body></html>")
+    assert any("notDefined" in line for line in render(page).console)
+
+
+def _report(store: Path, run: str, against: str, page: Path) -> Rendered:
+    _cli("report", run, "--against", against, "-o", str(page), "--store", f"file://{store}")
+    return render(page)
+
+
+def test_demo_report_renders_in_chromium(demo: tuple[Path, str, str], tmp_path: Path) -> None:
+    require_chromium()
+    store, v1, v2 = demo
+    page = tmp_path / "report.html"
+    rendered = _report(store, v2, v1, page)
+    assert RESOURCE.search(page.read_text()) is None
+    assert rendered.console == []
+    assert len(CHART.findall(rendered.dom)) >= 4
+    rows = re.findall(r'<tr data-case-id="([^"]+)"', rendered.dom)
+    assert len(rows) == len(set(rows)) == 50
+    assert 'aria-label="flip table"' in rendered.dom
+    assert "McNemar" in rendered.dom and "Newcombe" in rendered.dom
+    assert "Regressed" in rendered.dom
+    _keep_screenshot(page, "report-run.png", tmp_path)
+
+
+def test_no_output_text_in_a_report(planted: tuple[Path, str, str], tmp_path: Path) -> None:
+    require_chromium()
+    store, v1, v2 = planted
+    page = tmp_path / "report.html"
+    rendered = _report(store, v2, v1, page)
+    assert len(re.findall(r'<tr data-case-id="', rendered.dom)) == 50
+    assert CANARY not in page.read_text()
+    assert CANARY not in rendered.dom
+    assert _files_containing(store, CANARY.encode()) == []  # the stored reports included
+
+
+def test_flows_write_the_report_once_and_link_it(demo: tuple[Path, str, str]) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    store, _, v2 = demo
+    evidence = FileStore(store)
+    stored = evidence.get(report_key(v2)).decode()
+    assert len(re.findall(r'<tr data-case-id="', stored)) == 50
+    assert "Regressed" in stored
+    assert evidence.put_once_if_absent(report_key(v2), b"other") is False  # write-once
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(v2)]))
+        )
+    links = [a for a in artifacts if "Report:" in str(a.data)]
+    assert links, [a.type for a in artifacts]
+    assert f"file://{store}/reports/{v2}.html" in str(links[0].data)
+
+
+def test_trend_of_five_runs(tmp_path: Path, store_dir: Path) -> None:
+    require_chromium()
+    suite = {
+        "suite": "trendy",
+        "regression_threshold": 0.05,
+        "cases": [{"id": f"c{i:02d}", "input": "q", "scorers": ["json_valid"]} for i in range(30)],
+    }
+    suite_file = tmp_path / "trendy.json"
+    suite_file.write_text(json.dumps(suite))
+    failing = [2, 3, 2, 16, 4]  # the 4th run drops from 28/30 to 14/30: regressed
+    runs = []
+    for number, fails in enumerate(failing):
+        outputs = tmp_path / f"out{number}.jsonl"
+        outputs.write_text(
+            "".join(
+                json.dumps({"case_id": f"c{i:02d}", "output": "oops" if i < fails else "{}"}) + "\n"
+                for i in range(30)
+            )
+        )
+        runs.append(suite_run(suite=str(suite_file), outputs=str(outputs), subject="agent:bot"))
+    assert [r.regression.status.value for r in runs if r.regression][2] == "regressed"
+    page = tmp_path / "trend.html"
+    _cli("report", "--trend", "trendy", "--last", "5", "-o", str(page))
+    rendered = render(page)
+    assert rendered.console == []
+    points = re.search(r'<g id="trend-points-0">(.*?)</g>\s*</g>', rendered.dom, re.S)
+    assert points is not None
+    assert len(re.findall(r"<use ", points.group(1))) == 5
+    band = re.search(r'<g id="trend-band-0">\s*<defs>\s*<path id="\w+" d="([^"]+)"', rendered.dom)
+    assert band is not None and band.group(1).count("L") >= 10  # 5 upper + 5 lower corners
+    assert rendered.dom.count("regressed") >= 2  # the point's label and the runs table
+    _keep_screenshot(page, "report-trend.png", tmp_path, height=1100)
+
+
+def test_calibration_page_shows_the_confusion_matrix(tmp_path: Path, store_dir: Path) -> None:
+    require_chromium()
+    pin = JudgePin(model="m-1", prompt_version="p@1")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    humans = ["pass"] * 24 + ["fail"] * 16
+    judge = ["pass"] * 21 + ["fail"] * 3 + ["pass"] * 4 + ["fail"] * 12
+    items = [
+        CalibrationItem(
+            item_id=f"i{n}",
+            input="q",
+            output=f"a {CANARY}",
+            rubric="r",
+            label=label,
+            labeler="me",
+            labeled_at=at,
+        )
+        for n, label in enumerate(humans)
+    ]
+    verdicts = [
+        Verdict(
+            status=v,
+            score=1.0 if v == "pass" else 0.0,
+            reason="judged",
+            model="m-1",
+            prompt_version="p@1",
+        )
+        for v in judge
+    ]
+    report = measure(
+        items,
+        verdicts,
+        report_id="cal-1",
+        targets=Targets(),
+        judge=pin,
+        calibration_set="set.jsonl",
+        now=at,
+    )
+    record_report(FileStore(store_dir), report)
+    page = tmp_path / "calibration.html"
+    _cli("report", "--calibration", "cal-1", "-o", str(page))
+    rendered = render(page)
+    assert rendered.console == []
+    cells = dict(re.findall(r'data-cell="(\w+)">(\d+)<', rendered.dom))
+    assert cells == {"tp": "21", "fn": "3", "fp": "4", "tn": "12"}
+    assert len(CHART.findall(rendered.dom)) == 1
+    assert CANARY not in rendered.dom
+    _keep_screenshot(page, "report-calibration.png", tmp_path, height=700)
+
+
+def test_report_of_10000_cases_stays_under_5_mb(tmp_path: Path, store_dir: Path) -> None:
+    cases = 10_000
+    suite = {
+        "suite": "big",
+        "cases": [
+            {
+                "id": f"case-{i:05d}",
+                "input": "q",
+                "query_class": f"class-{i % 7}",
+                "tags": [f"tag-{i % 11}", f"area-{i % 5}"],
+                "scorers": ["json_valid", {"contains": "a"}, {"regex": "b+"}],
+            }
+            for i in range(cases)
+        ],
+    }
+    suite_file = tmp_path / "big.json"
+    suite_file.write_text(json.dumps(suite))
+    outputs = tmp_path / "big.jsonl"
+    outputs.write_text(
+        "".join(
+            json.dumps({"case_id": f"case-{i:05d}", "output": '{"a": "b"}' if i % 9 else "x"})
+            + "\n"
+            for i in range(cases)
+        )
+    )
+    result = suite_run(suite=str(suite_file), outputs=str(outputs), subject="agent:big")
+    report = FileStore(store_dir).get(report_key(result.run_id))
+    assert len(re.findall(rb'<tr data-case-id="', report)) == cases
+    assert len(report) < 5_000_000, len(report)
