@@ -43,8 +43,8 @@ from tasks.evidence import (
 from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
-from tasks.reports import publish_report
 from tasks.reliability import correct_judged_pass_rate
+from tasks.reports import publish_report
 from tasks.scoring import CaseRow, ChunkSummary, score_chunk
 from tasks.suites import resolve_suite
 from tasks.verdicts import verdict_state
