@@ -43,10 +43,11 @@ class Rendered:
     """Console messages and uncaught errors, one line each."""
 
 
-def _run(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+def _run(page: Path, *flags: str, fragment: str = "") -> subprocess.CompletedProcess[str]:
+    url = page.as_uri() + (f"#{fragment}" if fragment else "")
     with tempfile.TemporaryDirectory(prefix="assay-chromium-") as profile:
         return subprocess.run(
-            [require_chromium(), *_FLAGS, f"--user-data-dir={profile}", *flags, page.as_uri()],
+            [require_chromium(), *_FLAGS, f"--user-data-dir={profile}", *flags, url],
             capture_output=True,
             text=True,
             timeout=PAGE_SECONDS,
@@ -54,9 +55,10 @@ def _run(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         )
 
 
-def render(page: Path) -> Rendered:
-    """Load `page` from its file:// URL and return its DOM and console lines."""
-    done = _run(page, "--enable-logging=stderr", "--v=0", "--dump-dom")
+def render(page: Path, fragment: str = "") -> Rendered:
+    """Load `page` from its file:// URL (with `#fragment`) and return its DOM and console
+    lines."""
+    done = _run(page, "--enable-logging=stderr", "--v=0", "--dump-dom", fragment=fragment)
     assert done.returncode == 0, done.stderr[-500:]
     return Rendered(dom=done.stdout, console=_CONSOLE.findall(done.stderr))
 

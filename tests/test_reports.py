@@ -12,8 +12,10 @@ import json
 import os
 import re
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -23,9 +25,13 @@ from assay.calibration.labels import CalibrationItem
 from assay.calibration.report import Targets, measure, record_report
 from assay.cli import app
 from assay.judge.port import JudgePin, Verdict
+from assay.regression import Comparison
 from assay.reports import report_key
+from assay.reports.run import load_view, run_page
+from assay.runs.records import EvalResult
 from assay.store import FileStore
 from flows.suite_run import suite_run
+from tests.api_service import start_service
 from tests.browser import Rendered, render, require_chromium, screenshot
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -132,7 +138,15 @@ def test_demo_report_renders_in_chromium(demo: tuple[Path, str, str], tmp_path: 
     assert 'aria-label="flip table"' in rendered.dom
     assert "McNemar" in rendered.dom and "Newcombe" in rendered.dom
     assert "Regressed" in rendered.dom
-    _keep_screenshot(page, "report-run.png", tmp_path)
+    failing = re.findall(r'<tr data-case-id="[^"]+" data-s="fail"', rendered.dom)
+    filtered = render(page, "status=fail&tag=returns")
+    visible = [
+        row for row in re.findall(r"<tr data-case-id=[^>]*>", filtered.dom) if "hidden" not in row
+    ]
+    assert 0 < len(visible) < len(failing)
+    assert all('data-s="fail"' in row for row in visible)
+    assert filtered.console == []
+    _keep_screenshot(page, "report-run.png", tmp_path, height=3000)
 
 
 def test_no_output_text_in_a_report(planted: tuple[Path, str, str], tmp_path: Path) -> None:
@@ -185,7 +199,8 @@ def test_trend_of_five_runs(tmp_path: Path, store_dir: Path) -> None:
             )
         )
         runs.append(suite_run(suite=str(suite_file), outputs=str(outputs), subject="agent:bot"))
-    assert [r.regression.status.value for r in runs if r.regression][2] == "regressed"
+    regressed = [r.regression is not None and r.regression.status == "regressed" for r in runs]
+    assert regressed == [False, False, False, True, False]
     page = tmp_path / "trend.html"
     _cli("report", "--trend", "trendy", "--last", "5", "-o", str(page))
     rendered = render(page)
@@ -277,3 +292,68 @@ def test_report_of_10000_cases_stays_under_5_mb(tmp_path: Path, store_dir: Path)
     report = FileStore(store_dir).get(report_key(result.run_id))
     assert len(re.findall(rb'<tr data-case-id="', report)) == cases
     assert len(report) < 5_000_000, len(report)
+
+
+def test_service_serves_the_report_to_a_viewer_only(
+    demo: tuple[Path, str, str], prefect_api: str
+) -> None:
+    store, _, v2 = demo
+    service = start_service(store.parent, prefect_api_url=prefect_api)
+    try:
+        with service.client("viewer") as client:
+            served = client.get(f"/runs/{v2}/report")
+            unknown = client.get("/runs/no-such-run/report")
+        with service.client() as anonymous:
+            refused = anonymous.get(f"/runs/{v2}/report")
+    finally:
+        service.stop()
+    assert served.status_code == 200, served.text[:300]
+    assert served.headers["content-type"].startswith("text/html")
+    assert served.text == FileStore(store).get(report_key(v2)).decode()
+    assert refused.status_code == 401
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert unknown.status_code == 404
+
+
+class _LaterResult(EvalResult):
+    """An EvalResult as issue 25 extends it (`trials`), to show the page reads it by name."""
+
+    trials: dict[str, Any] | None = None
+
+
+class _LaterComparison(Comparison):
+    minimum_detectable_drop: float | None = None
+
+
+def test_trials_and_detectable_drop_render_once_recorded(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    require_chromium()
+    store, _, v2 = demo
+    view = load_view(FileStore(store), v2)
+    assert view.comparison is not None
+    trials = {
+        "cases": 50,
+        "trials": 150,
+        "k_min": 3,
+        "k_max": 3,
+        "pass_rate": {"rate": 0.7, "se": 0.05, "lo": 0.6, "hi": 0.8, "method": "cluster-robust"},
+        "pass_at_k": {"1": 0.7, "2": 0.8, "3": 0.85},
+        "pass_pow_k": {"1": 0.7, "2": 0.6, "3": 0.55},
+        "flaky_cases": 2,
+        "flaky": ["window-40-days", "return-window-days"],
+    }
+    later = replace(
+        view,
+        result=_LaterResult(**view.result.model_dump(), trials=trials),
+        comparison=_LaterComparison(**view.comparison.model_dump(), minimum_detectable_drop=0.213),
+    )
+    page = tmp_path / "later.html"
+    page.write_text(run_page(later))
+    rendered = render(page)
+    assert rendered.console == []
+    assert 'aria-label="pass@k and pass^k"' in rendered.dom
+    assert "Minimum detectable drop" in rendered.dom and "0.213" in rendered.dom
+    assert "2 flaky case(s)" in rendered.dom
+    before = run_page(view)
+    assert "pass@k" not in before and "Minimum detectable drop" not in before

@@ -42,8 +42,10 @@ th { font-weight: 600; background: var(--band); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass { color: var(--pass); font-weight: 600; } .fail, .error { color: var(--fail);
   font-weight: 600; } .skipped { color: var(--skip); font-weight: 600; }
-.chk { display: inline-block; margin: 1px 6px 1px 0; white-space: nowrap; }
-.chk::before { content: attr(data-mark) " "; }
+#cases i { display: inline-block; margin: 1px 8px 1px 0; white-space: nowrap;
+  font-style: normal; }
+#cases td:nth-child(3), #cases th:nth-child(3) { text-align: right;
+  font-variant-numeric: tabular-nums; }
 .note { color: var(--muted); font-size: .9rem; }
 .filters { display: flex; gap: 12px; flex-wrap: wrap; margin: 6px 0; align-items: center; }
 .filters label { font-size: .9rem; }
@@ -67,9 +69,9 @@ _SCRIPT = """
     var count = 0;
     var needle = search.value.trim().toLowerCase();
     rows.forEach(function (row) {
-      var ok = (!status.value || row.dataset.status === status.value)
-        && (!kind.value || has(row.dataset.kinds, kind.value))
-        && (!tag.value || has(row.dataset.tags, tag.value))
+      var ok = (!status.value || row.dataset.s === status.value)
+        && (!kind.value || has(row.dataset.k, kind.value))
+        && (!tag.value || has(row.cells[3].textContent, tag.value))
         && (!needle || row.dataset.caseId.toLowerCase().indexOf(needle) >= 0);
       row.hidden = !ok;
       if (ok) { count += 1; }
@@ -78,6 +80,15 @@ _SCRIPT = """
   }
   [status, kind, tag].forEach(function (el) { el.addEventListener('change', apply); });
   search.addEventListener('input', apply);
+  // `#status=fail&kind=regex&tag=returns&id=refund`: a link to the filtered table.
+  var given = {};
+  location.hash.replace(/^#/, '').split('&').forEach(function (pair) {
+    var parts = pair.split('=');
+    if (parts.length === 2) { given[parts[0]] = decodeURIComponent(parts[1]); }
+  });
+  [[status, 'status'], [kind, 'kind'], [tag, 'tag'], [search, 'id']].forEach(function (p) {
+    if (given[p[1]] !== undefined) { p[0].value = given[p[1]]; }
+  });
   apply();
 })();
 """
