@@ -33,6 +33,7 @@ from assay.store import FileStore
 from flows.suite_run import suite_run
 from tests.api_service import start_service
 from tests.browser import Rendered, render, require_chromium, screenshot
+from tests.judge_server import JudgeServer, verdict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CANARY = "CANARYREPORTQZXW"
@@ -62,10 +63,18 @@ def _planted(tmp_path: Path, version: str) -> str:
     return str(path)
 
 
-def _keep_screenshot(page: Path, name: str, tmp_path: Path, height: int = 1600) -> None:
-    """Screenshot `page`, check it is small enough for the docs, keep it where asked."""
+def _keep_screenshot(
+    page: Path, name: str, tmp_path: Path, height: int = 1600, only: str = ""
+) -> None:
+    """Screenshot `page` (only its section `#only`, when given), check it is small enough for
+    the docs, keep it where asked."""
     from PIL import Image
 
+    if only:
+        alone = tmp_path / f"only-{only}.html"
+        hide = f"body > :not(#{only}) {{ display: none; }}</style>"
+        alone.write_text(page.read_text().replace("</style>", hide, 1))
+        page = alone
     shot = tmp_path / name
     screenshot(page, shot, height=height)
     Image.open(shot).convert("RGB").quantize(colors=64).save(shot, optimize=True)
@@ -82,7 +91,7 @@ def _demo_runs(root: Path, planted: bool) -> tuple[Path, str, str]:
     """The demo's runs, v1 then v2 against it (outputs planted with the canary, or as they
     are): (store folder, v1 run id, v2 run id)."""
     store = root / "store"
-    runs = []
+    runs: list[str] = []
     for version in ("v1", "v2"):
         outputs = (
             _planted(root, version)
@@ -357,3 +366,75 @@ def test_trials_and_detectable_drop_render_once_recorded(
     assert "2 flaky case(s)" in rendered.dom
     before = run_page(view)
     assert "pass@k" not in before and "Minimum detectable drop" not in before
+
+
+def test_judge_section_with_calibration_flip_rate_and_spend(
+    judge_env: JudgeServer, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judged run (3 repeats; the judge's reasoning carries the canary) with a calibration
+    report for its very judge: status, confusion matrix, naive rate, flip rate and spend."""
+    require_chromium()
+    monkeypatch.setenv("ASSAY_JUDGE_INPUT_PRICE", "1.0")  # USD per million tokens
+    monkeypatch.setenv("ASSAY_JUDGE_OUTPUT_PRICE", "2.0")
+    judge_env.script(default=verdict("pass", 0.9, reasoning=f"because {CANARY}"))
+    result = suite_run(
+        suite=str(EXAMPLES / "support-suite.yaml"),
+        outputs=_planted(tmp_path, "v2"),
+        subject="agent:support-bot@v2",
+        judge_repeats=3,
+    )
+    assert result.judge is not None and result.metrics.judged_checks > 0
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    labels = ["pass"] * 20 + ["fail"] * 12
+    judged = ["pass"] * 19 + ["fail"] + ["pass"] * 2 + ["fail"] * 10
+    items = [
+        CalibrationItem(
+            item_id=f"i{n}",
+            input="q",
+            output="a",
+            rubric="r",
+            label=label,
+            labeler="me",
+            labeled_at=at,
+        )
+        for n, label in enumerate(labels)
+    ]
+    verdicts = [
+        Verdict(
+            status=v,
+            score=float(v == "pass"),
+            reason="judged",
+            model=result.judge.model,
+            prompt_version=result.judge.prompt_version,
+        )
+        for v in judged
+    ]
+    record_report(
+        FileStore(store_dir),
+        measure(
+            items,
+            verdicts,
+            report_id="cal-j",
+            targets=Targets(),
+            judge=result.judge,
+            calibration_set="set.jsonl",
+            now=at,
+        ),
+    )
+    page = tmp_path / "judged.html"
+    _cli("report", result.run_id, "-o", str(page))
+    rendered = render(page)
+    assert rendered.console == []
+    assert 'id="judge"' in rendered.dom and "calibrated" in rendered.dom
+    cells = dict(re.findall(r'data-cell="(\w+)">(\d+)<', rendered.dom))
+    assert cells == {"tp": "19", "fn": "1", "fp": "2", "tn": "10"}
+    for chart in (
+        "Judged checks: naive and corrected pass rate",
+        "Judge flip rate over 3 repeats",
+        "Judge spend",
+    ):
+        assert f'aria-label="{chart}"' in rendered.dom
+    assert "$0.0043" in rendered.dom  # 24 calls × (120 × $1 + 30 × $2) per million tokens
+    assert CANARY not in rendered.dom
+    assert _files_containing(store_dir, CANARY.encode()) == []
+    _keep_screenshot(page, "report-judge.png", tmp_path, height=1100, only="judge")

@@ -66,7 +66,7 @@ def _figure(name: str, height: float) -> Iterator[tuple[Any, Axes]]:
     matplotlib.use("svg", force=False)
     from matplotlib.figure import Figure
 
-    style = {
+    style: dict[str, Any] = {
         "svg.fonttype": "none",
         "text.parse_math": False,  # a `$` in a label is a dollar, not mathtext
         "svg.hashsalt": name,  # ids are stable and differ between the charts of one page
@@ -75,7 +75,7 @@ def _figure(name: str, height: float) -> Iterator[tuple[Any, Axes]]:
         "axes.spines.top": False,
         "axes.spines.right": False,
     }
-    with matplotlib.rc_context(style):
+    with matplotlib.rc_context(style):  # type: ignore[arg-type]  # keys are a Literal there
         figure = Figure(figsize=(WIDTH_INCHES, height), layout="constrained")
         yield figure, figure.add_subplot()
 
@@ -137,6 +137,12 @@ def forest(
         axes.set_xlabel(axis)
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)
+
+
+def _whole_numbers() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
 
 
 def _whiskers(rows: Sequence[Estimate]) -> list[list[float]]:
@@ -219,7 +225,7 @@ def curves(title: str, series: Sequence[tuple[str, dict[int, float]]], axis: str
         axes.set_ylim(0, 1.1)
         axes.set_xlabel("k (trials)")
         axes.set_ylabel(axis)
-        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.xaxis.set_major_locator(_whole_numbers())
         axes.legend(loc="lower left", frameon=False)
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)
@@ -282,7 +288,7 @@ def trend(title: str, series: Sequence[tuple[str, Sequence[TrendPoint]]]) -> str
         axes.set_ylim(0, 1.1)
         axes.set_xlabel("run (oldest first)")
         axes.set_ylabel("pass rate (95% Wilson band)")
-        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.xaxis.set_major_locator(_whole_numbers())
         axes.legend(loc="lower left", frameon=False)
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)
