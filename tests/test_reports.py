@@ -28,7 +28,7 @@ from assay.judge.port import JudgePin, Verdict
 from assay.regression import Comparison
 from assay.reports import report_key
 from assay.reports.run import load_view, run_page
-from assay.runs.records import EvalResult
+from assay.runs.records import EvalResult, load_result
 from assay.store import FileStore
 from flows.suite_run import suite_run
 from tests.api_service import start_service
@@ -147,6 +147,9 @@ def test_demo_report_renders_in_chromium(demo: tuple[Path, str, str], tmp_path: 
     assert 'aria-label="flip table"' in rendered.dom
     assert "McNemar" in rendered.dom and "Newcombe" in rendered.dom
     assert "Regressed" in rendered.dom
+    recorded = load_result(FileStore(store), v2).regression
+    assert recorded is not None and recorded.score_drop is not None
+    assert f"score drop {recorded.score_drop:+.3f}" in rendered.dom  # --against: the same
     failing = re.findall(r'<tr data-case-id="[^"]+" data-s="fail"', rendered.dom)
     filtered = render(page, "status=fail&tag=returns")
     visible = [

@@ -33,7 +33,7 @@ h1 { font-size: 1.6rem; margin: 0 0 4px; } h2 { font-size: 1.2rem; margin: 28px 
 .figure { background: var(--band); padding: 8px 12px; }
 .figure b { display: block; font-size: .8rem; color: var(--muted); font-weight: 500; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); gap: 16px; }
-svg.chart { width: 100%; height: auto; }
+svg.chart { width: 100%; max-width: 900px; height: auto; }
 section { break-inside: avoid; }
 table { border-collapse: collapse; margin: 6px 0 12px; }
 th, td { text-align: left; padding: 3px 10px; border-bottom: 1px solid var(--line);

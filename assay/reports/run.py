@@ -98,9 +98,12 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
     info = {case.id: CaseInfo(tuple(case.tags), case.query_class) for case in golden.cases}
     comparison = result.regression
     if against is not None:
-        threshold = golden.regression_threshold
+        # A stored RunMetrics leaves out its score sum (the EvalResult keeps the mean score).
+        metrics = result.metrics.model_copy(
+            update={"score_sum": (result.score or 0.0) * result.metrics.scored}
+        )
         comparison = compare_with_baseline(
-            store, load_aggregate(store, run_id), result.metrics, threshold, against
+            store, load_aggregate(store, run_id), metrics, golden.regression_threshold, against
         )
     baseline = comparison.baseline_run if comparison is not None else None
     latest = reports(store, result.judge) if result.judge is not None else []
