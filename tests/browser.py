@@ -14,7 +14,7 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PAGE_SECONDS = 120
-_FLAGS = (
+HEADLESS_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -23,6 +23,8 @@ _FLAGS = (
     "--hide-scrollbars",
     "--no-first-run",
 )
+"""How Chromium runs here (the docs' screenshot script too): no sandbox as root, no GPU, no
+background traffic, small /dev/shm."""
 _CONSOLE = re.compile(r":CONSOLE[:(]\d+\)?\] (.*)")
 
 
@@ -47,7 +49,7 @@ def _run(page: Path, *flags: str, fragment: str = "") -> subprocess.CompletedPro
     url = page.as_uri() + (f"#{fragment}" if fragment else "")
     with tempfile.TemporaryDirectory(prefix="assay-chromium-") as profile:
         return subprocess.run(
-            [require_chromium(), *_FLAGS, f"--user-data-dir={profile}", *flags, url],
+            [require_chromium(), *HEADLESS_FLAGS, f"--user-data-dir={profile}", *flags, url],
             capture_output=True,
             text=True,
             timeout=PAGE_SECONDS,

@@ -30,6 +30,7 @@ from assay.reports import report_key
 from assay.reports.run import load_view, run_page
 from assay.runs.records import EvalResult, load_result
 from assay.store import FileStore
+from flows.gate import gate
 from flows.suite_run import suite_run
 from tests.api_service import start_service
 from tests.browser import Rendered, render, require_chromium, screenshot
@@ -81,6 +82,46 @@ def _keep_screenshot(
     assert shot.stat().st_size < SCREENSHOT_BYTES
     if folder := os.environ.get("ASSAY_SCREENSHOTS"):
         shutil.copy(shot, Path(folder) / name)
+
+
+def _record_calibration(
+    store: FileStore, report_id: str, pin: JudgePin, humans: list[str], judged: list[str]
+) -> None:
+    """A calibration report of `pin` measured on items people labelled `humans` and the judge
+    `judged` (the items' output text is the canary: a report shows none of it)."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    items = [
+        CalibrationItem(
+            item_id=f"i{n}",
+            input="q",
+            output=f"a {CANARY}",
+            rubric="r",
+            label=label,
+            labeler="me",
+            labeled_at=at,
+        )
+        for n, label in enumerate(humans)
+    ]
+    verdicts = [
+        Verdict(
+            status=v,
+            score=float(v == "pass"),
+            reason="judged",
+            model=pin.model,
+            prompt_version=pin.prompt_version,
+        )
+        for v in judged
+    ]
+    report = measure(
+        items,
+        verdicts,
+        report_id=report_id,
+        targets=Targets(),
+        judge=pin,
+        calibration_set="set.jsonl",
+        now=at,
+    )
+    record_report(store, report)
 
 
 def _files_containing(root: Path, needle: bytes) -> list[Path]:
@@ -229,41 +270,9 @@ def test_trend_of_five_runs(tmp_path: Path, store_dir: Path) -> None:
 def test_calibration_page_shows_the_confusion_matrix(tmp_path: Path, store_dir: Path) -> None:
     require_chromium()
     pin = JudgePin(model="m-1", prompt_version="p@1")
-    at = datetime(2026, 1, 1, tzinfo=UTC)
     humans = ["pass"] * 24 + ["fail"] * 16
     judge = ["pass"] * 21 + ["fail"] * 3 + ["pass"] * 4 + ["fail"] * 12
-    items = [
-        CalibrationItem(
-            item_id=f"i{n}",
-            input="q",
-            output=f"a {CANARY}",
-            rubric="r",
-            label=label,
-            labeler="me",
-            labeled_at=at,
-        )
-        for n, label in enumerate(humans)
-    ]
-    verdicts = [
-        Verdict(
-            status=v,
-            score=1.0 if v == "pass" else 0.0,
-            reason="judged",
-            model="m-1",
-            prompt_version="p@1",
-        )
-        for v in judge
-    ]
-    report = measure(
-        items,
-        verdicts,
-        report_id="cal-1",
-        targets=Targets(),
-        judge=pin,
-        calibration_set="set.jsonl",
-        now=at,
-    )
-    record_report(FileStore(store_dir), report)
+    _record_calibration(FileStore(store_dir), "cal-1", pin, humans, judge)
     page = tmp_path / "calibration.html"
     _cli("report", "--calibration", "cal-1", "-o", str(page))
     rendered = render(page)
@@ -387,43 +396,9 @@ def test_judge_section_with_calibration_flip_rate_and_spend(
         judge_repeats=3,
     )
     assert result.judge is not None and result.metrics.judged_checks > 0
-    at = datetime(2026, 1, 1, tzinfo=UTC)
     labels = ["pass"] * 20 + ["fail"] * 12
     judged = ["pass"] * 19 + ["fail"] + ["pass"] * 2 + ["fail"] * 10
-    items = [
-        CalibrationItem(
-            item_id=f"i{n}",
-            input="q",
-            output="a",
-            rubric="r",
-            label=label,
-            labeler="me",
-            labeled_at=at,
-        )
-        for n, label in enumerate(labels)
-    ]
-    verdicts = [
-        Verdict(
-            status=v,
-            score=float(v == "pass"),
-            reason="judged",
-            model=result.judge.model,
-            prompt_version=result.judge.prompt_version,
-        )
-        for v in judged
-    ]
-    record_report(
-        FileStore(store_dir),
-        measure(
-            items,
-            verdicts,
-            report_id="cal-j",
-            targets=Targets(),
-            judge=result.judge,
-            calibration_set="set.jsonl",
-            now=at,
-        ),
-    )
+    _record_calibration(FileStore(store_dir), "cal-j", result.judge, labels, judged)
     page = tmp_path / "judged.html"
     _cli("report", result.run_id, "-o", str(page))
     rendered = render(page)
@@ -441,3 +416,47 @@ def test_judge_section_with_calibration_flip_rate_and_spend(
     assert CANARY not in rendered.dom
     assert _files_containing(store_dir, CANARY.encode()) == []
     _keep_screenshot(page, "report-judge.png", tmp_path, height=1100, only="judge")
+
+
+def test_the_gate_links_its_run_report(demo: tuple[Path, str, str]) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    store, v1, _ = demo
+    state = gate(
+        suite=str(EXAMPLES / "support-suite.yaml"),
+        outputs=str(EXAMPLES / "outputs" / "support-bot-v2.jsonl"),
+        subject="agent:support-bot@v2",
+        store=f"file://{store}",
+        baseline=v1,
+        return_state=True,
+    )
+    run_id = state.result().result.run_id
+    assert FileStore(store).exists(report_key(run_id))
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
+            )
+        )
+    links = [str(a.data) for a in artifacts if "Report:" in str(a.data)]
+    assert links and f"reports/{run_id}.html" in links[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "give exactly one of RUN_ID, --trend SUITE or --calibration REPORT_ID"),
+        (("abcd", "--trend", "s"), "give exactly one of"),
+        (("--trend", "s", "--against", "x"), "--against needs a RUN_ID"),
+        (("no-such-run",), "no run no-such-run"),
+        (("--calibration", "nope"), "no calibration report nope"),
+    ],
+)
+def test_bad_report_arguments_exit_2_with_one_line(
+    store_dir: Path, tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    result = CliRunner().invoke(app, ["report", *args, "-o", str(tmp_path / "x.html")])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x.html").exists()

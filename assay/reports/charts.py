@@ -121,22 +121,27 @@ def forest(
                 color=colour,
             )
         if reference is not None:
-            axes.axvline(reference, color=GREY, linestyle="--", linewidth=1)
-            axes.annotate(
-                f"{reference_label} {reference:g}",
-                (reference, 1.0),
-                xycoords=("data", "axes fraction"),
-                fontsize=8,
-                color=GREY,
-                ha="center",
-                va="bottom",
-            )
+            _mark(axes, reference, f"{reference_label} {reference:g}", GREY)
         axes.set_yticks(ys, [row.label for row in rows])
         axes.set_xlim(-0.02, 1.02)
         axes.set_ylim(-0.7, len(rows) - 0.3)
         axes.set_xlabel(axis)
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)
+
+
+def _mark(axes: Axes, x: float, label: str, colour: str) -> None:
+    """A dashed vertical line at `x` (a threshold, a limit), named above the plot."""
+    axes.axvline(x, color=colour, linestyle="--", linewidth=1)
+    axes.annotate(
+        label,
+        (x, 1.0),
+        xycoords=("data", "axes fraction"),
+        fontsize=8,
+        color=colour,
+        ha="center",
+        va="bottom",
+    )
 
 
 def _whole_numbers() -> Any:
@@ -186,16 +191,7 @@ def spend(title: str, rows: Sequence[tuple[str, float]], limit: float | None) ->
         for y, value in zip(ys, values, strict=True):
             axes.annotate(f"${value:,.4f}", (value + top * 0.01, y), va="center", fontsize=9)
         if limit is not None:
-            axes.axvline(limit, color=VERMILION, linestyle="--", linewidth=1.2)
-            axes.annotate(
-                f"limit ${limit:,.2f}",
-                (limit, 1.0),
-                xycoords=("data", "axes fraction"),
-                color=VERMILION,
-                fontsize=8,
-                ha="center",
-                va="bottom",
-            )
+            _mark(axes, limit, f"limit ${limit:,.2f}", VERMILION)
         axes.set_yticks(ys, [name for name, _ in rows])
         axes.set_xlim(0, top * 1.25)
         axes.set_xlabel("USD")
