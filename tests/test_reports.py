@@ -12,6 +12,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -460,3 +462,21 @@ def test_bad_report_arguments_exit_2_with_one_line(
     assert result.exit_code == 2, result.output
     assert says in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "x.html").exists()
+
+
+def _loaded_after(imports: str) -> list[str]:
+    probe = (
+        f"import sys, {imports}; "
+        "print(*sorted(m for m in sys.modules if m.startswith(('matplotlib', 'assay.reports'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-300:]
+    return done.stdout.split()
+
+
+def test_no_chart_library_is_loaded_until_a_chart_is_drawn() -> None:
+    """`assay --help` and every command stay as fast as before (matplotlib costs ~0.6 s): the
+    CLI loads no report module, the flows and the service load the page code but not
+    matplotlib."""
+    assert _loaded_after("assay.cli") == []
+    assert not any(m.startswith("matplotlib") for m in _loaded_after("flows.gate, assay.api.app"))
