@@ -42,8 +42,9 @@ th { font-weight: 600; background: var(--band); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass { color: var(--pass); font-weight: 600; } .fail, .error { color: var(--fail);
   font-weight: 600; } .skipped { color: var(--skip); font-weight: 600; }
-#cases i { display: inline-block; margin: 1px 8px 1px 0; white-space: nowrap;
-  font-style: normal; }
+#cases { width: 100%; } #cases td { overflow-wrap: anywhere; }
+#cases td:last-child { max-width: 360px; }
+#cases i { display: inline-block; margin: 1px 8px 1px 0; font-style: normal; }
 #cases td:nth-child(3), #cases th:nth-child(3) { text-align: right;
   font-variant-numeric: tabular-nums; }
 .note { color: var(--muted); font-size: .9rem; }
