@@ -326,6 +326,7 @@ def test_service_serves_the_report_to_a_viewer_only(
         with service.client("viewer") as client:
             served = client.get(f"/runs/{v2}/report")
             unknown = client.get("/runs/no-such-run/report")
+            spec = client.get("/openapi.json").json()
         with service.client() as anonymous:
             refused = anonymous.get(f"/runs/{v2}/report")
     finally:
@@ -336,6 +337,8 @@ def test_service_serves_the_report_to_a_viewer_only(
     assert refused.status_code == 401
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert unknown.status_code == 404
+    documented = spec["paths"]["/runs/{run_id}/report"]["get"]["responses"]
+    assert "text/html" in documented["200"]["content"] and "401" in documented
 
 
 class _LaterResult(EvalResult):
