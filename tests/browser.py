@@ -69,3 +69,9 @@ def screenshot(page: Path, target: Path, width: int = 1400, height: int = 1600) 
     """A PNG of the page's first `height` pixels at `width` px."""
     done = _run(page, f"--screenshot={target}", f"--window-size={width},{height}")
     assert done.returncode == 0 and target.exists(), done.stderr[-500:]
+
+
+def print_pdf(page: Path, target: Path) -> None:
+    """The page printed to PDF as Chromium prints it (the page's print styles apply)."""
+    done = _run(page, f"--print-to-pdf={target}", "--no-pdf-header-footer")
+    assert done.returncode == 0 and target.exists(), done.stderr[-500:]

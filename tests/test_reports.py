@@ -35,7 +35,7 @@ from assay.store import FileStore
 from flows.gate import gate
 from flows.suite_run import suite_run
 from tests.api_service import start_service
-from tests.browser import Rendered, render, require_chromium, screenshot
+from tests.browser import Rendered, print_pdf, render, require_chromium, screenshot
 from tests.judge_server import JudgeServer, verdict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -201,6 +201,10 @@ def test_demo_report_renders_in_chromium(demo: tuple[Path, str, str], tmp_path: 
     assert 0 < len(visible) < len(failing)
     assert all('data-s="fail"' in row for row in visible)
     assert filtered.console == []
+    printed = tmp_path / "report.pdf"
+    print_pdf(page, printed)
+    pdf = printed.read_bytes()
+    assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf)) >= 3
     _keep_screenshot(page, "report-run.png", tmp_path, height=3000)
 
 
