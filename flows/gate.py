@@ -19,6 +19,7 @@ from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
+from tasks.reports import publish_report
 from tasks.verdicts import verdict_result, verdict_state
 
 
@@ -46,6 +47,7 @@ def gate(options: GateOptions) -> GateRun:
     result = verdict_result(run)
     decision = decide_gate(store_uri, result, options.max_judge_flip_rate)
     publish_gate_artifact(decision)
+    publish_report(store_uri, result.run_id)
     findings = report_gate_findings(store_uri, decision, result)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)

@@ -40,6 +40,7 @@ from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
+from tasks.reports import publish_report
 from tasks.scoring import score_chunk
 from tasks.suites import resolve_suite
 from tasks.verdicts import verdict_state
@@ -133,6 +134,7 @@ def suite_run(options: RunOptions) -> EvalResult:
             fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
     publish_run_artifacts(store, result, merged.rows)
+    publish_report(store, result.run_id)
     findings = report_findings(store, result)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)

@@ -35,7 +35,8 @@ from websockets.sync.client import connect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the repo's test helpers are not installed
 
-from tests.servers import BIN, free_port, stop_process  # noqa: E402 - after the path is set
+from tests.browser import HEADLESS_FLAGS  # noqa: E402 - after the path is set
+from tests.servers import BIN, free_port, stop_process  # noqa: E402
 
 SERVER_START_SECONDS = 120.0
 WINDOW = (1440, 900)
@@ -149,13 +150,7 @@ class Browser:
         self.process = subprocess.Popen(
             [
                 chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-dev-shm-usage",
-                "--hide-scrollbars",
-                "--no-first-run",
+                *HEADLESS_FLAGS,
                 "--remote-debugging-port=0",
                 f"--user-data-dir={profile}",
                 "about:blank",

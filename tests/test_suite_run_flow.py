@@ -101,7 +101,7 @@ def test_flow_run_is_named_tagged_and_has_artifacts(store_dir: Path) -> None:
         )
     assert run.name == f"{ref} · agent:support-bot@v1"
     assert {"assay", "suite:support-bot"} <= set(run.tags)
-    by_type = {a.type: a for a in artifacts}
+    by_type = {a.type: a for a in artifacts if not (a.key or "").startswith("assay-report")}
     assert set(by_type) >= {"markdown", "table"}
     assert "45/50" in str(by_type["markdown"].data)
     table = json.loads(str(by_type["table"].data))
@@ -137,9 +137,10 @@ def test_task_runs_grow_with_chunks_not_cases(store_dir: Path, tmp_path: Path) -
                     return count
                 time.sleep(0.2)
 
-    # resolve-suite, ingest, start, compare, finish, report-findings; one task per chunk
-    assert task_count(2000, 6 + 1) == 6 + 1
-    assert task_count(300, 6 + 4) == 6 + 4
+    # resolve-suite, ingest, start, compare, finish, publish-report, report-findings; one task
+    # per chunk
+    assert task_count(2000, 7 + 1) == 7 + 1
+    assert task_count(300, 7 + 4) == 7 + 4
 
 
 def test_sampled_run_is_reproducible(store_dir: Path) -> None:

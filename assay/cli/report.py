@@ -1,0 +1,79 @@
+"""`assay report`: a run, a suite's trend or a calibration report as one self-contained HTML
+page (no network needed to open it, no output text in it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from assay.cli import _common as common
+
+
+@common.app.command("report")
+def report_command(
+    run_id: Annotated[
+        str | None, typer.Argument(help="The run (id or unique prefix) to report on.")
+    ] = None,
+    against: Annotated[
+        str | None,
+        typer.Option("--against", help="Compare with this run (default: the recorded baseline)."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="HTML file to write (default: report-NAME.html)."),
+    ] = None,
+    trend: Annotated[
+        str | None,
+        typer.Option("--trend", help="Instead: SUITE's pass rate over its last runs."),
+    ] = None,
+    subject: Annotated[
+        str | None,
+        typer.Option("--subject", help="With --trend: KIND:ID (all variants) or KIND:ID@V."),
+    ] = None,
+    last: Annotated[
+        int, typer.Option("--last", help="With --trend: runs per subject.", min=1)
+    ] = 20,
+    calibration: Annotated[
+        str | None,
+        typer.Option("--calibration", help="Instead: the calibration report REPORT_ID."),
+    ] = None,
+    store: common.StoreOption = None,
+) -> None:
+    """Write one self-contained HTML report: a run (with its comparison, trials, judge and
+    per-case table), a suite's trend (--trend) or a calibration report (--calibration)."""
+    chosen = [
+        name
+        for name, given in (("RUN_ID", run_id), ("--trend", trend), ("--calibration", calibration))
+        if given
+    ]
+    if len(chosen) != 1:
+        common.fail("give exactly one of RUN_ID, --trend SUITE or --calibration REPORT_ID")
+    if against is not None and run_id is None:
+        common.fail("--against needs a RUN_ID")
+    if subject is not None and trend is None:
+        common.fail("--subject needs --trend")
+    evidence = common.open_evidence(store)
+    # Imported here: matplotlib and the page builders load only for this command.
+    if run_id is not None:
+        from assay.reports.run import run_report
+        from assay.runs.records import resolve_run_id
+
+        run_id = resolve_run_id(evidence, run_id)
+        if against is not None:
+            against = resolve_run_id(evidence, against)
+        html, name = run_report(evidence, run_id, against), f"report-{run_id}.html"
+    elif trend is not None:
+        from assay.reports.trend import trend_page
+
+        html, name = trend_page(evidence, trend, subject, last), f"trend-{trend}.html"
+    else:
+        assert calibration is not None
+        from assay.reports.calibration import calibration_page, find_report
+
+        html = calibration_page(find_report(evidence, calibration))
+        name = f"calibration-{calibration}.html"
+    target = output or Path(name)
+    target.write_text(html, encoding="utf-8")
+    common.out.print(f"wrote {target} ({len(html.encode()):,} bytes)")

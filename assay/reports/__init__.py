@@ -1,0 +1,13 @@
+"""Reports a person reads: one self-contained HTML page per run, a suite's trend, a calibration
+report — built from stored records only (verdicts, scores, labels, statistics; no output text).
+
+Modules: `run` (a run, optionally against a baseline), `trend`, `calibration`, `page` (the shared
+HTML frame), `charts` (inline SVG by matplotlib, imported only when a chart is drawn).
+"""
+
+REPORTS_PREFIX = "reports/"
+
+
+def report_key(run_id: str) -> str:
+    """Where a run's report is kept in the evidence store (write-once)."""
+    return f"{REPORTS_PREFIX}{run_id}.html"

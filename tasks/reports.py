@@ -1,0 +1,58 @@
+"""A run's report: written once to the store (`reports/<run_id>.html`) and linked from the
+flow run's artifacts."""
+
+from __future__ import annotations
+
+import os
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_link_artifact
+
+from assay.reports import report_key
+from assay.reports.run import run_report
+from assay.runs.records import load_result
+from tasks._store import evidence_store
+from tasks.artifacts import artifact_key
+
+SERVICE_URL_ENV = "ASSAY_URL"
+"""When set, the link goes to `assay serve`'s `GET /runs/{id}/report` there; else to the store."""
+
+
+def report_link(store_uri: str, run_id: str) -> str:
+    """Where a person opens the report: the service when its address is known, else the store
+    object itself (`file://…/reports/ID.html`, `s3://…`)."""
+    service = os.environ.get(SERVICE_URL_ENV, "").rstrip("/")
+    if service:
+        return f"{service}/runs/{run_id}/report"
+    return f"{store_uri.rstrip('/')}/{report_key(run_id)}"
+
+
+@task(name="publish-report", persist_result=False)
+def publish_report(store: str, run_id: str) -> str | None:
+    """Write the run's report unless one is there (a retry, or the gate after its suite-run),
+    then link it from this flow run; returns the link.
+
+    The run's verdict is recorded before this: a report that cannot be built is a warning in
+    the run's log (no link, `assay report RUN_ID` to retry), never a failed run.
+    """
+    evidence = evidence_store(store)
+    key = report_key(run_id)
+    if not evidence.exists(key):
+        try:
+            page = run_report(evidence, run_id)
+        except Exception as exc:
+            get_run_logger().warning(
+                "no report for run %s: %s: %s", run_id, type(exc).__name__, exc
+            )
+            return None
+        evidence.put_once_if_absent(key, page.encode())
+    result = load_result(evidence, run_id)
+    link = report_link(evidence.uri, run_id)
+    create_link_artifact(
+        link=link,
+        link_text=f"Report: {result.suite}@{result.suite_version} · {result.subject}",
+        key=artifact_key("assay-report", result.suite, result.subject_id, result.variant or ""),
+        description="The run's HTML report (verdict, charts, comparison, judge, every case's "
+        "verdicts; no output text).",
+    )
+    return link
