@@ -14,6 +14,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -148,21 +149,29 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def fake_github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    """The fake on a free port, with pull request `PULL_REQUEST` of `REPOSITORY` open and no
-    comments; GITHUB_API_URL, GITHUB_TOKEN and GITHUB_REPOSITORY point at it as in Actions."""
+@contextmanager
+def running_fake_github(*pull_requests: tuple[str, int]) -> Iterator[FakeGitHub]:
+    """The fake on a free port, with these pull requests open (no comments yet)."""
     state = FakeGitHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    state.comments[(REPOSITORY, PULL_REQUEST)] = []
+    for key in pull_requests:
+        state.comments[key] = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv("GITHUB_API_URL", state.url)
-    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
-    monkeypatch.setenv("GITHUB_REPOSITORY", REPOSITORY)
     try:
         yield state
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def fake_github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    """The fake with pull request `PULL_REQUEST` of `REPOSITORY` open; GITHUB_API_URL,
+    GITHUB_TOKEN and GITHUB_REPOSITORY point at it as in Actions."""
+    with running_fake_github((REPOSITORY, PULL_REQUEST)) as state:
+        monkeypatch.setenv("GITHUB_API_URL", state.url)
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        monkeypatch.setenv("GITHUB_REPOSITORY", REPOSITORY)
+        yield state
