@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.github_server import TOKEN as GITHUB_TOKEN
@@ -188,7 +189,16 @@ def world(
         world = World(env, demo / ".assay", "", free_port(), base / "pages")
         world.pages.mkdir()
         _ensure_server(world)
-        ran = _assay(env, demo, "demo")
+        # README's first command, as CI has it: .venv is there, the server is up (so both
+        # `make setup` and `assay server start` are no-ops); the demo's store is kept apart.
+        ran = subprocess.run(
+            ["make", "-C", str(ROOT), "demo"],
+            env={**env, "ASSAY_STORE": f"file://{demo / '.assay'}"},
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT_SECONDS,
+            check=False,
+        )
         assert ran.returncode == 0, ran.stdout + ran.stderr
         runs = json.loads(_assay(env, demo, "runs", "list", "--json").stdout)
         v1 = next(r["run_id"] for r in runs if r["variant"] == "v1")
@@ -210,6 +220,19 @@ def _link_repository(folder: Path) -> None:
     """What the docs' commands read from a clone: the examples, the .venv, the deployments."""
     for name in ("examples", ".venv", "deployments"):
         (folder / name).symlink_to(ROOT / name)
+
+
+def test_make_demo_leaves_the_nightly_deployment_paused(world: World) -> None:
+    status = json.loads(_assay(world.env, world.pages, "server", "status", "--json").stdout)
+    filtered = httpx.post(
+        f"{status['api_url']}/deployments/filter",
+        json={"deployments": {"name": {"any_": ["nightly"]}}},
+        timeout=30,
+    )
+    (deployment,) = filtered.json()
+    assert deployment["paused"] is True
+    assert deployment["entrypoint"] == "flows/nightly.py:nightly"
+    assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
 
 
 def _page_folder(world: World, page: Path) -> Path:
@@ -269,11 +292,11 @@ def test_every_shell_block_is_run_or_says_why_not() -> None:
 
 @pytest.mark.parametrize("page", [p for p in PAGES if _runnable(p)], ids=lambda p: p.name)
 def test_the_page_commands_work_as_pasted(world: World, page: Path) -> None:
+    _ensure_server(world)  # a page before may have stopped it
     folder = _page_folder(world, page)
     problems = []
     for block in _runnable(page):
         problems += run_block(world, block, folder)
-        _ensure_server(world)
     assert not problems, "\n".join(problems)
 
 
@@ -291,8 +314,7 @@ def test_a_failing_command_fails_the_runner(world: World, tmp_path: Path) -> Non
         "```\n"
     )
     (block,) = shell_blocks(page)
-    folder = world.pages / "planted"
-    folder.mkdir()
+    folder = _page_folder(world, page)
     found = run_block(world, block, folder)
     assert [line.split(": ", 1)[0] for line in found[:-1]] == [
         "planted.md:3 exit 2",
