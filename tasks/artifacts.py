@@ -68,7 +68,7 @@ def _case_table(store: str, result: EvalResult, rows: list[CaseRow]) -> list[dic
         if regression is not None and regression.baseline_run
         else None
     )
-    table = []
+    table: list[dict[str, object]] = []
     for row in rows:
         now = None if row.status == "skipped" else row.status == "pass"
         change = "no baseline" if baseline is None else case_change(baseline.get(row.case_id), now)
