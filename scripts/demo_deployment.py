@@ -49,9 +49,7 @@ def main() -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=ROOT / "deployments") as paused:
         yaml.safe_dump(spec, paused, sort_keys=False)
         paused.flush()
-        done = _prefect(
-            env, "--no-prompt", "deploy", "--prefect-file", paused.name, "--name", NAME
-        )
+        done = _prefect(env, "--no-prompt", "deploy", "--prefect-file", paused.name, "--name", NAME)
     if done.returncode != 0:
         last = (done.stdout + done.stderr).strip().splitlines()[-1:]
         print(f"demo deployment: prefect deploy failed: {' '.join(last)}")
