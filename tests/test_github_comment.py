@@ -17,7 +17,7 @@ from statsmodels.stats.proportion import proportion_confint
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.gate.comment import FLIPS_SHOWN, gate_marker
+from assay.gate.comment import FLIPS_SHOWN, comment_marker, gate_marker
 from tests.github_server import PULL_REQUEST, REPOSITORY, TOKEN, FakeGitHub, fake_github
 
 __all__ = ["fake_github"]
@@ -217,3 +217,10 @@ def test_action_yml_is_a_composite_action_with_exactly_the_documented_inputs() -
     script = "\n".join(step.get("run", "") for step in steps)
     assert "assay gate" in script and "--comment" in script
     assert "assay github comment" in script
+
+
+def test_no_suite_or_subject_name_can_end_the_marker_early() -> None:
+    marker = gate_marker("evil-->suite", "agent:a b\n-->@v1")
+    assert marker.count("-->") == 1 and marker.endswith(" -->") and "\n" not in marker
+    assert comment_marker(f"intro\n{marker}\nbody") == marker
+    assert comment_marker("<!-- assay-gate:x:y -->") != marker
