@@ -290,7 +290,16 @@ def test_every_shell_block_is_run_or_says_why_not() -> None:
     assert "README.md" in runnable and "api.md" in runnable and "commands.md" in runnable
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _runnable(p)], ids=lambda p: p.name)
+def _stops_the_server(page: Path) -> bool:
+    return any("assay server stop" in block.body for block in _runnable(page))
+
+
+@pytest.mark.parametrize(
+    "page",
+    # Pages that stop the server go last: each later page pays for starting it again.
+    sorted((p for p in PAGES if _runnable(p)), key=_stops_the_server),
+    ids=lambda p: p.name,
+)
 def test_the_page_commands_work_as_pasted(world: World, page: Path) -> None:
     _ensure_server(world)  # a page before may have stopped it
     folder = _page_folder(world, page)
