@@ -43,9 +43,10 @@ system-deps:  ## apt-get install the system packages tests need, when missing (r
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get update -qq && apt-get install -y -qq $$missing >/dev/null
 
-demo: setup  ## a lasting Prefect server (UI), then the example suite end to end on the embedded defaults
+demo: setup  ## a lasting Prefect server (UI), the example suite end to end, the nightly deployment (paused)
 	-$(BIN)/assay server start
 	$(BIN)/assay demo
+	@$(BIN)/python scripts/demo_deployment.py
 	@$(BIN)/assay server status
 
 lint: setup  ## ruff, mypy and the docs site (mkdocs build --strict)

@@ -45,16 +45,25 @@ class Counts(BaseModel):
     scored: int
 
 
+MAX_LISTED_FLIPS = 100
+
+
 class PairedAnalysis(BaseModel):
     """Case-by-case comparison over the same scored cases (baseline first)."""
 
     both_pass: int
     baseline_only: int
+    """Cases that passed in the baseline and fail now."""
     candidate_only: int
+    """Cases that failed in the baseline and pass now."""
     both_fail: int
     interval: list[float] | None
     """95% Newcombe paired interval of baseline − candidate pass rate."""
     mcnemar_p: float
+    now_failing_cases: list[str] = []
+    """The first `MAX_LISTED_FLIPS` ids of the `baseline_only` cases, in case order."""
+    now_passing_cases: list[str] = []
+    """The first `MAX_LISTED_FLIPS` ids of the `candidate_only` cases, in case order."""
 
 
 class TrialsComparison(BaseModel):
@@ -68,9 +77,6 @@ class TrialsComparison(BaseModel):
     interval: list[float]
     """95% interval, mean_diff ± 1.96·se clipped to [−1, 1]."""
     method: str = "paired differences of per-case pass fractions (Miller 2024)"
-
-
-MAX_LISTED_FLIPS = 100
 
 
 class TrajectoryFlips(BaseModel):
@@ -209,6 +215,7 @@ def _paired(baseline: RunSide, candidate: RunSide) -> PairedAnalysis | None:
     if not baseline.verdicts or baseline.verdicts.keys() != candidate.verdicts.keys():
         return None
     cells = {"both_pass": 0, "baseline_only": 0, "candidate_only": 0, "both_fail": 0}
+    flipped: dict[str, list[str]] = {"baseline_only": [], "candidate_only": []}
     for case_id, before in baseline.verdicts.items():
         after = candidate.verdicts[case_id]
         name = (
@@ -217,6 +224,9 @@ def _paired(baseline: RunSide, candidate: RunSide) -> PairedAnalysis | None:
             else ("candidate_only" if after else "both_fail")
         )
         cells[name] += 1
+        listed = flipped.get(name)
+        if listed is not None and len(listed) < MAX_LISTED_FLIPS:
+            listed.append(case_id)
     interval = paired_diff(
         cells["both_pass"], cells["baseline_only"], cells["candidate_only"], cells["both_fail"]
     )
@@ -224,6 +234,8 @@ def _paired(baseline: RunSide, candidate: RunSide) -> PairedAnalysis | None:
         **cells,
         interval=None if interval is None else [interval.lo, interval.hi],
         mcnemar_p=mcnemar_exact(cells["baseline_only"], cells["candidate_only"]),
+        now_failing_cases=flipped["baseline_only"],
+        now_passing_cases=flipped["candidate_only"],
     )
 
 

@@ -41,12 +41,15 @@ def artifact_key(*parts: str) -> str:
     return "-".join(words)
 
 
-def run_link(flow_run_id: str) -> str:
-    """A run id as a markdown link to its page in the Prefect UI (relative when the UI's
-    address is unknown, which the UI resolves against itself)."""
+def _ui_base() -> str:
+    """The Prefect UI's address, or "" when unknown (a relative link the UI resolves itself)."""
     ui = PREFECT_UI_URL.value()
-    base = str(ui).rstrip("/") if ui else ""
-    return f"[`{flow_run_id}`]({base}/runs/flow-run/{flow_run_id})"
+    return str(ui).rstrip("/") if ui else ""
+
+
+def run_link(flow_run_id: str) -> str:
+    """A run id as a markdown link to its page in the Prefect UI."""
+    return f"[`{flow_run_id}`]({_ui_base()}/runs/flow-run/{flow_run_id})"
 
 
 CHANGE_ORDER: dict[CaseChange, int] = {
@@ -65,12 +68,21 @@ def _case_table(store: str, result: EvalResult, rows: list[CaseRow]) -> list[dic
         if regression is not None and regression.baseline_run
         else None
     )
-    table = []
+    table: list[dict[str, object]] = []
     for row in rows:
         now = None if row.status == "skipped" else row.status == "pass"
         change = "no baseline" if baseline is None else case_change(baseline.get(row.case_id), now)
         score = None if row.score is None else round(row.score, 3)
-        table.append({**row.model_dump(), "score": score, "vs baseline": change})
+        # id, status and the change first: what a reader scans for, visible without scrolling.
+        table.append(
+            {
+                "case_id": row.case_id,
+                "status": row.status,
+                "vs baseline": change,
+                "score": score,
+                "label": row.label,
+            }
+        )
     table.sort(
         key=lambda r: (
             CHANGE_ORDER.get(cast(CaseChange, r["vs baseline"]), 1),
@@ -82,22 +94,23 @@ def _case_table(store: str, result: EvalResult, rows: list[CaseRow]) -> list[dic
 
 
 def publish_run_artifacts(store: str, result: EvalResult, rows: list[CaseRow]) -> None:
-    """Markdown summary and per-case table (newly failing and failing cases first; capped, and
-    says so)."""
+    """Per-case table (newly failing and failing cases first; capped, and says so), then the
+    markdown summary, which links to that table."""
     key = artifact_key("assay-run", result.suite, result.subject_id, result.variant or "")
-    create_markdown_artifact(
-        markdown=markdown_summary(result, run_link),
-        key=f"{key}-summary",
-        description=f"Assay run summary for {result.suite}@{result.suite_version}",
-    )
     shown = _case_table(store, result, rows)
     total = result.metrics.cases
     note = "" if len(shown) == total else f" (showing {len(shown)} of {total}, failures first)"
-    create_table_artifact(
+    table = create_table_artifact(
         table=shown,
         key=f"{key}-cases",
         description=f"Per-case verdicts, change against the baseline and redacted labels{note}; "
         "no output text.",
+    )
+    cases = f"{_ui_base()}/artifacts/artifact/{cast(UUID, table)}"  # sync call: the id
+    create_markdown_artifact(
+        markdown=markdown_summary(result, run_link, cases_link=cases),
+        key=f"{key}-summary",
+        description=f"Assay run summary for {result.suite}@{result.suite_version}",
     )
 
 

@@ -14,7 +14,7 @@ from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 
 
-@task(name="calibrate-judge", **IO_RETRIES)
+@task(name="calibrate-judge", task_run_name="calibrate-judge", **IO_RETRIES)
 def calibrate_judge(
     store: str,
     calibration_set: str,

@@ -24,7 +24,7 @@ from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
 
-@task(name="start-run", **IO_RETRIES)
+@task(name="start-run", task_run_name="start-run", **IO_RETRIES)
 def start_run_task(store: str, plan: RunPlan, owner: RunOwner, resuming: bool) -> RunAggregate:
     """Record the run as started (or resumed) in its aggregate and in the run index; a refused
     resume writes nothing; a completed run comes back untouched."""
@@ -52,13 +52,13 @@ def crash_flow_run(flow_run_id: str, message: str) -> None:
             client.set_flow_run_state(UUID(flow_run_id), Crashed(message=message), force=True)
 
 
-@task(name="close-interrupted-attempt")
+@task(name="close-interrupted-attempt", task_run_name="close-interrupted-attempt")
 def close_interrupted_attempt(flow_run_id: str, run_id: str) -> None:
     """Set the Prefect flow run of a resumed run's killed attempt to Crashed."""
     crash_flow_run(flow_run_id, f"interrupted; run {run_id} was resumed in another flow run")
 
 
-@task(name="compare-with-baseline", **IO_RETRIES)
+@task(name="compare-with-baseline", task_run_name="compare-with-baseline", **IO_RETRIES)
 def compare_task(
     store: str,
     aggregate: RunAggregate,
@@ -70,7 +70,7 @@ def compare_task(
     return compare_with_baseline(evidence_store(store), aggregate, metrics, threshold, baseline)
 
 
-@task(name="settle-cases", **IO_RETRIES)
+@task(name="settle-cases", task_run_name="settle-cases", **IO_RETRIES)
 def settle_cases_task(store: str, aggregate: RunAggregate, metrics: RunMetrics) -> SettledCases:
     """Decide each case over its trials and compute the trial and cluster figures (a run with
     neither reads nothing)."""
@@ -81,7 +81,7 @@ def settle_cases_task(store: str, aggregate: RunAggregate, metrics: RunMetrics) 
     )
 
 
-@task(name="finish-run", **IO_RETRIES)
+@task(name="finish-run", task_run_name="finish-run", **IO_RETRIES)
 def finish_run_task(
     store: str,
     aggregate: RunAggregate,

@@ -41,7 +41,7 @@ def announce(finding: Finding) -> None:
         get_run_logger().warning("could not emit finding.reported: %s", type(exc).__name__)
 
 
-@task(name="report-findings", **IO_RETRIES)
+@task(name="report-findings", task_run_name="report-findings", **IO_RETRIES)
 def report_findings(store: str, result: EvalResult) -> list[Finding]:
     """Record the run's findings (write-once) and announce each as a Prefect event."""
     findings = findings_for(result)
@@ -60,6 +60,7 @@ def run_url(run_id: str) -> str | None:
 
 @task(
     name="notify-findings",
+    task_run_name="notify-findings",
     **{**NO_PERSISTENCE, "retries": 3, "retry_delay_seconds": [2, 5, 10]},
 )
 def notify_findings(notification_block: str, findings: list[Finding]) -> int:

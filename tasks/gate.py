@@ -17,7 +17,7 @@ from tasks.artifacts import artifact_key, run_link
 from tasks.findings import announce
 
 
-@task(name="decide-gate", **IO_RETRIES)
+@task(name="decide-gate", task_run_name="decide-gate", **IO_RETRIES)
 def decide_gate(
     store: str, result: EvalResult, max_judge_flip_rate: float | None = None
 ) -> GateDecision:
@@ -27,7 +27,7 @@ def decide_gate(
     return record_decision(target, assess(target, result, suite, max_judge_flip_rate))
 
 
-@task(name="report-gate-findings", **IO_RETRIES)
+@task(name="report-gate-findings", task_run_name="report-gate-findings", **IO_RETRIES)
 def report_gate_findings(store: str, decision: GateDecision, result: EvalResult) -> list[Finding]:
     """A `judge_uncalibrated` finding when the run's judge failed calibration (write-once)."""
     failed = {reason.rule: reason.message for reason in decision.reasons}

@@ -47,7 +47,7 @@ def assess_signals(
     return save_report(evidence_store(store), report)
 
 
-@task(name="report-monitor-findings", **IO_RETRIES)
+@task(name="report-monitor-findings", task_run_name="report-monitor-findings", **IO_RETRIES)
 def report_monitor_findings(store: str, report: MonitorReport) -> list[Finding]:
     """Record one finding per alerting or silent subject (write-once) and announce each as an
     event."""

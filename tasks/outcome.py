@@ -49,7 +49,7 @@ def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]
     return embedder_from_env(api_key=api_key, base_url=base_url, redaction=redaction), ""
 
 
-@task(name="score-outcomes", **IO_RETRIES)
+@task(name="score-outcomes", task_run_name="score-outcomes", **IO_RETRIES)
 def score_outcome_records(
     store: str,
     records: str,
@@ -91,7 +91,7 @@ def score_outcome_records(
     return report
 
 
-@task(name="record-governance", **IO_RETRIES)
+@task(name="record-governance", task_run_name="record-governance", **IO_RETRIES)
 def record_governance(store: str, report: OutcomeReport) -> list[Finding]:
     """One `governance_action` Finding per subject with a band, and a `budget_blocked` (or
     `budget_alert`) Finding when a budget stopped (or flagged) judging: recorded write-once and

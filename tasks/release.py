@@ -25,7 +25,7 @@ from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 
 
-@task(name="release-report", **IO_RETRIES)
+@task(name="release-report", task_run_name="release-report", **IO_RETRIES)
 def release_report(store: str, trials: str, contract: str | None, report_id: str) -> ReleaseReport:
     """Load the trials and contract, measure and gate each variant, record the report once.
 

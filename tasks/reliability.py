@@ -12,7 +12,7 @@ from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 
 
-@task(name="correct-judged-pass-rate", **IO_RETRIES)
+@task(name="correct-judged-pass-rate", task_run_name="correct-judged-pass-rate", **IO_RETRIES)
 def correct_judged_pass_rate(
     store: str, judge: JudgePin | None, metrics: RunMetrics, calibration: str
 ) -> Correction:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -106,9 +107,13 @@ def test_flow_run_is_named_tagged_and_has_artifacts(store_dir: Path) -> None:
     assert "45/50" in str(by_type["markdown"].data)
     table = json.loads(str(by_type["table"].data))
     assert len(table) == 50
-    assert set(table[0]) == {"case_id", "status", "score", "label", "vs baseline"}
+    assert list(table[0]) == ["case_id", "status", "vs baseline", "score", "label"]
     assert table[0]["status"] == "fail"  # failures first
-    assert {t.name.split(" ")[0].split("-")[0] for t in task_runs} >= {"ingest", "score"}
+    # the summary links to this run's per-case table
+    assert f"/artifacts/artifact/{by_type['table'].id})" in str(by_type["markdown"].data)
+    names = {t.name for t in task_runs}
+    assert {"start-run", "compare-with-baseline", "finish-run", "score chunk 0"} <= names
+    assert not [name for name in names if re.search(r"-[0-9a-f]{3}$", name)]  # no hash suffix
 
 
 def test_task_runs_grow_with_chunks_not_cases(store_dir: Path, tmp_path: Path) -> None:

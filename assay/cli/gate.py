@@ -14,6 +14,7 @@ import typer
 
 from assay.cli import _common as common
 from assay.cli.runs import launch_suite_flow, print_result
+from assay.gate.comment import gate_comment
 from assay.gate.decision import (
     INSUFFICIENT,
     GateDecision,
@@ -104,6 +105,21 @@ def gate_command(
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here (cases + gate rules).")
     ] = None,
+    comment: Annotated[
+        Path | None,
+        typer.Option(
+            "--comment",
+            help="Write the pull-request comment (markdown) here; `assay github comment` posts it.",
+        ),
+    ] = None,
+    report_url: Annotated[
+        str | None,
+        typer.Option(
+            "--report-url",
+            envvar="ASSAY_URL",
+            help="The Assay service's URL: the comment links its /runs/{id}/report.",
+        ),
+    ] = None,
     check: Annotated[
         str | None,
         typer.Option(
@@ -182,8 +198,11 @@ def gate_command(
     if junit is not None:
         cases = read_decided_cases(evidence, run.decision.run_id)
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
+    report = GateReport.of(run)
+    if comment is not None:
+        comment.write_text(gate_comment(report, report_url), encoding="utf-8")
     if as_json:
-        common.print_json(GateReport.of(run).model_dump(mode="json"))
+        common.print_json(report.model_dump(mode="json"))
     else:
         print_result(run.result)
         _print_decision(run.decision)

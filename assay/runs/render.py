@@ -99,9 +99,12 @@ def _code(run_id: str) -> str:
     return f"`{run_id}`"
 
 
-def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code) -> str:
+def markdown_summary(
+    result: EvalResult, run_link: Callable[[str], str] = _code, cases_link: str | None = None
+) -> str:
     """The run summary shown as a Prefect markdown artifact; `run_link` renders a run id (the
-    artifact links it to the run's page in the Prefect UI)."""
+    artifact links it to the run's page in the Prefect UI), `cases_link` is the address of the
+    per-case table."""
     m = result.metrics
     verdict = "✅ passed" if result.passed else f"❌ did not pass{why_not(result)}"
     subject = result.subject
@@ -121,6 +124,8 @@ def markdown_summary(result: EvalResult, run_link: Callable[[str], str] = _code)
         f"Run {run_link(result.run_id)} · outputs `{result.outputs}` · "
         f"{result.occurred_at:%Y-%m-%d %H:%M} UTC",
     ]
+    if cases_link is not None:
+        lines += ["", f"**[Every case: id, status, vs baseline]({cases_link})** (failures first)"]
     kinds = check_kind_lines(result)
     if kinds:
         lines += ["", "**Checks by kind**", *[f"- {line}" for line in kinds]]
