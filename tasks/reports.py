@@ -27,7 +27,7 @@ def report_link(store_uri: str, run_id: str) -> str:
     return f"{store_uri.rstrip('/')}/{report_key(run_id)}"
 
 
-@task(name="publish-report", persist_result=False)
+@task(name="publish-report", task_run_name="publish-report", persist_result=False)
 def publish_report(store: str, run_id: str) -> str | None:
     """Write the run's report unless one is there (a retry, or the gate after its suite-run),
     then link it from this flow run; returns the link.

@@ -30,13 +30,15 @@ from assay.judge.port import JudgePin, Verdict
 from assay.regression import Comparison
 from assay.reports import report_key
 from assay.reports.run import load_view, run_page
+from assay.runs.options import GateOptions
 from assay.runs.records import EvalResult, load_result
 from assay.store import FileStore
-from flows.gate import gate
-from flows.suite_run import suite_run
+from flows.gate import gate as gate_flow
+from tasks.verdicts import verdict_result
 from tests.api_service import start_service
 from tests.browser import Rendered, print_pdf, render, require_chromium, screenshot
 from tests.judge_server import JudgeServer, verdict
+from tests.launched import suite_run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CANARY = "CANARYREPORTQZXW"
@@ -432,15 +434,15 @@ def test_the_gate_links_its_run_report(demo: tuple[Path, str, str]) -> None:
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     store, v1, _ = demo
-    state = gate(
+    options = GateOptions(
         suite=str(EXAMPLES / "support-suite.yaml"),
         outputs=str(EXAMPLES / "outputs" / "support-bot-v2.jsonl"),
         subject="agent:support-bot@v2",
         store=f"file://{store}",
         baseline=v1,
-        return_state=True,
     )
-    run_id = state.result().result.run_id
+    state = gate_flow(options, return_state=True)
+    run_id = verdict_result(state).result.run_id
     assert FileStore(store).exists(report_key(run_id))
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(

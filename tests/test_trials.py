@@ -31,10 +31,9 @@ from assay.runs.render import markdown_summary
 from assay.runs.scorecard import scorecard
 from assay.store import FileStore
 from assay.suites.suite import load_suite, parse_suite
-from flows.gate import gate
-from flows.suite_run import suite_run
 from tests.api_service import start_service
 from tests.judge_server import JudgeServer, verdict
+from tests.launched import gate, suite_run
 from tests.test_coverage import EXAMPLE_HASH
 from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
 

@@ -26,8 +26,8 @@ from assay.runs.scoring import RunMetrics
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
-from assay.suites.suite import TrialsPolicy
 from assay.suites.registry import SuiteVersion
+from assay.suites.suite import TrialsPolicy
 
 
 @dataclass(frozen=True)

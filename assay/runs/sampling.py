@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-from assay import staging
+from assay import schemes
 from assay.outputs import OutputsIndex, OutputsReference, index_outputs, output_sources
 from assay.suites.suite import Suite
 
@@ -43,12 +43,12 @@ def select_cases(case_ids: Sequence[str], sample: int | None, seed: int) -> list
 
 def _signature(reference: OutputsReference) -> tuple[object, ...] | None:
     """What the outputs are now, cheaply: None when that cannot be told without reading them."""
-    location = reference.location
-    if staging.is_staged(location):
-        return (location,)  # staged bytes never change while they are staged
-    if not Path(location.removeprefix("file://")).exists():
+    location = schemes.locate(reference.location)
+    if isinstance(location.scheme, schemes.InlineScheme):
+        return (location.uri,)  # staged bytes never change while they are staged
+    if not isinstance(location.scheme, schemes.FileScheme) or not Path(location.rest).exists():
         return None
-    sources = output_sources(location, (".jsonl", ".json"))
+    sources = output_sources(location.uri, (".jsonl", ".json"))
     return tuple(
         (source.name, stat.st_size, stat.st_mtime_ns)
         for source in sources
