@@ -132,21 +132,17 @@ DEFAULT_CASE_ATTRIBUTE: Final = "assay.case_id"
 
 
 class OutputsReference(BaseModel):
-    """Where outputs are and how to read them, as one string that flows carry as a parameter.
+    """Where outputs are and how to read them: a suite run carries it structured
+    (`RunOptions.outputs`).
 
-    `PATH_OR_URI` alone reads JSONL or OTLP trace exports, told apart by content;
-    `PATH_OR_URI?format=otlp&case_attribute=NAME` forces the format or names the case attribute.
+    Its string form — `PATH_OR_URI` alone reads JSONL or OTLP trace exports, told apart by
+    content; `PATH_OR_URI?format=otlp&case_attribute=NAME` forces the format or names the case
+    attribute — is what a run records and what readers given a string (`parse`) take.
     """
 
     location: str
     format: OutputsFormat = "auto"
     case_attribute: str = Field(default=DEFAULT_CASE_ATTRIBUTE, min_length=1, max_length=255)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _location(cls, data: Any) -> Any:
-        """A plain string is a location (its format told by content), never re-parsed."""
-        return {"location": data} if isinstance(data, str) else data
 
     @classmethod
     def parse(cls, uri: str) -> OutputsReference:

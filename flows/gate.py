@@ -1,9 +1,9 @@
 """The CI gate: run the suite (a suite-run subflow) → decide → record → artifact → findings.
 
 The decision is recorded write-once under `gates/<run_id>.json` and is the *recorded* verdict;
-a governed override may later change only the effective verdict (`assay override`). The flow
-completes whatever the verdict: a failed gate is a result, not a crash (its artifact and the CLI's
-exit code say `fail`).
+a governed override may later change only the effective verdict (`assay override`). A failed gate
+is a result, not a crash: the flow run ends Failed named `Gate failed` and still holds its GateRun
+(its artifact and the CLI's exit code say `fail`).
 """
 
 from __future__ import annotations

@@ -110,17 +110,16 @@ def test_on_demand_deployment_runs_on_a_worker_and_stores_evidence_in_s3(
                 "storage_block": "e2e-evidence",
             }
         }
-        run_cli(
-            env,
-            "prefect",
-            "deployment",
-            "run",
-            "suite-run/on-demand",
-            "--params",
-            json.dumps(params),
-            "--watch",
-            "--watch-timeout",
-            "240",
+        # `--watch` exits 1 when the run ends Failed, as a `Not passed` verdict does.
+        subprocess.run(
+            [
+                *(str(BIN / "prefect"), "deployment", "run", "suite-run/on-demand"),
+                *("--params", json.dumps(params), "--watch", "--watch-timeout", "240"),
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            timeout=300,
         )
     finally:
         stop_process(worker, SHUTDOWN_GRACE_SECONDS)

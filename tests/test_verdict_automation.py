@@ -8,42 +8,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import EXAMPLES
 from tests.prefect_server import BIN, REPO, api_call
+from tests.test_regression_flow import webhook
+
+__all__ = ["webhook"]  # the fixture, imported for use here
 
 POST_WITHIN_SECONDS = 90.0
 """The triggers service acts on events it reads from the server's event stream, in batches."""
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    received: list[bytes] = []  # noqa: RUF012 - shared with the test on purpose
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", 0))
-        type(self).received.append(self.rfile.read(length))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[bytes]]]:
-    _Receiver.received = []
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", _Receiver.received
-    server.shutdown()
 
 
 def _create_automation(api: str, url: str) -> None:

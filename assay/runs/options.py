@@ -10,9 +10,17 @@ from it (`option_help`, `options_table`).
 from __future__ import annotations
 
 from copy import copy
-from typing import Any, Final, Self, get_args
+from typing import Annotated, Any, Final, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from assay.dask_reference import check_reference
@@ -26,6 +34,11 @@ MAX_JUDGE_REPEATS: Final = 15
 """The most verdicts asked per check (as the JudgeSettings block allows)."""
 
 
+def _location(value: Any) -> Any:
+    """A plain string is a location (its format told by content), never a string to re-parse."""
+    return {"location": value} if isinstance(value, str) else value
+
+
 class RunOptions(BaseModel):
     """One suite run: what to score, against what, where the evidence goes, how to judge."""
 
@@ -35,7 +48,11 @@ class RunOptions(BaseModel):
         min_length=1,
         description="Suite file, or a published `NAME[@VERSION]` (latest when no version).",
     )
-    outputs: OutputsReference = Field(
+    outputs: Annotated[
+        OutputsReference,
+        # A deployment's parameters name outputs by a plain string too (its schema says so).
+        BeforeValidator(_location, json_schema_input_type=OutputsReference | str),
+    ] = Field(
         description="Where the candidate outputs are (JSONL or OTLP trace exports: a file, a "
         "folder or an `s3://` prefix) and how to read them; never their content.",
     )

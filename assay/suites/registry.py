@@ -83,11 +83,35 @@ class _SuiteCache:
 
 
 _cache = _SuiteCache()
+_pinned: OrderedDict[tuple[str, str, int], SuiteVersion] = OrderedDict()
+"""Version records by store and `name@version`: written once, so a run that names its version
+(the launcher hands the flow `name@N`) resolves it from the store once per process."""
+_PINNED_SIZE = 64
+_pinned_lock = Lock()
 
 
 def clear_cache() -> None:
     """Forget every cached suite: `resolve` then rebuilds suites from the store."""
     _cache.clear()
+    with _pinned_lock:
+        _pinned.clear()
+
+
+def _version(store: EvidenceStore, name: str, number: int) -> SuiteVersion:
+    key = (store.uri, name, number)
+    with _pinned_lock:
+        known = _pinned.get(key)
+    if known is not None:
+        return known
+    try:
+        record = SuiteVersion.model_validate_json(store.get(_version_key(name, number)))
+    except NotFoundError:
+        raise NotFoundError(f"suite {name}@{number} does not exist in {store.uri}") from None
+    with _pinned_lock:
+        _pinned[key] = record
+        while len(_pinned) > _PINNED_SIZE:
+            _pinned.popitem(last=False)
+    return record
 
 
 def versions(store: EvidenceStore, name: str) -> list[SuiteVersion]:
@@ -149,10 +173,7 @@ def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
         if record is None:
             raise NotFoundError(f"suite {name!r} was never published in {store.uri}")
     else:
-        try:
-            record = SuiteVersion.model_validate_json(store.get(_version_key(name, number)))
-        except NotFoundError:
-            raise NotFoundError(f"suite {name}@{number} does not exist in {store.uri}") from None
+        record = _version(store, name, number)
     suite = _cache.get(store, record.content_hash)
     if suite is None:
         key = _content_key(name, record.content_hash)
