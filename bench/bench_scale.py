@@ -440,8 +440,8 @@ NIGHTLY_JOBS = 8
 WORKER_START_SECONDS = 120.0
 NIGHTLY_SCRIPT = (
     "import json, sys\n"
-    "from flows.nightly import nightly\n"
-    "outcomes = nightly(**json.loads(sys.argv[1]))\n"
+    "from flows.launch import start\n"
+    "outcomes = start('nightly', ('bench',), **json.loads(sys.argv[1]))\n"
     "print(json.dumps([o.model_dump() for o in outcomes]))\n"
 )
 

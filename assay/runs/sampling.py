@@ -43,7 +43,7 @@ def select_cases(case_ids: Sequence[str], sample: int | None, seed: int) -> list
 
 def _signature(reference: OutputsReference) -> tuple[object, ...] | None:
     """What the outputs are now, cheaply: None when that cannot be told without reading them."""
-    location = schemes.locate(reference.location)
+    location = schemes.locate(reference.location, what="outputs")
     if isinstance(location.scheme, schemes.InlineScheme):
         return (location.uri,)  # staged bytes never change while they are staged
     if not isinstance(location.scheme, schemes.FileScheme) or not Path(location.rest).exists():
