@@ -142,10 +142,10 @@ def test_task_runs_grow_with_chunks_not_cases(store_dir: Path, tmp_path: Path) -
                     return count
                 time.sleep(0.2)
 
-    # resolve-suite, ingest, start, compare, finish, publish-report, report-findings; one task
-    # per chunk
-    assert task_count(2000, 7 + 1) == 7 + 1
-    assert task_count(300, 7 + 4) == 7 + 4
+    # resolve-suite, ingest, start, settle-cases, compare, finish, publish-report,
+    # report-findings; one task per chunk
+    assert task_count(2000, 8 + 1) == 8 + 1
+    assert task_count(300, 8 + 4) == 8 + 4
 
 
 def test_sampled_run_is_reproducible(store_dir: Path) -> None:
