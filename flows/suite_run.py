@@ -178,7 +178,7 @@ def suite_run(
             summary = future.result()
             summaries.append(summary)
             running.merge(summary.metrics)
-            progress.chunk_done(running)
+            progress.chunk_done(summary.chunk, running)
         # Merged in chunk order, not completion order: float sums then match a sequential run.
         metrics = RunMetrics()
         budget: Decision | None = None

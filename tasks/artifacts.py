@@ -126,10 +126,12 @@ class ProgressReporter:
             )
             self._artifact = cast(UUID, created)  # sync call: returns the id, not a coroutine
 
-    def chunk_done(self, metrics: RunMetrics) -> None:
-        """Record one more finished chunk and the running counts."""
+    def chunk_done(self, chunk: int, metrics: RunMetrics) -> None:
+        """Record one more finished chunk (its number, in finishing order) and the running
+        counts."""
         aggregate = self._aggregate
         aggregate.chunks_done += 1
+        aggregate.chunk_order.append(chunk)
         aggregate.metrics = metrics
         update_aggregate(evidence_store(self._store), aggregate)
         progress.report(aggregate.chunks_done, aggregate.chunks)

@@ -12,7 +12,7 @@ from contextlib import ExitStack, asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from assay.api import problems
+from assay.api import docs, problems
 from assay.api.idempotency import Idempotency
 from assay.api.middleware import ServiceMiddleware
 from assay.api.routes import (
@@ -26,7 +26,7 @@ from assay.api.routes import (
     scorecards,
     suites,
 )
-from assay.api.runner import RunPool, prefect_api, settle_interrupted_runs
+from assay.api.runner import AcceptedRuns, RunPool, prefect_api, settle_interrupted_runs
 from assay.api.settings import ServeSettings
 from assay.store import open_store
 
@@ -62,12 +62,16 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
         summary="Score agent outputs against versioned golden suites, with honest evidence.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = store
     app.state.pool = RunPool(settings.max_concurrent_runs, settings.max_queued_runs)
+    app.state.accepted = AcceptedRuns(store, app.state.pool)
     app.state.idempotency = Idempotency(store)
     problems.install(app)
+    docs.install(app)
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(ServiceMiddleware, max_body=settings.max_body_bytes)

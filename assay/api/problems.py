@@ -58,13 +58,46 @@ class ProblemDetails(BaseModel):
     field: str | None = None
 
 
+_RETRY_AFTER: Final = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying (when retrying can help)",
+        "schema": {"type": "integer"},
+    }
+}
+_EXAMPLES: Final = {
+    404: "no run 0b6f6c1e-5b9e-4d53-9a5e-2f1d3c0a7e21",
+    422: "body.outputs.3.output: Field required",
+    429: "20 runs are running or queued (limit 4 + 16); retry later",
+    503: "the S3 endpoint http://minio:9000 does not answer (bucket evidence): check the "
+    "endpoint URL and that the service is up",
+}
+
+
 def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` declaring these statuses as problem+json."""
+    """OpenAPI `responses` declaring these statuses as problem+json (429 and 503 with
+    `Retry-After`)."""
     return {
         status: {
             "model": ProblemDetails,
             "description": _TITLES.get(status, "Error"),
-            "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}},
+            "content": {
+                MEDIA_TYPE: {
+                    "schema": {"$ref": "#/components/schemas/ProblemDetails"},
+                    **(
+                        {
+                            "example": {
+                                "type": _TYPE_BASE + _TITLES[status].lower().replace(" ", "-"),
+                                "title": _TITLES[status],
+                                "status": status,
+                                "detail": _EXAMPLES[status],
+                            }
+                        }
+                        if status in _EXAMPLES
+                        else {}
+                    ),
+                }
+            },
+            **({"headers": _RETRY_AFTER} if status in (429, 503) else {}),
         }
         for status in statuses
     }

@@ -14,27 +14,35 @@ the CLI runs (`suite-run`, `gate`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from uuid import uuid4
 
 import anyio
 import anyio.to_thread
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.concurrency import run_in_threadpool
 
 from assay import staging
 from assay.api.inputs import subject_param
-from assay.api.problems import Problem
+from assay.api.problems import Problem, as_problem, unexpected
+from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput, validate_outputs
 from assay.runs.lifecycle import settled
 from assay.runs.records import (
     EvalResult,
+    RunState,
     RunStatus,
+    aggregate_key,
     list_runs,
     load_aggregate,
     update_aggregate,
@@ -96,11 +104,14 @@ class RunRequest(BaseModel):
         return "\n".join(o.model_dump_json(exclude_none=True) for o in self.outputs).encode()
 
 
-def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
+def launch(
+    store: EvidenceStore, request: RunRequest, flow: FlowName, run_id: str | None = None
+) -> EvalResult | GateRun:
     """Run the suite-run or gate flow for a request, in this thread; blocks until it ends.
 
     The suite, subject, baseline and outputs are checked before any flow starts, so a bad
-    reference or a bad output line is a 404/422 with nothing recorded in Prefect.
+    reference or a bad output line is a 404/422 with nothing recorded in Prefect. `run_id`
+    names the run before its flow run exists (an asynchronous run's); default: the flow run's id.
     """
     version, suite = registry.resolve(store, request.suite)
     who = subject_param(request.subject)
@@ -144,6 +155,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
                 baseline=request.baseline,
                 judge_block=request.judge_block,
                 fresh_judge=request.fresh_judge,
+                run_id=run_id,
             )
 
     # Outputs are validated here as the CLI validates `--outputs` (the same pass, nothing kept):
@@ -168,13 +180,19 @@ class RunPool:
         self._threads: CapacityLimiter | None = None
         """Worker threads of runs only: runs never take threads from the pool reads use."""
         self._mean_seconds = 10.0
+        self._background: set[asyncio.Task[Any]] = set()
+        """Runs started by `start`, referenced until they end (the loop keeps weak ones)."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether every slot is taken (a run started now waits in the queue)."""
+        return self._slots is not None and self._slots.available_tokens == 0
 
     def retry_after(self) -> int:
         """Seconds a refused caller should wait: about one run's duration, at least 1."""
         return max(1, math.ceil(self._mean_seconds))
 
-    async def run(self, work: Callable[[], T]) -> T:
-        """Run `work` in a worker thread once a slot is free; 429 when the queue is full."""
+    def _admit(self) -> None:
         if self.admitted >= self.concurrent + self.queued:
             raise Problem(
                 429,
@@ -187,6 +205,23 @@ class RunPool:
             self._slots = anyio.CapacityLimiter(self.concurrent)
             self._threads = anyio.CapacityLimiter(self.concurrent)
         self.admitted += 1
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """Run `work` in a worker thread once a slot is free; 429 when the queue is full."""
+        self._admit()
+        return await self._execute(work)
+
+    def start(self, work: Callable[[], T]) -> asyncio.Task[T]:
+        """Admit `work` now (429 when the queue is full) and run it as `run` does, in the
+        background: the request that started it may end, or its client leave, meanwhile."""
+        self._admit()
+        task = asyncio.get_running_loop().create_task(self._execute(work))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _execute(self, work: Callable[[], T]) -> T:
+        assert self._slots is not None and self._threads is not None
         queued = time.monotonic()
         try:
             async with self._slots:
@@ -199,6 +234,84 @@ class RunPool:
                     log.info("run slot: waited %.3fs, ran %.3fs", started - queued, ran)
         finally:
             self.admitted -= 1
+
+
+ACCEPT_WAIT_SECONDS = 10.0
+"""How long `POST … Prefer: respond-async` waits for the run to be recorded as started (so a bad
+suite or output line is still its own 404/422) before it answers 202 `queued`."""
+_POLL_SECONDS = 0.02
+_FAILURES_KEPT = 1000
+
+
+class AcceptedRuns:
+    """Asynchronous runs of this service: started in the run pool's background, known here by
+    their run id until their aggregate is recorded (or, when they failed before that, by the
+    problem that stopped them).
+
+    The run id is chosen here, before the flow run exists, and handed to the flow as its
+    `run_id` parameter (the one a resume uses), so the caller gets it in the 202 at once.
+    """
+
+    def __init__(self, store: EvidenceStore, pool: RunPool) -> None:
+        self.store = store
+        self.pool = pool
+        self._pending: dict[str, asyncio.Task[Any]] = {}
+        self._failed: dict[str, str] = {}
+
+    async def accept(self, request: RunRequest, flow: FlowName) -> str:
+        """Start a run in the background and return its id once it is recorded as started,
+        once it waits for a slot, or after `ACCEPT_WAIT_SECONDS`; what fails before anything
+        is recorded (an unknown suite, a bad output line, a full queue) raises here."""
+        run_id = str(uuid4())
+        started = threading.Event()
+
+        def work() -> EvalResult | GateRun:
+            started.set()
+            return launch(self.store, request, flow, run_id)
+
+        task = self.pool.start(work)
+        self._pending[run_id] = task
+        task.add_done_callback(partial(self._settle, run_id))
+        deadline = time.monotonic() + ACCEPT_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if await run_in_threadpool(self.store.exists, aggregate_key(run_id)):
+                return run_id
+            if task.done():
+                if task.exception() is not None:
+                    raise cast(BaseException, task.exception())
+                return run_id
+            if not started.is_set() and self.pool.busy:
+                return run_id
+            await asyncio.sleep(_POLL_SECONDS)
+        return run_id
+
+    def _settle(self, run_id: str, task: asyncio.Task[Any]) -> None:
+        del self._pending[run_id]
+        if task.cancelled() or task.exception() is None:
+            return
+        problem = as_problem(cast(Exception, task.exception()))
+        if problem is None:
+            unexpected(cast(Exception, task.exception()))  # logs its type and frames
+        self._failed[run_id] = (
+            problem.detail if problem is not None else "the service failed; the error is in its log"
+        )
+        while len(self._failed) > _FAILURES_KEPT:
+            del self._failed[next(iter(self._failed))]
+
+    def state(self, run_id: str) -> RunState:
+        """The run's state: its aggregate's, else what this service knows of it.
+
+        Raises:
+            NotFoundError: Neither the store nor this service knows the run.
+        """
+        try:
+            return RunState.of(load_aggregate(self.store, run_id))
+        except NotFoundError:
+            if run_id in self._failed:
+                return RunState(run_id=run_id, status="failed", error=self._failed[run_id])
+            if run_id in self._pending:
+                return RunState(run_id=run_id, status="queued")
+            raise
 
 
 @contextmanager

@@ -162,6 +162,21 @@ SampleOption = Annotated[
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample.")]
 
 
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="Call the Assay service at URL instead of running here (default $ASSAY_URL).",
+    ),
+]
+
+
+def server_url(server: str | None) -> str | None:
+    """The service a command goes through (`assay.cli.remote`): `--server`, else `$ASSAY_URL`,
+    else None (run here)."""
+    return server or os.environ.get("ASSAY_URL") or None
+
+
 def checked_run_id(run_id: str | None) -> str | None:
     """A run id given on the command line, refused (one line, exit 2) when longer than an
     identifier may be: it names store keys, so it must fit in a file name."""

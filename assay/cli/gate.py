@@ -8,7 +8,7 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated, NoReturn, cast
 
 import typer
 
@@ -16,14 +16,14 @@ from assay.cli import _common as common
 from assay.cli.runs import launch_suite_flow, print_result
 from assay.gate.decision import GateDecision, GateReport, GateRun
 from assay.gate.junit import junit_xml
-from assay.gate.overrides import GateCheck, check_gate
+from assay.gate.overrides import check_gate
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.runs.records import read_cases
 
 EXIT_GATE_FAILED = 1
 
 
-def _print_decision(decision: GateDecision) -> None:
+def _print_decision(decision: GateDecision | GateReport) -> None:
     for rule in decision.rules:
         mark = "[green]pass[/green]" if rule.passed else "[red]FAIL[/red]"
         common.out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
@@ -36,8 +36,14 @@ def _print_decision(decision: GateDecision) -> None:
     common.out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
 
 
-def _check(run_id: str, store: str | None, as_json: bool) -> None:
-    check: GateCheck = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
+def _check(run_id: str, store: str | None, as_json: bool, url: str | None) -> None:
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(store=store)
+        check = remote.gate_check(url, run_id)
+    else:
+        check = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
     if as_json:
         common.print_json(check.model_dump(mode="json"))
     else:
@@ -50,6 +56,29 @@ def _check(run_id: str, store: str | None, as_json: bool) -> None:
         for reason in check.reasons:
             common.out.print(f"  recorded reason {reason.rule}: {reason.message}", highlight=False)
     raise typer.Exit(0 if check.effective == "pass" else EXIT_GATE_FAILED)
+
+
+def _remote_gate(
+    url: str,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    seed: int,
+    baseline: str | None,
+    judge_block: str | None,
+    as_json: bool,
+) -> NoReturn:
+    """`assay gate` through the service (`--server` / `$ASSAY_URL`)."""
+    from assay.cli import remote
+
+    report = remote.gate(url, suite, outputs, subject, sample, seed, baseline, judge_block)
+    if as_json:
+        common.print_json(report.model_dump(mode="json"))
+    else:
+        print_result(report.result)
+        _print_decision(report)
+    raise typer.Exit(0 if report.verdict == "pass" else EXIT_GATE_FAILED)
 
 
 @common.app.command("gate")
@@ -90,13 +119,28 @@ def gate_command(
     outputs_format: common.OutputsFormatOption = "auto",
     case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
+    url = common.server_url(server)
     if check is not None:
-        _check(check, store, as_json)
+        _check(check, store, as_json, url)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(
+            junit=junit,
+            calibration=calibration,
+            judge_repeats=judge_repeats,
+            max_judge_flip_rate=max_judge_flip_rate,
+            store=store,
+            outputs_format=None if outputs_format in ("auto", "jsonl") else outputs_format,
+            case_attribute=None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute,
+        )
+        _remote_gate(url, suite, outputs, subject, sample, seed, baseline, judge_block, as_json)
     evidence, launched = launch_suite_flow(
         "gate",
         ("gate",),

@@ -18,18 +18,16 @@ from assay.dask_reference import check_reference
 from assay.judge.reliability import judge_lines
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.rate import rate_text
+from assay.runs.cases import CASE_STATUSES, CaseFilter, case_results
 from assay.runs.lifecycle import recorded_for_resume, settled
 from assay.runs.records import (
     EvalResult,
     list_runs,
     load_aggregate,
     load_result,
-    read_cases,
     resolve_run_id,
 )
 from assay.runs.render import check_kind_lines, regression_lines, warnings, why_not
-from assay.runs.scoring import CaseEvidence
-from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
@@ -225,26 +223,47 @@ def run(
         int | None, typer.Option("--chunk-size", help="Cases per scoring chunk (default 2000).")
     ] = None,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
-    """Score outputs against a suite in a Prefect flow and record the evidence."""
-    result = execute_run(
-        suite,
-        common.outputs_reference(outputs, outputs_format, case_attribute),
-        subject,
-        sample,
-        seed,
-        store,
-        show_progress=not as_json,
-        resume=resume,
-        baseline=baseline,
-        judge_block=judge_block,
-        fresh_judge=fresh_judge,
-        calibration=calibration,
-        judge_repeats=judge_repeats,
-        dask=dask,
-        workers=workers,
-        chunk_size=chunk_size,
-    )
+    """Score outputs against a suite in a Prefect flow and record the evidence (or, with
+    --server / $ASSAY_URL, have the Assay service do it)."""
+    url = common.server_url(server)
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(
+            store=store,
+            resume=resume,
+            calibration=calibration,
+            judge_repeats=judge_repeats,
+            dask=dask,
+            workers=workers,
+            chunk_size=chunk_size,
+            outputs_format=None if outputs_format in ("auto", "jsonl") else outputs_format,
+            case_attribute=None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute,
+        )
+        result = remote.run(
+            url, suite, outputs, subject, sample, seed, baseline, judge_block, fresh_judge
+        )
+    else:
+        result = execute_run(
+            suite,
+            common.outputs_reference(outputs, outputs_format, case_attribute),
+            subject,
+            sample,
+            seed,
+            store,
+            show_progress=not as_json,
+            resume=resume,
+            baseline=baseline,
+            judge_block=judge_block,
+            fresh_judge=fresh_judge,
+            calibration=calibration,
+            judge_repeats=judge_repeats,
+            dask=dask,
+            workers=workers,
+            chunk_size=chunk_size,
+        )
     if as_json:
         common.print_json(_result_json(result))
     else:
@@ -252,10 +271,21 @@ def run(
 
 
 @runs_app.command("list")
-def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
+def runs_list(
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
+) -> None:
     """List recorded runs, newest first."""
-    evidence = common.open_evidence(store)
-    runs = common.guarded(lambda: [settled(run) for run in list_runs(evidence)])
+    url = common.server_url(server)
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(store=store)
+        runs = remote.runs(url)
+    else:
+        evidence = common.open_evidence(store)
+        runs = common.guarded(lambda: [settled(run) for run in list_runs(evidence)])
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
@@ -286,8 +316,24 @@ def runs_show(
     ],
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
+    url = common.server_url(server)
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(store=store)
+        shown = remote.result_or_state(url, run_id)
+        if isinstance(shown, EvalResult):
+            _print_shown(shown, as_json)
+        elif as_json:
+            common.print_json(shown.model_dump(mode="json"))
+        else:
+            common.out.print(
+                f"run {run_id}: {shown.status} ({shown.chunks_done}/{shown.chunks} chunks)"
+            )
+        return
     evidence = common.open_evidence(store)
     run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
     aggregate = common.guarded(lambda: settled(load_aggregate(evidence, run_id)))
@@ -300,39 +346,14 @@ def runs_show(
                 + (f" — {aggregate.error}" if aggregate.error else "")
             )
         return
-    result = common.guarded(lambda: load_result(evidence, run_id))
+    _print_shown(common.guarded(lambda: load_result(evidence, run_id)), as_json)
+
+
+def _print_shown(result: EvalResult, as_json: bool) -> None:
     if as_json:
         common.print_json(_result_json(result))
     else:
         print_result(result)
-
-
-CASE_STATUSES: dict[str, frozenset[Status]] = {
-    "passed": frozenset({Status.PASS}),
-    "failed": frozenset({Status.FAIL, Status.ERROR}),
-    "skipped": frozenset({Status.SKIPPED}),
-    "error": frozenset({Status.ERROR}),
-}
-"""`--status` of `assay runs cases`: failed counts scorer errors too, as the run's counts do."""
-
-
-def _case_json(case: CaseEvidence) -> dict[str, Any]:
-    return {
-        "case_id": case.case_id,
-        "status": case.status.value,
-        "score": case.score,
-        "label": case.label,
-        "checks": [
-            {
-                "scorer": check.scorer,
-                "kind": check.kind,
-                "status": check.status.value,
-                "score": check.score,
-                "label": check.reason,
-            }
-            for check in case.checks
-        ],
-    }
 
 
 @runs_app.command("cases")
@@ -344,18 +365,24 @@ def runs_cases(
     ] = None,
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
     """List each case of a run: its status, score and check labels."""
     if status is not None and status not in CASE_STATUSES:
         common.fail(f"--status must be one of {', '.join(CASE_STATUSES)}")
-    wanted = CASE_STATUSES[status] if status is not None else frozenset(Status)
-    evidence = common.open_evidence(store)
-    run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
-    cases = common.guarded(
-        lambda: [case for case in read_cases(evidence, run_id) if case.status in wanted]
-    )
+    wanted = cast(CaseFilter | None, status)
+    url = common.server_url(server)
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(store=store)
+        cases = remote.cases(url, run_id, wanted)
+    else:
+        evidence = common.open_evidence(store)
+        run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
+        cases = common.guarded(lambda: list(case_results(evidence, run_id, wanted)))
     if as_json:
-        common.print_json([_case_json(case) for case in cases])
+        common.print_json([case.model_dump(mode="json") for case in cases])
         return
     table = common.table("case", "status", "score", "label")
     for case in cases:
