@@ -41,6 +41,7 @@ def gate(
     calibration: str | None = None,
     judge_repeats: int | None = None,
     max_judge_flip_rate: float | None = None,
+    run_id: str | None = None,
 ) -> GateRun:
     """Run a suite against outputs, then turn regression, pass rate, calibration and budget
     into one recorded verdict.
@@ -61,6 +62,8 @@ def gate(
         judge_repeats: Verdicts per `llm_judge` check (see suite-run).
         max_judge_flip_rate: Fail the gate when the judge's flip rate over repeats is above
             this (or was not measured); no limit by default.
+        run_id: The run's id (default: its suite-run's flow run id); `assay serve` names an
+            asynchronous run before its flow runs start.
 
     Returns:
         The recorded gate decision and the run's EvalResult.
@@ -79,6 +82,7 @@ def gate(
         fresh_judge=fresh_judge,
         calibration=calibration,
         judge_repeats=judge_repeats,
+        run_id=run_id,
     )
     decision = decide_gate(store_uri, result, max_judge_flip_rate)
     publish_gate_artifact(decision)

@@ -6,6 +6,7 @@ start-up, off the event loop; every router is mounted; errors are problem+json.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 
@@ -28,7 +29,9 @@ from assay.api.routes import (
 )
 from assay.api.runner import AcceptedRuns, RunPool, prefect_api, settle_interrupted_runs
 from assay.api.settings import ServeSettings
-from assay.store import open_store
+from assay.store import StoreUnavailableError, open_store
+
+log = logging.getLogger("assay.api")
 
 ROUTERS = (
     health.router,
@@ -54,7 +57,12 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
             if settings.start_prefect:
                 api = await run_in_threadpool(running.enter_context, prefect_api())
                 app.state.prefect_api = api
-                await run_in_threadpool(settle_interrupted_runs, store)
+                try:
+                    await run_in_threadpool(settle_interrupted_runs, store)
+                except StoreUnavailableError as exc:
+                    # Serve anyway: every route answers 503 naming the store until it is back,
+                    # and the next start settles what this one could not.
+                    log.warning("interrupted runs not settled: %s", exc)
             yield
 
     app = FastAPI(

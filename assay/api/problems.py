@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from assay import staging
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.gate.access import AccessDeniedError
-from assay.store import StoreUnavailableError
+from assay.store import EvidenceStore, FileStore, StoreUnavailableError
 
 MEDIA_TYPE: Final = "application/problem+json"
 _TYPE_BASE: Final = "https://assay.dev/problems/"
@@ -44,6 +44,10 @@ _TITLES: Final = {
     500: "Internal server error",
     503: "Service unavailable",
 }
+
+
+STORE_RETRY_AFTER_SECONDS: Final = 10
+"""Retry-After of a 503 for a store that did not answer (after its own bounded retries)."""
 
 
 class ProblemDetails(BaseModel):
@@ -198,7 +202,10 @@ def as_problem(exc: Exception) -> Problem | None:
     if isinstance(exc, EvidenceConflictError):
         return Problem(409, str(exc), kind="conflict")
     if isinstance(exc, StoreUnavailableError):
-        return Problem(503, str(exc), kind="store-unavailable")
+        # A configuration error (a missing bucket, no credentials) gets no Retry-After: only
+        # its fix helps, and the detail names it.
+        retry = {"Retry-After": str(STORE_RETRY_AFTER_SECONDS)} if exc.retryable else None
+        return Problem(503, str(exc), kind="store-unavailable", headers=retry)
     if isinstance(exc, ValidationError):
         errors = exc.errors(include_input=False, include_url=False, include_context=False)
         return validation_problem(list(errors))
@@ -213,12 +220,25 @@ def as_problem(exc: Exception) -> Problem | None:
     return None
 
 
+def without_store_location(detail: str, store: EvidenceStore) -> str:
+    """A detail with a file store's location (the service host's own path) left out; an S3
+    store's bucket and endpoint stay, since they are what a caller must fix."""
+    if not isinstance(store, FileStore):
+        return detail
+    for location in (store.uri, str(store.root)):
+        detail = detail.replace(f" in {location}", "").replace(location, "the evidence store")
+    return detail
+
+
 def install(app: FastAPI) -> None:
     """Register the problem handlers on an app."""
 
-    async def on_problem(_: Request, exc: Exception) -> JSONResponse:
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         problem = as_problem(exc)
-        return unexpected(exc) if problem is None else _render(problem)
+        if problem is None:
+            return unexpected(exc)
+        problem.detail = without_store_location(problem.detail, request.app.state.store)
+        return _render(problem)
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay import staging
 from assay.api.inputs import subject_param
-from assay.api.problems import Problem, as_problem, unexpected
+from assay.api.problems import Problem, as_problem, unexpected, without_store_location
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.outputs import CandidateOutput, validate_outputs
@@ -42,7 +41,6 @@ from assay.runs.records import (
     EvalResult,
     RunState,
     RunStatus,
-    aggregate_key,
     list_runs,
     load_aggregate,
     update_aggregate,
@@ -183,11 +181,6 @@ class RunPool:
         self._background: set[asyncio.Task[Any]] = set()
         """Runs started by `start`, referenced until they end (the loop keeps weak ones)."""
 
-    @property
-    def busy(self) -> bool:
-        """Whether every slot is taken (a run started now waits in the queue)."""
-        return self._slots is not None and self._slots.available_tokens == 0
-
     def retry_after(self) -> int:
         """Seconds a refused caller should wait: about one run's duration, at least 1."""
         return max(1, math.ceil(self._mean_seconds))
@@ -236,11 +229,16 @@ class RunPool:
             self.admitted -= 1
 
 
-ACCEPT_WAIT_SECONDS = 10.0
-"""How long `POST … Prefer: respond-async` waits for the run to be recorded as started (so a bad
-suite or output line is still its own 404/422) before it answers 202 `queued`."""
-_POLL_SECONDS = 0.02
 _FAILURES_KEPT = 1000
+
+
+def _admissible(store: EvidenceStore, request: RunRequest) -> None:
+    """The checks of a run request that need no outputs and no suite cases (`launch` makes them
+    again, with the rest)."""
+    registry.resolve_version(store, request.suite)
+    subject_param(request.subject)
+    if request.baseline is not None:
+        load_aggregate(store, request.baseline)
 
 
 class AcceptedRuns:
@@ -249,7 +247,8 @@ class AcceptedRuns:
     problem that stopped them).
 
     The run id is chosen here, before the flow run exists, and handed to the flow as its
-    `run_id` parameter (the one a resume uses), so the caller gets it in the 202 at once.
+    `run_id` parameter (the one a resume uses), so the caller gets it in the 202 at once; the
+    flow run's own id stays in the run's `owner.flow_run`.
     """
 
     def __init__(self, store: EvidenceStore, pool: RunPool) -> None:
@@ -259,59 +258,51 @@ class AcceptedRuns:
         self._failed: dict[str, str] = {}
 
     async def accept(self, request: RunRequest, flow: FlowName) -> str:
-        """Start a run in the background and return its id once it is recorded as started,
-        once it waits for a slot, or after `ACCEPT_WAIT_SECONDS`; what fails before anything
-        is recorded (an unknown suite, a bad output line, a full queue) raises here."""
+        """Start a run in the background and return its id at once (it is `queued` until its
+        flow records it). What can be checked without reading the outputs — the suite version,
+        the subject, the baseline — is checked first and raised here (404/422); what only the
+        run finds (a bad output line) makes its state `failed` with that problem."""
+        await run_in_threadpool(_admissible, self.store, request)
         run_id = str(uuid4())
-        started = threading.Event()
-
-        def work() -> EvalResult | GateRun:
-            started.set()
-            return launch(self.store, request, flow, run_id)
-
-        task = self.pool.start(work)
+        task = self.pool.start(partial(launch, self.store, request, flow, run_id))
         self._pending[run_id] = task
         task.add_done_callback(partial(self._settle, run_id))
-        deadline = time.monotonic() + ACCEPT_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            if await run_in_threadpool(self.store.exists, aggregate_key(run_id)):
-                return run_id
-            if task.done():
-                if task.exception() is not None:
-                    raise cast(BaseException, task.exception())
-                return run_id
-            if not started.is_set() and self.pool.busy:
-                return run_id
-            await asyncio.sleep(_POLL_SECONDS)
         return run_id
 
     def _settle(self, run_id: str, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            # Recorded before the run leaves `_pending`: `state` (on another thread) never
+            # finds it in neither.
+            problem = as_problem(cast(Exception, task.exception()))
+            if problem is None:
+                unexpected(cast(Exception, task.exception()))  # logs its type and frames
+            self._failed[run_id] = without_store_location(
+                problem.detail if problem else "the service failed; the error is in its log",
+                self.store,
+            )
+            while len(self._failed) > _FAILURES_KEPT:
+                del self._failed[next(iter(self._failed))]
         del self._pending[run_id]
-        if task.cancelled() or task.exception() is None:
-            return
-        problem = as_problem(cast(Exception, task.exception()))
-        if problem is None:
-            unexpected(cast(Exception, task.exception()))  # logs its type and frames
-        self._failed[run_id] = (
-            problem.detail if problem is not None else "the service failed; the error is in its log"
-        )
-        while len(self._failed) > _FAILURES_KEPT:
-            del self._failed[next(iter(self._failed))]
 
     def state(self, run_id: str) -> RunState:
-        """The run's state: its aggregate's, else what this service knows of it.
+        """The run's state: its aggregate's (`running` until its flow has ended, when this
+        service runs it), else what this service knows of it.
 
         Raises:
             NotFoundError: Neither the store nor this service knows the run.
         """
         try:
-            return RunState.of(load_aggregate(self.store, run_id))
+            state = RunState.of(load_aggregate(self.store, run_id))
         except NotFoundError:
             if run_id in self._failed:
                 return RunState(run_id=run_id, status="failed", error=self._failed[run_id])
             if run_id in self._pending:
                 return RunState(run_id=run_id, status="queued")
             raise
+        if state.status == "completed" and run_id in self._pending:
+            # Scored, but its flow has more to record (a gate's decision): not done yet.
+            return state.model_copy(update={"status": "running"})
+        return state
 
 
 @contextmanager

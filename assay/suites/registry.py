@@ -135,21 +135,27 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     return match.group("name"), None if version is None else int(version)
 
 
-def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
-    """Load a published suite by `name[@version]` (latest when no version is given)."""
+def resolve_version(store: EvidenceStore, ref: str) -> SuiteVersion:
+    """The published version `name[@version]` names (latest when no version is given), without
+    loading its cases."""
     name, number = parse_ref(ref)
     if number is None:
         record = latest_version(store, name)
         if record is None:
             raise NotFoundError(f"suite {name!r} was never published in {store.uri}")
-    else:
-        try:
-            record = SuiteVersion.model_validate_json(store.get(_version_key(name, number)))
-        except NotFoundError:
-            raise NotFoundError(f"suite {name}@{number} does not exist in {store.uri}") from None
+        return record
+    try:
+        return SuiteVersion.model_validate_json(store.get(_version_key(name, number)))
+    except NotFoundError:
+        raise NotFoundError(f"suite {name}@{number} does not exist in {store.uri}") from None
+
+
+def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
+    """Load a published suite by `name[@version]` (latest when no version is given)."""
+    record = resolve_version(store, ref)
     suite = _cache.get(store, record.content_hash)
     if suite is None:
-        key = _content_key(name, record.content_hash)
+        key = _content_key(record.suite, record.content_hash)
         suite = parse_suite(store.get(key).decode("utf-8"), f"{store.uri}/{key}")
         _cache.put(store, suite)
     return record, suite

@@ -23,7 +23,7 @@ from assay.api.pagination import (
     paginate,
     sort_key,
 )
-from assay.api.problems import AUTHENTICATED, Problem, documented
+from assay.api.problems import AUTHENTICATED, Problem, documented, without_store_location
 from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, launch
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
@@ -40,7 +40,7 @@ from assay.runs.records import (
     read_chunk,
 )
 from assay.runs.scoring import CaseEvidence
-from assay.store import EvidenceStore
+from assay.store import EvidenceStore, StoreUnavailableError
 
 router = APIRouter(tags=["runs"], responses=AUTHENTICATED | documented(404, 409, 429))
 
@@ -206,7 +206,9 @@ async def run(run_id: RunId, request: Request, store: Store, _: Viewer) -> Any:
         return JSONResponse(
             state.model_dump(mode="json"), status_code=202, headers={"Retry-After": "1"}
         )
-    return await run_in_threadpool(_completed, store, run_id)
+    if state.status != "completed":
+        raise _not_completed(state)
+    return await run_in_threadpool(load_result, store, run_id)
 
 
 def _completed(store: EvidenceStore, run_id: str) -> EvalResult:
@@ -285,7 +287,19 @@ async def _follow(
     store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int
 ) -> AsyncIterator[str]:
     """The run's cases chunk by chunk in the order its chunks finished (so `id:` numbers them
-    the same way on every connection), `progress` while it runs, then `summary` (or `error`)."""
+    the same way on every connection), `progress` while it runs, then `summary` (or `error`:
+    the run failed, or the store stopped answering mid-stream)."""
+    try:
+        async for frames in _frames(store, accepted, run_id, after):
+            yield frames
+    except StoreUnavailableError as exc:
+        detail = without_store_location(str(exc), store)
+        yield _frame("error", json.dumps({"run_id": run_id, "status": "unknown", "error": detail}))
+
+
+async def _frames(
+    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int
+) -> AsyncIterator[str]:
     sent_chunks = 0
     numbered = 0
     reported: int | None = None
@@ -312,7 +326,6 @@ async def _follow(
                     "cases": aggregate.cases,
                 }
                 yield _frame("progress", json.dumps(progress))
-            state = RunState.of(aggregate)
         if state.status == "completed":
             result = await run_in_threadpool(load_result, store, run_id)
             yield _frame("summary", result.model_dump_json())
