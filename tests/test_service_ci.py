@@ -21,9 +21,8 @@ import pytest
 from httpx_sse import connect_sse
 from openapi_spec_validator import validate
 
-from assay.store.s3 import S3Store
 from tests.api_service import Service, example_outputs, example_suite, start_service
-from tests.servers import BIN, RestartableS3Server, S3Server, free_port
+from tests.servers import RestartableS3Server, free_port
 
 PREFER_ASYNC = {"Prefer": "respond-async"}
 PROBLEM = "application/problem+json"
@@ -210,3 +209,173 @@ def test_an_async_run_with_an_idempotency_key_is_accepted_once(service: Service)
     assert "idempotent-replayed" not in first.headers
     _problem(other, 409)
     assert gate.status_code == 200 and gate.json()["recorded"] == "fail"
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-X", "importtime", "-m", "assay.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _imported(stderr: str) -> set[str]:
+    """Top-level packages `python -X importtime` says were imported."""
+    return {
+        match.group(1).split(".")[0]
+        for match in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", stderr, re.M)
+    }
+
+
+def test_runs_cases_lists_the_same_records_as_the_cli_page_by_page(service: Service) -> None:
+    with service.client("operator") as client:
+        run_id = client.post("/runs", json=_small("v2", "agent:cases")).json()["run_id"]
+        pages: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"status": "failed", "limit": 4}
+            if cursor is not None:
+                params["cursor"] = cursor
+            page = client.get(f"/runs/{run_id}/cases", params=params).json()
+            pages.append(page)
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        everything = client.get(f"/runs/{run_id}/cases", params={"limit": 500}).json()
+        bad_cursor = client.get(f"/runs/{run_id}/cases", params={"cursor": "%%%"})
+        bad_status = client.get(f"/runs/{run_id}/cases", params={"status": "meh"})
+    store = f"file://{service.store_dir}"
+    cli = _cli("runs", "cases", run_id, "--status", "failed", "--json", "--store", store)
+    assert cli.returncode == 0, cli.stderr
+    listed = [item for page in pages for item in page["items"]]
+    assert listed == json.loads(cli.stdout)
+    assert len(listed) == 14 and all(len(page["items"]) <= 4 for page in pages)
+    assert {item["status"] for item in listed} <= {"fail", "error"}
+    assert len(everything["items"]) == 50 and everything["next_cursor"] is None
+    assert set(listed[0]) == {"case_id", "status", "score", "label", "checks"}
+    assert set(listed[0]["checks"][0]) == {"scorer", "kind", "status", "score", "label"}
+    _problem(bad_cursor, 422)
+    _problem(bad_status, 422)
+
+
+def test_the_openapi_contract_validates_and_declares_bearer_auth_examples_and_headers(
+    service: Service,
+) -> None:
+    with service.client() as client:
+        document = client.get("/openapi.json").json()
+        pages = {page: client.get(page) for page in ("/docs", "/redoc")}
+        assets = {
+            src: client.get(src)
+            for page in pages.values()
+            for src in re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        }
+    validate(document)
+    assert document["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": document["components"]["securitySchemes"]["bearer"]["description"],
+    }
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            expected = None if path == "/healthz" else [{"bearer": []}]
+            assert operation.get("security") == expected, (method, path)
+    paths = document["paths"]
+    for path in ("/runs/{run_id}/cases", "/runs/{run_id}/events", "/v1/traces", "/gate"):
+        assert path in paths
+    suite_body = paths["/suites"]["post"]["requestBody"]["content"]["application/json"]
+    assert suite_body["schema"] == {"$ref": "#/components/schemas/Suite"}
+    assert "cases" in document["components"]["schemas"]["Suite"]["properties"]
+    assert suite_body["example"]["cases"]
+    run = paths["/runs"]["post"]
+    assert run["requestBody"]["content"]["application/json"]["example"]["subject"]
+    assert "Location" in run["responses"]["202"]["headers"]
+    assert "Idempotent-Replayed" in run["responses"]["201"]["headers"]
+    assert "Retry-After" in run["responses"]["429"]["headers"]
+    assert run["responses"]["429"]["content"]["application/problem+json"]["example"]
+    assert "Prefer" in {p["name"] for p in run["parameters"]}
+    traces = paths["/v1/traces"]["post"]
+    assert set(traces["requestBody"]["content"]) == {"application/x-protobuf", "application/json"}
+    assert {"200", "400", "401", "413", "415", "503"} <= set(traces["responses"])
+    cases = paths["/runs/{run_id}/cases"]["get"]["responses"]["200"]["content"]
+    assert cases["application/json"]["example"]["items"]
+    for page in pages.values():
+        assert page.status_code == 200
+        assert re.search(r"https?://", page.text) is None, "no external URL in the page"
+    assert assets and all(response.status_code == 200 for response in assets.values())
+    assert any(src.endswith("swagger-ui-bundle.js") for src in assets)
+    assert any(src.endswith("redoc.standalone.js") for src in assets)
+
+
+def test_a_store_fault_in_outputs_uri_is_503_naming_the_endpoint(service: Service) -> None:
+    body = {"suite": "support-bot", "subject": "agent:s3", "outputs_uri": "s3://drop/part/"}
+    with service.client("operator") as client:
+        for headers in ({}, PREFER_ASYNC):
+            response = client.post("/runs", json=body, headers=headers)
+            problem = _problem(response, 503)
+            endpoint = problem["detail"].split(" at ")[1].split(" ")[0]
+            assert (
+                endpoint.startswith("http://127.0.0.1:") and "s3://drop/part" in problem["detail"]
+            )
+            assert "check that the endpoint is up" in problem["detail"]
+            assert int(response.headers["retry-after"]) >= 1
+        unknown = client.get("/runs/no-such-run")
+    assert str(service.store_dir) not in _problem(unknown, 404)["detail"]
+
+
+@pytest.mark.parametrize("fault", ["endpoint down", "missing bucket"])
+def test_an_s3_store_fault_is_503_on_every_route_never_500(
+    fault: str, tmp_path: Path, prefect_api: str, restartable_moto: RestartableS3Server
+) -> None:
+    store = restartable_moto.store()
+    bucket = store.bucket if fault == "endpoint down" else "assay-no-such-bucket-24"
+    env = {
+        "AWS_ENDPOINT_URL": restartable_moto.endpoint_url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "ASSAY_S3_DEADLINE_SECONDS": "2",
+    }
+    service = start_service(
+        tmp_path,
+        "--store",
+        f"s3://{bucket}/assay",
+        env=env,
+        prefect_api_url=prefect_api,
+        store=store,
+    )
+    if fault == "endpoint down":
+        restartable_moto.stop()
+    try:
+        with service.client("operator") as client:
+            health = client.get("/healthz")
+            answers = [
+                client.request(method, path, json=body) for method, path, _, body in ROUTES_TO_PROBE
+            ]
+    finally:
+        service.stop()
+    assert health.status_code == 503 and health.json()["store"] is False
+    for response in answers:
+        problem = _problem(response, 503)
+        if fault == "endpoint down":
+            assert restartable_moto.endpoint_url in problem["detail"], problem["detail"]
+            assert int(response.headers["retry-after"]) >= 1
+        else:
+            assert (
+                bucket in problem["detail"]
+                and "create it or fix the s3:// URI" in problem["detail"]
+            )
+            assert "retry-after" not in response.headers  # only the configuration can fix it
+
+
+ROUTES_TO_PROBE: list[tuple[str, str, str, dict[str, Any] | None]] = [
+    ("GET", "/suites", "viewer", None),
+    ("POST", "/suites", "operator", {"suite": "s", "cases": [{"id": "c", "input": "i"}]}),
+    ("GET", "/runs", "viewer", None),
+    ("GET", "/runs/some-run", "viewer", None),
+    ("GET", "/runs/some-run/events", "viewer", None),
+    ("GET", "/runs/some-run/cases", "viewer", None),
+    ("POST", "/runs", "operator", {"suite": "s", "subject": "agent:x", "outputs": []}),
+    ("POST", "/gate", "operator", {"suite": "s", "subject": "agent:x", "outputs": []}),
+    ("GET", "/gates/some-run", "viewer", None),
+    ("GET", "/baselines?suite=s&subject=agent:x", "viewer", None),
+    ("GET", "/scorecards", "viewer", None),
+    ("GET", "/findings", "viewer", None),
+    ("POST", "/overrides", "admin", {"run_id": "some-run", "reason": "x" * 30}),
+]

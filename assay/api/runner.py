@@ -35,7 +35,7 @@ from assay.api.inputs import subject_param
 from assay.api.problems import Problem, as_problem, unexpected, without_store_location
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
-from assay.outputs import CandidateOutput, validate_outputs
+from assay.outputs import CandidateOutput, output_sources, validate_outputs
 from assay.runs.lifecycle import settled
 from assay.runs.records import (
     EvalResult,
@@ -233,12 +233,15 @@ _FAILURES_KEPT = 1000
 
 
 def _admissible(store: EvidenceStore, request: RunRequest) -> None:
-    """The checks of a run request that need no outputs and no suite cases (`launch` makes them
-    again, with the rest)."""
+    """The checks of a run request that read no outputs and no suite cases (`launch` makes them
+    again, with the rest): the suite version, the subject, the baseline, and that `outputs_uri`
+    lists objects (one listing: a bucket that is missing or down is the caller's 4xx/503)."""
     registry.resolve_version(store, request.suite)
     subject_param(request.subject)
     if request.baseline is not None:
         load_aggregate(store, request.baseline)
+    if request.outputs_uri is not None:
+        output_sources(request.outputs_uri)
 
 
 class AcceptedRuns:
@@ -259,9 +262,9 @@ class AcceptedRuns:
 
     async def accept(self, request: RunRequest, flow: FlowName) -> str:
         """Start a run in the background and return its id at once (it is `queued` until its
-        flow records it). What can be checked without reading the outputs — the suite version,
-        the subject, the baseline — is checked first and raised here (404/422); what only the
-        run finds (a bad output line) makes its state `failed` with that problem."""
+        flow records it). What can be checked without reading the outputs (`_admissible`) is
+        checked first and raised here (404/422/503); what only the run finds (a bad output
+        line) makes its state `failed` with that problem."""
         await run_in_threadpool(_admissible, self.store, request)
         run_id = str(uuid4())
         task = self.pool.start(partial(launch, self.store, request, flow, run_id))
