@@ -379,3 +379,115 @@ ROUTES_TO_PROBE: list[tuple[str, str, str, dict[str, Any] | None]] = [
     ("GET", "/findings", "viewer", None),
     ("POST", "/overrides", "admin", {"run_id": "some-run", "reason": "x" * 30}),
 ]
+
+
+CLIENT_SCRIPT = """
+import json, sys
+from assay.client import AssayAPIError, AssayClient
+
+prefect_at_import = sorted(m for m in sys.modules if m.split(".")[0] == "prefect")
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+client = AssayClient()
+waited = client.run("support-bot", outputs=rows, subject="agent:client@v2")
+accepted = client.run("support-bot", outputs=rows, subject="agent:client@v2", wait=False)
+events = list(client.events(accepted.run_id))
+resumed = list(client.events(accepted.run_id, last_event_id="44"))
+failed = client.cases(accepted.run_id, status="failed")
+try:
+    client.run("no-such-suite", outputs=rows, subject="agent:client@v2")
+except AssayAPIError as error:
+    unknown = {"status": error.status, "problem": error.problem}
+print(json.dumps({
+    "prefect_at_import": prefect_at_import,
+    "prefect_at_end": sorted(m for m in sys.modules if m.split(".")[0] == "prefect"),
+    "waited": waited.model_dump(mode="json"),
+    "accepted": accepted.model_dump(mode="json"),
+    "events": events,
+    "resumed": [event["id"] for event in resumed],
+    "failed": [case.model_dump(mode="json") for case in failed],
+    "unknown": unknown,
+}))
+"""
+
+
+def test_the_python_client_runs_follows_and_lists_cases_without_prefect(
+    service: Service, tmp_path: Path
+) -> None:
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT_SCRIPT)
+    outputs = Path(__file__).resolve().parent.parent / "examples/outputs/support-bot-v2.jsonl"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "ASSAY_URL": service.url,
+        "ASSAY_TOKEN": service.tokens["operator"],
+        "NO_PROXY": "127.0.0.1",
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), str(outputs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["prefect_at_import"] == [] and seen["prefect_at_end"] == []
+    assert seen["waited"]["metrics"]["cases"] == 50 and seen["waited"]["run_id"]
+    assert seen["accepted"]["status"] in ("queued", "running")
+    events = seen["events"]
+    cases = [event for event in events if event["event"] == "case"]
+    assert [event["id"] for event in cases] == [str(i) for i in range(50)]
+    assert events[-1]["event"] == "summary"
+    summary = events[-1]["data"]
+    assert summary["run_id"] == seen["accepted"]["run_id"]
+    assert summary["metrics"]["passed"] == seen["waited"]["metrics"]["passed"]
+    assert seen["resumed"] == ["45", "46", "47", "48", "49", None]
+    failed_ids = {event["data"]["case_id"] for event in cases if event["data"]["status"] == "fail"}
+    assert {case["case_id"] for case in seen["failed"]} >= failed_ids
+    assert seen["unknown"]["status"] == 404
+    assert seen["unknown"]["problem"]["type"].endswith("/not-found")
+
+
+def test_the_cli_is_a_client_of_the_service_with_assay_url(
+    service: Service, tmp_path: Path
+) -> None:
+    env = {
+        **{k: v for k, v in __import__("os").environ.items() if not k.startswith("PREFECT_")},
+        "ASSAY_URL": service.url,
+        "ASSAY_TOKEN": service.tokens["operator"],
+        "ASSAY_STORE": f"file://{tmp_path}/never-used",
+        "NO_PROXY": "127.0.0.1",
+    }
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    suite = str(examples / "support-suite.yaml")
+    v2 = str(examples / "outputs/support-bot-v2.jsonl")
+    ran = _cli("run", suite, "--outputs", v2, "--subject", "agent:cli@v2", "--json", env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert "prefect" not in _imported(ran.stderr), "a client run imports no Prefect"
+    result = json.loads(ran.stdout)
+    run_id = result["run_id"]
+    gated = _cli("gate", "support-bot", "--outputs", v2, "--subject", "agent:cli@v2", env=env)
+    shown = _cli("runs", "show", run_id, "--json", env=env)
+    cases = _cli("runs", "cases", run_id, "--status", "failed", "--json", env=env)
+    listed = _cli("runs", "list", "--json", env=env)
+    refused = _cli("run", suite, "--outputs", v2, "--workers", "2", env=env)
+    missing = _cli("runs", "show", "no-such-run", env=env)
+    local = {k: v for k, v in env.items() if k != "ASSAY_URL"}
+    served = _cli("runs", "list", "--json", "--server", service.url, env=local)
+    with service.client("viewer") as client:
+        route_cases = client.get(f"/runs/{run_id}/cases", params={"status": "failed"}).json()
+    assert not (tmp_path / "never-used").exists(), "the CLI never opened a store of its own"
+    assert (result["metrics"]["passed"], result["metrics"]["cases"]) == (36, 50)
+    assert gated.returncode == 1, gated.stderr
+    assert "GATE FAILED" in gated.stdout and "pass_rate" in gated.stdout
+    assert json.loads(shown.stdout) == result
+    assert json.loads(cases.stdout) == route_cases["items"]
+    assert run_id in {run["run_id"] for run in json.loads(listed.stdout)}
+    assert json.loads(served.stdout) == json.loads(listed.stdout)
+    assert refused.returncode == 2
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--workers is not available when calling a service")
+    )
+    assert missing.returncode == 2 and "HTTP 404" in missing.stderr.splitlines()[-1]
