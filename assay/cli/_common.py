@@ -171,10 +171,13 @@ ServerOption = Annotated[
 ]
 
 
-def server_url(server: str | None) -> str | None:
+def service(server: str | None, store: str | None) -> str | None:
     """The service a command goes through (`assay.cli.remote`): `--server`, else `$ASSAY_URL`,
-    else None (run here)."""
-    return server or os.environ.get("ASSAY_URL") or None
+    else None (run here). A `--store` is refused with a service: the service has its own."""
+    url = server or os.environ.get("ASSAY_URL") or None
+    if url is not None and store is not None:
+        fail("--store is not available when calling a service")
+    return url
 
 
 def checked_run_id(run_id: str | None) -> str | None:

@@ -8,7 +8,7 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import Annotated, Any, NoReturn, cast
 
 import typer
 
@@ -40,7 +40,6 @@ def _check(run_id: str, store: str | None, as_json: bool, url: str | None) -> No
     if url is not None:
         from assay.cli import remote
 
-        remote.refuse_local_options(store=store)
         check = remote.gate_check(url, run_id)
     else:
         check = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
@@ -58,21 +57,11 @@ def _check(run_id: str, store: str | None, as_json: bool, url: str | None) -> No
     raise typer.Exit(0 if check.effective == "pass" else EXIT_GATE_FAILED)
 
 
-def _remote_gate(
-    url: str,
-    suite: str,
-    outputs: str,
-    subject: str | None,
-    sample: int | None,
-    seed: int,
-    baseline: str | None,
-    judge_block: str | None,
-    as_json: bool,
-) -> NoReturn:
-    """`assay gate` through the service (`--server` / `$ASSAY_URL`)."""
+def _remote_gate(url: str, as_json: bool, *args: Any, **options: Any) -> NoReturn:
+    """`assay gate` through the service (`--server` / `$ASSAY_URL`): `remote.gate`'s arguments."""
     from assay.cli import remote
 
-    report = remote.gate(url, suite, outputs, subject, sample, seed, baseline, judge_block)
+    report = remote.gate(url, *args, **options)
     if as_json:
         common.print_json(report.model_dump(mode="json"))
     else:
@@ -123,7 +112,7 @@ def gate_command(
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
-    url = common.server_url(server)
+    url = common.service(server, store)
     if check is not None:
         _check(check, store, as_json, url)
     if suite is None or outputs is None:
@@ -132,15 +121,24 @@ def gate_command(
         from assay.cli import remote
 
         remote.refuse_local_options(
+            outputs_format,
+            case_attribute,
             junit=junit,
             calibration=calibration,
             judge_repeats=judge_repeats,
             max_judge_flip_rate=max_judge_flip_rate,
-            store=store,
-            outputs_format=None if outputs_format in ("auto", "jsonl") else outputs_format,
-            case_attribute=None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute,
         )
-        _remote_gate(url, suite, outputs, subject, sample, seed, baseline, judge_block, as_json)
+        _remote_gate(
+            url,
+            as_json,
+            suite,
+            outputs,
+            subject,
+            sample,
+            seed,
+            baseline=baseline,
+            judge_block=judge_block,
+        )
     evidence, launched = launch_suite_flow(
         "gate",
         ("gate",),

@@ -20,6 +20,7 @@ import yaml
 
 from assay.cli import _common as common
 from assay.client import AssayAPIError, AssayClient
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.subject import Subject
 
 if TYPE_CHECKING:
@@ -31,10 +32,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def refuse_local_options(**given: object) -> None:
-    """One line, exit 2, for an option a service run cannot take (named with its flag)."""
+def refuse_local_options(outputs_format: str, case_attribute: str, **given: object) -> None:
+    """One line, exit 2, for an option a service run cannot take (named with its flag): any of
+    `given` that is set, an OTLP `--outputs-format` or another `--case-attribute` (the service
+    takes outputs as JSON Lines)."""
+    given["outputs_format"] = None if outputs_format in ("auto", "jsonl") else outputs_format
+    given["case_attribute"] = None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute
     for flag, value in given.items():
-        if value not in (None, False, "auto"):
+        if value not in (None, False):
             common.fail(f"--{flag.replace('_', '-')} is not available when calling a service")
 
 
@@ -87,7 +92,12 @@ def _suite_ref(client: AssayClient, suite: str) -> str:
 
 
 def _submission(
-    client: AssayClient, suite: str, outputs: str, subject: str | None
+    client: AssayClient,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    seed: int,
 ) -> dict[str, Any]:
     who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
     rows, uri = _outputs(outputs)
@@ -96,6 +106,8 @@ def _submission(
         "subject": str(who),
         "outputs": rows,
         "outputs_uri": uri,
+        "sample": sample,
+        "seed": seed if sample is not None else None,
     }
 
 
@@ -106,25 +118,15 @@ def run(
     subject: str | None,
     sample: int | None,
     seed: int,
-    baseline: str | None,
-    judge_block: str | None,
-    fresh_judge: bool,
+    **options: Any,
 ) -> EvalResult:
-    """`assay run` through the service: the EvalResult."""
-    with AssayClient(url) as client:
-        submission = _submission(client, suite, outputs, subject)
-        result = called(
-            lambda: client.run(
-                **submission,
-                sample=sample,
-                seed=seed if sample is not None else None,
-                baseline=baseline,
-                judge_block=judge_block,
-                fresh_judge=fresh_judge or None,
-            )
-        )
+    """`assay run` through the service: the EvalResult (`options`: `baseline`, `judge_block`,
+    `fresh_judge`, as `AssayClient.run` takes them)."""
     from assay.runs.records import EvalResult
 
+    with AssayClient(url) as client:
+        submission = _submission(client, suite, outputs, subject, sample, seed)
+        result = called(lambda: client.run(**submission, **options))
     assert isinstance(result, EvalResult)  # waited for: never the accepted state
     return result
 
@@ -136,23 +138,14 @@ def gate(
     subject: str | None,
     sample: int | None,
     seed: int,
-    baseline: str | None,
-    judge_block: str | None,
+    **options: Any,
 ) -> GateReport:
-    """`assay gate` through the service: the gate report."""
-    with AssayClient(url) as client:
-        submission = _submission(client, suite, outputs, subject)
-        report = called(
-            lambda: client.gate(
-                **submission,
-                sample=sample,
-                seed=seed if sample is not None else None,
-                baseline=baseline,
-                judge_block=judge_block,
-            )
-        )
+    """`assay gate` through the service: the gate report (`options` as `AssayClient.gate`)."""
     from assay.gate.decision import GateReport
 
+    with AssayClient(url) as client:
+        submission = _submission(client, suite, outputs, subject, sample, seed)
+        report = called(lambda: client.gate(**submission, **options))
     assert isinstance(report, GateReport)
     return report
 

@@ -227,23 +227,30 @@ def run(
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence (or, with
     --server / $ASSAY_URL, have the Assay service do it)."""
-    url = common.server_url(server)
+    url = common.service(server, store)
     if url is not None:
         from assay.cli import remote
 
         remote.refuse_local_options(
-            store=store,
+            outputs_format,
+            case_attribute,
             resume=resume,
             calibration=calibration,
             judge_repeats=judge_repeats,
             dask=dask,
             workers=workers,
             chunk_size=chunk_size,
-            outputs_format=None if outputs_format in ("auto", "jsonl") else outputs_format,
-            case_attribute=None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute,
         )
         result = remote.run(
-            url, suite, outputs, subject, sample, seed, baseline, judge_block, fresh_judge
+            url,
+            suite,
+            outputs,
+            subject,
+            sample,
+            seed,
+            baseline=baseline,
+            judge_block=judge_block,
+            fresh_judge=fresh_judge or None,
         )
     else:
         result = execute_run(
@@ -277,11 +284,10 @@ def runs_list(
     server: common.ServerOption = None,
 ) -> None:
     """List recorded runs, newest first."""
-    url = common.server_url(server)
+    url = common.service(server, store)
     if url is not None:
         from assay.cli import remote
 
-        remote.refuse_local_options(store=store)
         runs = remote.runs(url)
     else:
         evidence = common.open_evidence(store)
@@ -319,11 +325,10 @@ def runs_show(
     server: common.ServerOption = None,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
-    url = common.server_url(server)
+    url = common.service(server, store)
     if url is not None:
         from assay.cli import remote
 
-        remote.refuse_local_options(store=store)
         shown = remote.result_or_state(url, run_id)
         if isinstance(shown, EvalResult):
             _print_shown(shown, as_json)
@@ -371,11 +376,10 @@ def runs_cases(
     if status is not None and status not in CASE_STATUSES:
         common.fail(f"--status must be one of {', '.join(CASE_STATUSES)}")
     wanted = cast(CaseFilter | None, status)
-    url = common.server_url(server)
+    url = common.service(server, store)
     if url is not None:
         from assay.cli import remote
 
-        remote.refuse_local_options(store=store)
         cases = remote.cases(url, run_id, wanted)
     else:
         evidence = common.open_evidence(store)
