@@ -20,9 +20,10 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateReport
@@ -35,6 +36,7 @@ DEFAULT_TIMEOUT_SECONDS: Final = 600.0
 RECONNECTS: Final = 5
 """How often `events` reconnects (with `Last-Event-ID`) after a dropped stream, in a row."""
 PREFER_ASYNC: Final = {"Prefer": "respond-async"}
+Submitted = TypeVar("Submitted", bound=BaseModel)
 
 
 class AssayAPIError(Exception):
@@ -128,28 +130,27 @@ class AssayClient:
     # Runs
 
     def _submit(
-        self,
-        path: str,
-        suite: str,
-        outputs: Sequence[Mapping[str, Any]] | None,
-        outputs_uri: str | None,
-        subject: str,
-        wait: bool,
-        idempotency_key: str | None,
-        options: Mapping[str, Any],
-    ) -> httpx.Response:
+        self, path: str, answer: type[Submitted], fields: Mapping[str, Any]
+    ) -> Submitted | RunState:
+        """POST a run request (`fields`: a method's arguments — the body's fields, `wait` and
+        `idempotency_key`): the route's answer as `answer`, or the accepted run when not waited
+        for."""
         body = {
-            "suite": suite,
-            "subject": subject,
-            **({"outputs": [dict(row) for row in outputs]} if outputs is not None else {}),
-            **({"outputs_uri": outputs_uri} if outputs_uri is not None else {}),
-            **{name: value for name, value in options.items() if value is not None},
+            name: value
+            for name, value in fields.items()
+            if value is not None and name not in ("self", "wait", "idempotency_key")
         }
+        if body.get("outputs") is not None:
+            body["outputs"] = [dict(row) for row in body["outputs"]]
+        key = fields["idempotency_key"]
         headers = {
-            **({} if wait else PREFER_ASYNC),
-            **({"Idempotency-Key": idempotency_key} if idempotency_key else {}),
+            **({} if fields["wait"] else PREFER_ASYNC),
+            **({"Idempotency-Key": key} if key else {}),
         }
-        return self._request("POST", path, json=body, headers=headers)
+        response = self._request("POST", path, json=body, headers=headers)
+        if response.status_code == 202:
+            return _run_state(response.json())
+        return answer.model_validate(response.json())
 
     def run(
         self,
@@ -169,27 +170,10 @@ class AssayClient:
         """Run a published suite (`NAME[@VERSION]`) on inline `outputs` (rows of the outputs
         format) or `outputs_uri`: the EvalResult once it ends, or with `wait=False` the
         accepted run (`run_id`, `status`) at once — follow it with `events`."""
-        response = self._submit(
-            "/runs",
-            suite,
-            outputs,
-            outputs_uri,
-            subject,
-            wait,
-            idempotency_key,
-            {
-                "baseline": baseline,
-                "sample": sample,
-                "seed": seed,
-                "judge_block": judge_block,
-                "fresh_judge": fresh_judge,
-            },
-        )
-        if response.status_code == 202:
-            return _run_state(response.json())
+        arguments = locals()
         from assay.runs.records import EvalResult
 
-        return EvalResult.model_validate(response.json())
+        return self._submit("/runs", EvalResult, arguments)
 
     def gate(
         self,
@@ -207,21 +191,10 @@ class AssayClient:
     ) -> GateReport | RunState:
         """Run the gate: its report (verdict, reasons, rules, the EvalResult), or with
         `wait=False` the accepted run; its decision is then `gate_check(run_id)`."""
-        response = self._submit(
-            "/gate",
-            suite,
-            outputs,
-            outputs_uri,
-            subject,
-            wait,
-            idempotency_key,
-            {"baseline": baseline, "sample": sample, "seed": seed, "judge_block": judge_block},
-        )
-        if response.status_code == 202:
-            return _run_state(response.json())
+        arguments = locals()
         from assay.gate.decision import GateReport
 
-        return GateReport.model_validate(response.json())
+        return self._submit("/gate", GateReport, arguments)
 
     def gate_check(self, run_id: str) -> GateCheck:
         """A gate run's recorded and effective verdict (after governed overrides)."""
