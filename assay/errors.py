@@ -104,4 +104,14 @@ class StoreUnavailableError(AssayError):
     The message names the endpoint, bucket or key, the operation, the attempts made and the last
     error type, never object content. It is an `AssayError` so that Prefect does not retry it
     again on top of the retries that already ran out.
+
+    `retryable`: the store did not answer (down, throttled, past its deadline), so the same
+    request may succeed later; False when only a change of configuration can help.
     """
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.retryable))

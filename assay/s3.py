@@ -310,6 +310,8 @@ def retrying(
             f"S3 {operation} on {target} failed after {state.attempt_number} attempt(s) in "
             f"{state.seconds_since_start or 0.0:.1f}s; last error: {type(last).__name__}"
             + (f" ({code})" if code else "")
+            + "; check that the endpoint is up and reachable, then retry",
+            retryable=True,
         ) from last
 
     return Retrying(

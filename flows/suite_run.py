@@ -103,7 +103,7 @@ def suite_run(options: RunOptions) -> EvalResult:
         summaries = []
         for future in as_completed(futures):
             summaries.append(future.result())
-            progress.chunk_done(summaries[-1].metrics)
+            progress.chunk_done(summaries[-1].chunk, summaries[-1].metrics)
         merged = merge_chunks(summaries)
         aggregate.judge = merged.judge or aggregate.judge
         settled = settle_cases_task(store, aggregate, merged.metrics)

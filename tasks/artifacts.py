@@ -140,11 +140,13 @@ class ProgressReporter:
             )
             self._artifact = cast(UUID, created)  # sync call: returns the id, not a coroutine
 
-    def chunk_done(self, metrics: RunMetrics) -> None:
-        """Record one more finished chunk, adding its counts to the running ones."""
+    def chunk_done(self, chunk: int, metrics: RunMetrics) -> None:
+        """Record one more finished chunk (its number, in finishing order), adding its counts to
+        the running ones."""
         self._running.merge(metrics)
         aggregate = self._aggregate
         aggregate.chunks_done += 1
+        aggregate.chunk_order.append(chunk)
         aggregate.metrics = self._running
         update_aggregate(evidence_store(self._store), aggregate)
         progress.report(aggregate.chunks_done, aggregate.chunks)

@@ -19,7 +19,7 @@ import yaml
 
 from assay.gate import access
 from assay.gate.access import Tier
-from assay.store import FileStore
+from assay.store import EvidenceStore, FileStore
 from tests.servers import BIN, ServerProcess, free_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -87,9 +87,14 @@ class Service:
 
 
 def start_service(
-    root: Path, *args: str, env: Mapping[str, str] | None = None, prefect_api_url: str | None = None
+    root: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    prefect_api_url: str | None = None,
+    store: EvidenceStore | None = None,
 ) -> Service:
-    """Start `assay serve --store file://ROOT/store ARGS…` with principals of every tier.
+    """Start `assay serve --store file://ROOT/store ARGS…` (or `--store` the given `store`) with
+    principals of every tier.
 
     Without `prefect_api_url` the service starts its own ephemeral Prefect API (under
     ROOT/prefect-home); with it, the service must use that server.
@@ -102,7 +107,7 @@ def start_service(
     service_env["TMPDIR"] = str(root / "tmp")
     for folder in ("store", "prefect-home", "tmp"):
         (root / folder).mkdir(parents=True, exist_ok=True)
-    store = FileStore(root / "store")
+    store = store or FileStore(root / "store")
     tokens = {"admin": access.add_principal(store, "root", Tier.ADMIN)}
     for tier in (Tier.OPERATOR, Tier.VIEWER):
         tokens[tier.value] = access.add_principal(

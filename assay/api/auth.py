@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.problems import Problem
@@ -32,16 +33,22 @@ def evidence(request: Request) -> EvidenceStore:
 Store = Annotated[EvidenceStore, Depends(evidence)]
 
 
+_BEARER = HTTPBearer(
+    scheme_name="bearer",
+    description="A token from `assay access add NAME --tier viewer|operator|admin`.",
+    auto_error=False,
+)
+"""Declares the `bearer` security scheme (OpenAPI `securitySchemes`) on every route that needs a
+token, so Swagger's Authorize sends it; the checks are `require_tier`'s."""
+
+
 def bearer_token(
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
 ) -> str | None:
     """The token of an `Authorization: Bearer TOKEN` header; None when absent or another scheme."""
-    if not authorization:
+    if credentials is None or not credentials.credentials.strip():
         return None
-    scheme, _, token = authorization.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
+    return credentials.credentials.strip()
 
 
 Token = Annotated[str | None, Depends(bearer_token)]

@@ -1,7 +1,8 @@
 """Cursor pagination for newest-first listings: `{"items": [...], "next_cursor": ...}`.
 
 A cursor is the opaque, URL-safe encoding of the last item's sort key (time, id). The next page
-holds the items strictly older than it, so records appended meanwhile never shift a page.
+holds the items strictly older than it, so records appended meanwhile never shift a page. A
+listing in a fixed order that never grows (a completed run's cases) pages by position instead.
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ def _decode(cursor: str) -> SortKey:
     if not isinstance(at, str) or not isinstance(ident, str):
         raise Problem(422, "cursor: not a cursor this service gave out", field="cursor")
     return at, ident
+
+
+def encode_position(position: int) -> str:
+    """The cursor of a listing in a fixed order (a run's cases): the position to go on from."""
+    return _encode(("", str(position)))
+
+
+def decode_position(cursor: str | None) -> int:
+    """The position an `encode_position` cursor names; 0 without one."""
+    if cursor is None:
+        return 0
+    _, position = _decode(cursor)
+    if not position.isdigit():
+        raise Problem(422, "cursor: not a cursor this service gave out", field="cursor")
+    return int(position)
 
 
 def paginate(

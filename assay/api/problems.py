@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from assay import schemes
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.gate.access import AccessDeniedError
-from assay.store import StoreUnavailableError
+from assay.store import EvidenceStore, FileStore, StoreUnavailableError
 
 MEDIA_TYPE: Final = "application/problem+json"
 _TYPE_BASE: Final = "https://assay.dev/problems/"
@@ -46,6 +46,10 @@ _TITLES: Final = {
 }
 
 
+STORE_RETRY_AFTER_SECONDS: Final = 10
+"""Retry-After of a 503 for a store that did not answer (after its own bounded retries)."""
+
+
 class ProblemDetails(BaseModel):
     """RFC 9457 problem details, as every error is answered (extensions vary by problem)."""
 
@@ -58,13 +62,46 @@ class ProblemDetails(BaseModel):
     field: str | None = None
 
 
+_RETRY_AFTER: Final = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying (when retrying can help)",
+        "schema": {"type": "integer"},
+    }
+}
+_EXAMPLES: Final = {
+    404: "no run 0b6f6c1e-5b9e-4d53-9a5e-2f1d3c0a7e21",
+    422: "body.outputs.3.output: Field required",
+    429: "20 runs are running or queued (limit 4 + 16); retry later",
+    503: "the S3 endpoint http://minio:9000 does not answer (bucket evidence): check the "
+    "endpoint URL and that the service is up",
+}
+
+
 def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` declaring these statuses as problem+json."""
+    """OpenAPI `responses` declaring these statuses as problem+json (429 and 503 with
+    `Retry-After`)."""
     return {
         status: {
             "model": ProblemDetails,
             "description": _TITLES.get(status, "Error"),
-            "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}},
+            "content": {
+                MEDIA_TYPE: {
+                    "schema": {"$ref": "#/components/schemas/ProblemDetails"},
+                    **(
+                        {
+                            "example": {
+                                "type": _TYPE_BASE + _TITLES[status].lower().replace(" ", "-"),
+                                "title": _TITLES[status],
+                                "status": status,
+                                "detail": _EXAMPLES[status],
+                            }
+                        }
+                        if status in _EXAMPLES
+                        else {}
+                    ),
+                }
+            },
+            **({"headers": _RETRY_AFTER} if status in (429, 503) else {}),
         }
         for status in statuses
     }
@@ -165,7 +202,10 @@ def as_problem(exc: Exception) -> Problem | None:
     if isinstance(exc, EvidenceConflictError):
         return Problem(409, str(exc), kind="conflict")
     if isinstance(exc, StoreUnavailableError):
-        return Problem(503, str(exc), kind="store-unavailable")
+        # A configuration error (a missing bucket, no credentials) gets no Retry-After: only
+        # its fix helps, and the detail names it.
+        retry = {"Retry-After": str(STORE_RETRY_AFTER_SECONDS)} if exc.retryable else None
+        return Problem(503, str(exc), kind="store-unavailable", headers=retry)
     if isinstance(exc, ValidationError):
         errors = exc.errors(include_input=False, include_url=False, include_context=False)
         return validation_problem(list(errors))
@@ -180,12 +220,25 @@ def as_problem(exc: Exception) -> Problem | None:
     return None
 
 
+def without_store_location(detail: str, store: EvidenceStore) -> str:
+    """A detail with a file store's location (the service host's own path) left out; an S3
+    store's bucket and endpoint stay, since they are what a caller must fix."""
+    if not isinstance(store, FileStore):
+        return detail
+    for location in (store.uri, str(store.root)):
+        detail = detail.replace(f" in {location}", "").replace(location, "the evidence store")
+    return detail
+
+
 def install(app: FastAPI) -> None:
     """Register the problem handlers on an app."""
 
-    async def on_problem(_: Request, exc: Exception) -> JSONResponse:
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         problem = as_problem(exc)
-        return unexpected(exc) if problem is None else _render(problem)
+        if problem is None:
+            return unexpected(exc)
+        problem.detail = without_store_location(problem.detail, request.app.state.store)
+        return _render(problem)
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

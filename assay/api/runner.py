@@ -14,28 +14,41 @@ the CLI runs (`suite-run`, `gate`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from uuid import uuid4
 
 import anyio
 import anyio.to_thread
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.concurrency import run_in_threadpool
 
 from assay import schemes, staging
 from assay.api.inputs import subject_param
-from assay.api.problems import Problem
+from assay.api.problems import Problem, as_problem, unexpected, without_store_location
+from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.identifiers import Identifier
-from assay.outputs import CandidateOutput, OutputsReference
+from assay.outputs import CandidateOutput, OutputsReference, output_sources
 from assay.runs.lifecycle import settled
 from assay.runs.options import GateOptions, RunOptions, option_field
-from assay.runs.records import EvalResult, RunStatus, list_runs, update_aggregate
+from assay.runs.records import (
+    EvalResult,
+    RunState,
+    RunStatus,
+    list_runs,
+    load_aggregate,
+    update_aggregate,
+)
 from assay.store import EvidenceStore
+from assay.suites import registry
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -86,13 +99,17 @@ class RunRequest(BaseModel):
             schemes.locate(self.outputs_uri, ("s3",), "outputs_uri", paths=False)
         return self
 
-    def options(self, store: EvidenceStore, outputs: str, flow: FlowName) -> RunOptions:
-        """The run's options: this request's, with the service's store and the outputs'
-        reference (the S3 prefix, or the staged inline outputs)."""
+    def options(
+        self, store: EvidenceStore, outputs: str, flow: FlowName, run_id: str | None = None
+    ) -> RunOptions:
+        """The run's options: this request's, with the service's store, the outputs' reference
+        (the S3 prefix, or the staged inline outputs) and the run id the service chose (an
+        asynchronous run is named before its flow run exists)."""
         model = GateOptions if flow == "gate" else RunOptions
         return model(
             store=store.uri,
             outputs=OutputsReference(location=outputs),
+            run_id=run_id,
             **self.model_dump(exclude={"outputs", "outputs_uri"}),
         )
 
@@ -102,12 +119,15 @@ class RunRequest(BaseModel):
         return "\n".join(o.model_dump_json(exclude_none=True) for o in self.outputs).encode()
 
 
-def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalResult | GateRun:
+def launch(
+    store: EvidenceStore, request: RunRequest, flow: FlowName, run_id: str | None = None
+) -> EvalResult | GateRun:
     """Run the suite-run or gate flow for a request through the launcher (flows/launch.py), in
     this thread; blocks until it ends.
 
     The suite, subject, baseline and outputs are checked before any flow starts, so a bad
-    reference or a bad output line is a 404/422 with nothing recorded in Prefect.
+    reference or a bad output line is a 404/422 with nothing recorded in Prefect. `run_id`
+    names the run before its flow run exists (an asynchronous run's); default: the flow run's id.
     """
     subject_param(request.subject)
     from flows.launch import launch as launch_flow
@@ -115,7 +135,7 @@ def launch(store: EvidenceStore, request: RunRequest, flow: FlowName) -> EvalRes
     def run_flow(outputs: str) -> EvalResult | GateRun:
         try:
             return launch_flow(
-                request.options(store, outputs, flow),
+                request.options(store, outputs, flow, run_id),
                 "gate" if flow == "gate" else "suite_run",
                 store=store,
                 labels=("api", *(["gate"] if flow == "gate" else [])),
@@ -154,13 +174,14 @@ class RunPool:
         self._threads: CapacityLimiter | None = None
         """Worker threads of runs only: runs never take threads from the pool reads use."""
         self._mean_seconds = 10.0
+        self._background: set[asyncio.Task[Any]] = set()
+        """Runs started by `start`, referenced until they end (the loop keeps weak ones)."""
 
     def retry_after(self) -> int:
         """Seconds a refused caller should wait: about one run's duration, at least 1."""
         return max(1, math.ceil(self._mean_seconds))
 
-    async def run(self, work: Callable[[], T]) -> T:
-        """Run `work` in a worker thread once a slot is free; 429 when the queue is full."""
+    def _admit(self) -> None:
         if self.admitted >= self.concurrent + self.queued:
             raise Problem(
                 429,
@@ -173,6 +194,23 @@ class RunPool:
             self._slots = anyio.CapacityLimiter(self.concurrent)
             self._threads = anyio.CapacityLimiter(self.concurrent)
         self.admitted += 1
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """Run `work` in a worker thread once a slot is free; 429 when the queue is full."""
+        self._admit()
+        return await self._execute(work)
+
+    def start(self, work: Callable[[], T]) -> asyncio.Task[T]:
+        """Admit `work` now (429 when the queue is full) and run it as `run` does, in the
+        background: the request that started it may end, or its client leave, meanwhile."""
+        self._admit()
+        task = asyncio.get_running_loop().create_task(self._execute(work))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _execute(self, work: Callable[[], T]) -> T:
+        assert self._slots is not None and self._threads is not None
         queued = time.monotonic()
         try:
             async with self._slots:
@@ -185,6 +223,85 @@ class RunPool:
                     log.info("run slot: waited %.3fs, ran %.3fs", started - queued, ran)
         finally:
             self.admitted -= 1
+
+
+_FAILURES_KEPT = 1000
+
+
+def _admissible(store: EvidenceStore, request: RunRequest) -> None:
+    """The checks of a run request that read no outputs and no suite cases (`launch` makes them
+    again, with the rest): the suite version, the subject, the baseline, and that `outputs_uri`
+    lists objects (one listing: a bucket that is missing or down is the caller's 4xx/503)."""
+    registry.resolve_version(store, request.suite)
+    subject_param(request.subject)
+    if request.baseline is not None:
+        load_aggregate(store, request.baseline)
+    if request.outputs_uri is not None:
+        output_sources(request.outputs_uri)
+
+
+class AcceptedRuns:
+    """Asynchronous runs of this service: started in the run pool's background, known here by
+    their run id until their aggregate is recorded (or, when they failed before that, by the
+    problem that stopped them).
+
+    The run id is chosen here, before the flow run exists, and handed to the flow as its
+    `run_id` parameter (the one a resume uses), so the caller gets it in the 202 at once; the
+    flow run's own id stays in the run's `owner.flow_run`.
+    """
+
+    def __init__(self, store: EvidenceStore, pool: RunPool) -> None:
+        self.store = store
+        self.pool = pool
+        self._pending: dict[str, asyncio.Task[Any]] = {}
+        self._failed: dict[str, str] = {}
+
+    async def accept(self, request: RunRequest, flow: FlowName) -> str:
+        """Start a run in the background and return its id at once (it is `queued` until its
+        flow records it). What can be checked without reading the outputs (`_admissible`) is
+        checked first and raised here (404/422/503); what only the run finds (a bad output
+        line) makes its state `failed` with that problem."""
+        await run_in_threadpool(_admissible, self.store, request)
+        run_id = str(uuid4())
+        task = self.pool.start(partial(launch, self.store, request, flow, run_id))
+        self._pending[run_id] = task
+        task.add_done_callback(partial(self._settle, run_id))
+        return run_id
+
+    def _settle(self, run_id: str, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            # Recorded before the run leaves `_pending`: `state` (on another thread) never
+            # finds it in neither.
+            problem = as_problem(cast(Exception, task.exception()))
+            if problem is None:
+                unexpected(cast(Exception, task.exception()))  # logs its type and frames
+            self._failed[run_id] = without_store_location(
+                problem.detail if problem else "the service failed; the error is in its log",
+                self.store,
+            )
+            while len(self._failed) > _FAILURES_KEPT:
+                del self._failed[next(iter(self._failed))]
+        del self._pending[run_id]
+
+    def state(self, run_id: str) -> RunState:
+        """The run's state: its aggregate's (`running` until its flow has ended, when this
+        service runs it), else what this service knows of it.
+
+        Raises:
+            NotFoundError: Neither the store nor this service knows the run.
+        """
+        try:
+            state = RunState.of(load_aggregate(self.store, run_id))
+        except NotFoundError:
+            if run_id in self._failed:
+                return RunState(run_id=run_id, status="failed", error=self._failed[run_id])
+            if run_id in self._pending:
+                return RunState(run_id=run_id, status="queued")
+            raise
+        if state.status == "completed" and run_id in self._pending:
+            # Scored, but its flow has more to record (a gate's decision): not done yet.
+            return state.model_copy(update={"status": "running"})
+        return state
 
 
 @contextmanager

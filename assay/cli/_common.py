@@ -145,6 +145,24 @@ SampleOption = Annotated[int | None, typer.Option("--sample", help=option_help("
 SeedOption = Annotated[int, typer.Option("--seed", help=option_help("seed"))]
 
 
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="Call the Assay service at URL instead of running here (default $ASSAY_URL).",
+    ),
+]
+
+
+def service(server: str | None, store: str | None) -> str | None:
+    """The service a command goes through (`assay.cli.remote`): `--server`, else `$ASSAY_URL`,
+    else None (run here). A `--store` is refused with a service: the service has its own."""
+    url = server or os.environ.get("ASSAY_URL") or None
+    if url is not None and store is not None:
+        fail("--store is not available when calling a service")
+    return url
+
+
 def checked_run_id(run_id: str | None) -> str | None:
     """A run id given on the command line, refused (one line, exit 2) when longer than an
     identifier may be: it names store keys, so it must fit in a file name."""

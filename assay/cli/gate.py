@@ -8,7 +8,7 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated, NoReturn, cast
 
 import typer
 
@@ -24,7 +24,7 @@ from assay.gate.decision import (
     what_if,
 )
 from assay.gate.junit import junit_xml
-from assay.gate.overrides import GateCheck, check_gate
+from assay.gate.overrides import check_gate
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 from assay.runs.options import GateOptions
 from assay.runs.records import read_decided_cases
@@ -37,7 +37,7 @@ def _exit_code(verdict: GateVerdict, allow_insufficient: bool) -> int:
     return 0 if passing else EXIT_GATE_FAILED
 
 
-def _print_decision(decision: GateDecision) -> None:
+def _print_decision(decision: GateDecision | GateReport) -> None:
     for rule in decision.rules:
         mark = "[green]pass[/green]" if rule.passed else "[red]FAIL[/red]"
         common.out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
@@ -47,7 +47,7 @@ def _print_decision(decision: GateDecision) -> None:
         "pass": "[green]GATE PASSED[/green]",
         "fail": "[red]GATE FAILED[/red]",
     }.get(decision.verdict, "[yellow]GATE: INSUFFICIENT EVIDENCE[/yellow]")
-    if decision.what_if:
+    if isinstance(decision, GateDecision) and decision.what_if:
         verdict = f"WHAT-IF (nothing recorded): {verdict}"
     reasons = ", ".join(reason.rule for reason in decision.reasons)
     common.out.print(f"{verdict}" + (f" — {reasons}" if reasons else ""), highlight=False)
@@ -73,8 +73,15 @@ def _what_if(
     raise typer.Exit(_exit_code(decision.verdict, allow_insufficient))
 
 
-def _check(run_id: str, store: str | None, as_json: bool, allow_insufficient: bool) -> None:
-    check: GateCheck = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
+def _check(
+    run_id: str, store: str | None, as_json: bool, url: str | None, allow_insufficient: bool
+) -> None:
+    if url is not None:
+        from assay.cli import remote
+
+        check = remote.gate_check(url, run_id)
+    else:
+        check = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
     if as_json:
         common.print_json(check.model_dump(mode="json"))
     else:
@@ -87,6 +94,26 @@ def _check(run_id: str, store: str | None, as_json: bool, allow_insufficient: bo
         for reason in check.reasons:
             common.out.print(f"  recorded reason {reason.rule}: {reason.message}", highlight=False)
     raise typer.Exit(_exit_code(check.effective, allow_insufficient))
+
+
+def _gate_answer(
+    report: GateReport,
+    decision: GateDecision | GateReport,
+    comment: Path | None,
+    report_url: str | None,
+    as_json: bool,
+    allow_insufficient: bool,
+) -> NoReturn:
+    """A gate's answer, whether it ran here or in the service: the pull-request comment (with
+    `--comment`), the report or its JSON, and the exit code of its verdict."""
+    if comment is not None:
+        comment.write_text(gate_comment(report, report_url), encoding="utf-8")
+    if as_json:
+        common.print_json(report.model_dump(mode="json"))
+    else:
+        print_result(report.result)
+        _print_decision(decision)
+    raise typer.Exit(_exit_code(report.verdict, allow_insufficient))
 
 
 @common.app.command("gate")
@@ -165,9 +192,11 @@ def gate_command(
     outputs_format: common.OutputsFormatOption = "auto",
     case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
+    url = common.service(server, store)
     if (min_coverage is not None) and pass_threshold is None:
         common.fail("--min-coverage is a what-if option: use it with --check and --pass-threshold")
     if pass_threshold is not None:
@@ -176,9 +205,24 @@ def gate_command(
         thresholds = (pass_threshold, min_coverage, max_judge_flip_rate)
         _what_if(check, store, as_json, thresholds, allow_insufficient)
     if check is not None:
-        _check(check, store, as_json, allow_insufficient)
+        _check(check, store, as_json, url, allow_insufficient)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(
+            outputs_format,
+            case_attribute,
+            junit=junit,
+            calibration=calibration,
+            judge_repeats=judge_repeats,
+            max_judge_flip_rate=max_judge_flip_rate,
+        )
+        report = remote.gate(
+            url, suite, outputs, subject, sample, seed, baseline=baseline, judge_block=judge_block
+        )
+        _gate_answer(report, report, comment, report_url, as_json, allow_insufficient)
     options = common.run_options(
         GateOptions,
         suite=suite,
@@ -198,12 +242,4 @@ def gate_command(
     if junit is not None:
         cases = read_decided_cases(evidence, run.decision.run_id)
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
-    report = GateReport.of(run)
-    if comment is not None:
-        comment.write_text(gate_comment(report, report_url), encoding="utf-8")
-    if as_json:
-        common.print_json(report.model_dump(mode="json"))
-    else:
-        print_result(run.result)
-        _print_decision(run.decision)
-    raise typer.Exit(_exit_code(run.decision.verdict, allow_insufficient))
+    _gate_answer(GateReport.of(run), run.decision, comment, report_url, as_json, allow_insufficient)

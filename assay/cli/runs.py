@@ -14,6 +14,7 @@ from assay.gate.decision import GateRun
 from assay.judge.reliability import judge_lines
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE, OutputsReference
 from assay.rate import rate_text
+from assay.runs.cases import CASE_STATUSES, CaseFilter, case_results
 from assay.runs.lifecycle import settled
 from assay.runs.options import RunOptions
 from assay.runs.pipeline import prepare_run
@@ -22,7 +23,6 @@ from assay.runs.records import (
     list_runs,
     load_aggregate,
     load_result,
-    read_cases,
     resolve_run_id,
 )
 from assay.runs.render import (
@@ -32,8 +32,6 @@ from assay.runs.render import (
     warnings,
     why_not,
 )
-from assay.runs.scoring import CaseEvidence
-from assay.scorers import Status
 from assay.store import EvidenceStore
 
 if TYPE_CHECKING:
@@ -156,28 +154,56 @@ def run(
         int | None, typer.Option("--chunk-size", help=common.option_help("chunk_size"))
     ] = None,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
-    """Score outputs against a suite in a Prefect flow and record the evidence."""
-    options = common.run_options(
-        RunOptions,
-        suite=suite,
-        outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
-        subject=subject,
-        sample=sample,
-        seed=seed,
-        store=store,
-        run_id=resume,
-        resume=resume is not None,
-        baseline=baseline,
-        judge_block=judge_block,
-        fresh_judge=fresh_judge,
-        calibration=calibration,
-        judge_repeats=judge_repeats,
-        dask=dask,
-        workers=workers,
-        **({"chunk_size": chunk_size} if chunk_size is not None else {}),
-    )
-    result = execute_run(options, show_progress=not as_json)
+    """Score outputs against a suite in a Prefect flow and record the evidence (or, with
+    --server / $ASSAY_URL, have the Assay service do it)."""
+    url = common.service(server, store)
+    if url is not None:
+        from assay.cli import remote
+
+        remote.refuse_local_options(
+            outputs_format,
+            case_attribute,
+            resume=resume,
+            calibration=calibration,
+            judge_repeats=judge_repeats,
+            dask=dask,
+            workers=workers,
+            chunk_size=chunk_size,
+        )
+        result = remote.run(
+            url,
+            suite,
+            outputs,
+            subject,
+            sample,
+            seed,
+            baseline=baseline,
+            judge_block=judge_block,
+            fresh_judge=fresh_judge or None,
+        )
+    else:
+        options = common.run_options(
+            RunOptions,
+            suite=suite,
+            outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
+            subject=subject,
+            sample=sample,
+            seed=seed,
+            store=store,
+            run_id=resume,
+            resume=resume is not None,
+            baseline=baseline,
+            judge_block=judge_block,
+            fresh_judge=fresh_judge,
+            calibration=calibration,
+            judge_repeats=judge_repeats,
+            dask=dask,
+            workers=workers,
+            **({"chunk_size": chunk_size} if chunk_size is not None else {}),
+        )
+        result = execute_run(options, show_progress=not as_json)
     if as_json:
         common.print_json(_result_json(result))
     else:
@@ -185,10 +211,20 @@ def run(
 
 
 @runs_app.command("list")
-def runs_list(store: common.StoreOption = None, as_json: common.JsonOption = False) -> None:
+def runs_list(
+    store: common.StoreOption = None,
+    as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
+) -> None:
     """List recorded runs, newest first."""
-    evidence = common.open_evidence(store)
-    runs = common.guarded(lambda: [settled(run) for run in list_runs(evidence)])
+    url = common.service(server, store)
+    if url is not None:
+        from assay.cli import remote
+
+        runs = remote.runs(url)
+    else:
+        evidence = common.open_evidence(store)
+        runs = common.guarded(lambda: [settled(run) for run in list_runs(evidence)])
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
@@ -219,8 +255,23 @@ def runs_show(
     ],
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
+    url = common.service(server, store)
+    if url is not None:
+        from assay.cli import remote
+
+        shown = remote.result_or_state(url, run_id)
+        if isinstance(shown, EvalResult):
+            _print_shown(shown, as_json)
+        elif as_json:
+            common.print_json(shown.model_dump(mode="json"))
+        else:
+            common.out.print(
+                f"run {run_id}: {shown.status} ({shown.chunks_done}/{shown.chunks} chunks)"
+            )
+        return
     evidence = common.open_evidence(store)
     run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
     aggregate = common.guarded(lambda: settled(load_aggregate(evidence, run_id)))
@@ -233,40 +284,14 @@ def runs_show(
                 + (f" — {aggregate.error}" if aggregate.error else "")
             )
         return
-    result = common.guarded(lambda: load_result(evidence, run_id))
+    _print_shown(common.guarded(lambda: load_result(evidence, run_id)), as_json)
+
+
+def _print_shown(result: EvalResult, as_json: bool) -> None:
     if as_json:
         common.print_json(_result_json(result))
     else:
         print_result(result)
-
-
-CASE_STATUSES: dict[str, frozenset[Status]] = {
-    "passed": frozenset({Status.PASS}),
-    "failed": frozenset({Status.FAIL, Status.ERROR}),
-    "skipped": frozenset({Status.SKIPPED}),
-    "error": frozenset({Status.ERROR}),
-}
-"""`--status` of `assay runs cases`: failed counts scorer errors too, as the run's counts do."""
-
-
-def _case_json(case: CaseEvidence) -> dict[str, Any]:
-    return {
-        "case_id": case.case_id,
-        **({} if case.trial is None else {"trial": case.trial}),
-        "status": case.status.value,
-        "score": case.score,
-        "label": case.label,
-        "checks": [
-            {
-                "scorer": check.scorer,
-                "kind": check.kind,
-                "status": check.status.value,
-                "score": check.score,
-                "label": check.reason,
-            }
-            for check in case.checks
-        ],
-    }
 
 
 @runs_app.command("cases")
@@ -278,18 +303,23 @@ def runs_cases(
     ] = None,
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
+    server: common.ServerOption = None,
 ) -> None:
     """List each case of a run: its status, score and check labels."""
     if status is not None and status not in CASE_STATUSES:
         common.fail(f"--status must be one of {', '.join(CASE_STATUSES)}")
-    wanted = CASE_STATUSES[status] if status is not None else frozenset(Status)
-    evidence = common.open_evidence(store)
-    run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
-    cases = common.guarded(
-        lambda: [case for case in read_cases(evidence, run_id) if case.status in wanted]
-    )
+    wanted = cast(CaseFilter | None, status)
+    url = common.service(server, store)
+    if url is not None:
+        from assay.cli import remote
+
+        cases = remote.cases(url, run_id, wanted)
+    else:
+        evidence = common.open_evidence(store)
+        run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
+        cases = common.guarded(lambda: list(case_results(evidence, run_id, wanted)))
     if as_json:
-        common.print_json([_case_json(case) for case in cases])
+        common.print_json([case.model_dump(mode="json") for case in cases])
         return
     table = common.table("case", "status", "score", "label")
     for case in cases:

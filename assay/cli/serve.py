@@ -15,9 +15,11 @@ SERVICE_MODULES: Final = {
     "fastapi": "fastapi",
     "uvicorn": "uvicorn",
     "opentelemetry.proto.collector.trace.v1.trace_service_pb2": "opentelemetry-proto",
+    "fastapi_offline": "fastapi-offline",
 }
 """What the service imports beyond the core (module: its distribution). Prefect brings FastAPI
-and uvicorn; `POST /v1/traces` needs opentelemetry-proto, which only the `serve` extra brings."""
+and uvicorn; `POST /v1/traces` needs opentelemetry-proto and `/docs` the Swagger UI and ReDoc
+assets of fastapi-offline, which only the `serve` extra brings."""
 
 
 def missing_distributions() -> list[str]:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -101,6 +101,9 @@ class RunAggregate(RunPlan):
     started_at: datetime
     updated_at: datetime
     chunks_done: int = 0
+    chunk_order: list[int] = Field(default_factory=list)
+    """The chunks finished so far, in the order they finished: what a live event stream
+    follows, so a reconnecting client resumes in the same order (`Last-Event-ID`)."""
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     regression: Comparison | None = None
     judge: JudgePin | None = None
@@ -109,6 +112,35 @@ class RunAggregate(RunPlan):
     """The process of the current (or last) attempt; None on records from before it existed."""
     resumed_from: RunOwner | None = None
     """The attempt this one took over from, when it was resumed."""
+
+
+RunPhase = Literal["queued", "running", "completed", "failed", "interrupted"]
+
+
+class RunState(BaseModel):
+    """An asynchronous run as `POST /runs` (or `/gate`) with `Prefer: respond-async` accepts it,
+    and as `GET /runs/{id}` shows it until it is completed (`assay.client` returns it)."""
+
+    run_id: str
+    status: RunPhase = Field(
+        description="`queued`: accepted, not started scoring (waiting for a slot, or starting)."
+    )
+    chunks_done: int = 0
+    chunks: int | None = None
+    cases: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, aggregate: RunAggregate) -> RunState:
+        """The state a recorded run is in."""
+        return cls(
+            run_id=aggregate.run_id,
+            status=aggregate.status.value,
+            chunks_done=aggregate.chunks_done,
+            chunks=aggregate.chunks,
+            cases=aggregate.cases,
+            error=aggregate.error,
+        )
 
 
 class EvalResult(JudgeReliability, _RunOf):
@@ -183,7 +215,8 @@ class RunIndexEntry(BaseModel):
     started_at: datetime
 
 
-def _aggregate_key(run_id: str) -> str:
+def aggregate_key(run_id: str) -> str:
+    """Key of a run's aggregate (it exists once the run has started)."""
     return f"runs/{run_id}/aggregate.json"
 
 
@@ -226,12 +259,13 @@ def start_run(store: EvidenceStore, plan: RunPlan, owner: RunOwner | None = None
                 "updated_at": started,
                 "error": None,
                 "chunks_done": 0,
+                "chunk_order": [],
                 "metrics": RunMetrics(),
                 "owner": owner,
                 "resumed_from": aggregate.owner,
             }
         )
-    store.put(_aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
+    store.put(aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
     entry = RunIndexEntry(
         run_id=plan.run_id,
         suite=plan.suite,
@@ -274,10 +308,19 @@ def read_decided_cases(store: EvidenceStore, run_id: str) -> list[CaseEvidence]:
     return decide_cases(read_cases(store, run_id), policy)[0]
 
 
+def finished_chunks(aggregate: RunAggregate) -> list[int]:
+    """The run's finished chunks in the order they finished; for a completed run, every chunk
+    (those its record does not order — records from before `chunk_order` — in chunk order)."""
+    if aggregate.status is not RunStatus.COMPLETED:
+        return aggregate.chunk_order
+    ordered = set(aggregate.chunk_order)
+    return aggregate.chunk_order + [c for c in range(aggregate.chunks) if c not in ordered]
+
+
 def update_aggregate(store: EvidenceStore, aggregate: RunAggregate) -> None:
     """Replace the mutable aggregate."""
     aggregate.updated_at = now()
-    store.put(_aggregate_key(aggregate.run_id), aggregate.model_dump_json().encode())
+    store.put(aggregate_key(aggregate.run_id), aggregate.model_dump_json().encode())
 
 
 def finish_run(
@@ -366,7 +409,7 @@ def fail_run(store: EvidenceStore, run_id: str, error: str) -> None:
 def load_aggregate(store: EvidenceStore, run_id: str) -> RunAggregate:
     """Read a run's aggregate; NotFoundError if there is no such run."""
     try:
-        return RunAggregate.model_validate_json(store.get(_aggregate_key(run_id)))
+        return RunAggregate.model_validate_json(store.get(aggregate_key(run_id)))
     except NotFoundError:
         raise NotFoundError(f"no run {run_id} in {store.uri}") from None
 
@@ -391,7 +434,7 @@ def resolve_run_id(store: EvidenceStore, given: str) -> str:
         NotFoundError: No recorded run has that id or prefix.
         InputError: The prefix is too short, or names several runs (they are listed).
     """
-    if store.exists(_aggregate_key(given)):
+    if store.exists(aggregate_key(given)):
         return given
     if len(given) < MIN_RUN_ID_PREFIX:
         raise InputError(given, f"a run id prefix needs at least {MIN_RUN_ID_PREFIX} characters")

@@ -15,10 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, Final, Literal, get_args
 
-import numpy as np
 from pydantic import Field, field_validator
-from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
-from scipy.sparse.csgraph import maximum_bipartite_matching  # type: ignore[import-untyped]
 
 from assay.errors import shown
 from assay.scorers._registry import (
@@ -209,6 +206,12 @@ def assignment(edges: Sequence[Sequence[int]], agents: int) -> list[int]:
     if not rows or not agents:
         return [-1] * len(edges)
     cols = [a for found in edges for a in found]
+    # Imported here: scipy.sparse takes ~0.8 s to import, and every command that loads a suite
+    # (the CLI's start-up included) imports this module; only matching needs it.
+    import numpy as np
+    from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+    from scipy.sparse.csgraph import maximum_bipartite_matching  # type: ignore[import-untyped]
+
     graph = csr_matrix(
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(edges), agents)
     )

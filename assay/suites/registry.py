@@ -165,18 +165,24 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     return match.group("name"), None if version is None else int(version)
 
 
-def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
-    """Load a published suite by `name[@version]` (latest when no version is given)."""
+def resolve_version(store: EvidenceStore, ref: str) -> SuiteVersion:
+    """The published version `name[@version]` names (latest when no version is given), without
+    loading its cases."""
     name, number = parse_ref(ref)
     if number is None:
         record = latest_version(store, name)
         if record is None:
             raise NotFoundError(f"suite {name!r} was never published in {store.uri}")
-    else:
-        record = _version(store, name, number)
+        return record
+    return _version(store, name, number)
+
+
+def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
+    """Load a published suite by `name[@version]` (latest when no version is given)."""
+    record = resolve_version(store, ref)
     suite = _cache.get(store, record.content_hash)
     if suite is None:
-        key = _content_key(name, record.content_hash)
+        key = _content_key(record.suite, record.content_hash)
         suite = load_published(store.get(key), record.content_hash, f"{store.uri}/{key}")
         _cache.put(store, record.content_hash, suite)
     return record, suite

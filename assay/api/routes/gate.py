@@ -4,13 +4,15 @@ nothing recorded)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
-from assay.api.routes.runs import RUN_ID, RunId, Submit
+from assay.api.routes.runs import ACCEPTED, RUN_ID, RunId, Submit
 from assay.api.runner import RunRequest
 from assay.gate.decision import GateDecision, GateReport, GateRun, load_decision, what_if
 from assay.gate.overrides import GateCheck, check_gate
@@ -26,11 +28,14 @@ def _report(store: EvidenceStore, run_id: str) -> GateReport:
     )
 
 
-@router.post("/gate", response_model=GateReport)
-async def run_gate(body: RunRequest, submission: Submit) -> GateReport:
+@router.post("/gate", response_model=GateReport, responses=ACCEPTED)
+async def run_gate(body: RunRequest, submission: Submit) -> Any:
     """Run the suite in the gate flow and return the recorded decision (verdict, reasons,
-    warnings, rules, the EvalResult): HTTP 200 whatever the verdict."""
+    warnings, rules, the EvalResult): HTTP 200 whatever the verdict. With `Prefer:
+    respond-async`: 202 at once, as `POST /runs`; the decision is then at `/gates/{run_id}`."""
     run_id = await submission.run(body, "gate")
+    if submission.respond_async:
+        return await submission.accepted(run_id)
     return await run_in_threadpool(_report, submission.store, run_id)
 
 

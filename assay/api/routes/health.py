@@ -25,7 +25,9 @@ class Health(BaseModel):
 
 def _store_answers(store: Store) -> bool:
     try:
-        store.exists("healthz")
+        # A listing, not a HEAD: S3 answers a HEAD in a missing bucket with a bare 404, which
+        # reads as "no such object" from a store that cannot be used at all.
+        next(iter(store.list("healthz/")), None)
     except Exception:
         return False
     return True

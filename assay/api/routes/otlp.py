@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store
-from assay.api.problems import Problem
+from assay.api.problems import Problem, documented
 from assay.monitor.receiver import (
     MalformedRequest,
     UnsupportedMediaType,
@@ -30,7 +30,7 @@ from assay.monitor.spans import PendingUsage
 MAX_DECOMPRESSED: Final = 64 * 1024 * 1024
 """Largest body after gzip; the service's body limit applies to what is sent."""
 
-router = APIRouter(tags=["otlp"])
+router = APIRouter(tags=["otlp"], responses=documented(401, 403, 413, 503))
 
 _pending = PendingUsage()
 """Child spans' usage waiting for their root span, in this server process."""

@@ -1,32 +1,46 @@
-"""Runs: submit a run (the suite-run flow), list runs, read one, replay it as Server-Sent Events."""
+"""Runs: submit a run (the suite-run flow; at once with `Prefer: respond-async`), list runs, read
+one, list its cases, follow or replay it as Server-Sent Events."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Final
 
+import anyio
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Operator, Store, Viewer
 from assay.api.idempotency import Idempotency
-from assay.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, paginate, sort_key
-from assay.api.problems import AUTHENTICATED, Problem, documented
-from assay.api.runner import FlowName, RunPool, RunRequest, launch
+from assay.api.pagination import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    Page,
+    decode_position,
+    encode_position,
+    paginate,
+    sort_key,
+)
+from assay.api.problems import AUTHENTICATED, Problem, documented, without_store_location
+from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, launch
+from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
+from assay.runs.cases import CaseFilter, CaseResult, case_page
 from assay.runs.records import (
     EvalResult,
     RunAggregate,
+    RunState,
     RunStatus,
+    finished_chunks,
     list_runs,
     load_aggregate,
     load_result,
-    read_cases,
+    read_chunk,
 )
 from assay.runs.scoring import CaseEvidence
-from assay.store import EvidenceStore
+from assay.store import EvidenceStore, StoreUnavailableError
 
 router = APIRouter(tags=["runs"], responses=AUTHENTICATED | documented(404, 409, 429))
 
@@ -37,6 +51,13 @@ IdempotencyKey = Annotated[
     Header(alias="Idempotency-Key", description="Same key + same body: the first response."),
 ]
 REPLAYED: Final = "Idempotent-Replayed"
+EVENTS: Final = (
+    "event: case\nid: 0\n"
+    'data: {"case_id": "window-40-days", "status": "fail", "score": 0.5, "label": "…"}\n\n'
+    'event: progress\ndata: {"chunks_done": 1, "chunks": 1, "cases_done": 50, "cases": 50}\n\n'
+    'event: summary\ndata: {"run_id": "…", "passed": false, "pass_rate": 0.72, "…": "…"}\n\n'
+)
+"""The example of an event stream in the OpenAPI document."""
 
 
 def run_id_of(outcome: EvalResult | GateRun) -> str:
@@ -44,8 +65,18 @@ def run_id_of(outcome: EvalResult | GateRun) -> str:
     return outcome.run_id if isinstance(outcome, EvalResult) else outcome.decision.run_id
 
 
+PREFER_ASYNC: Final = "respond-async"
+
+
+def prefers_async(prefer: str | None) -> bool:
+    """Whether a `Prefer` header (RFC 7240) asks for `respond-async`."""
+    tokens = (part.split(";")[0].strip().lower() for part in (prefer or "").split(","))
+    return PREFER_ASYNC in tokens
+
+
 class Submission:
-    """An operator's run submission: run once per Idempotency-Key, in the bounded pool."""
+    """An operator's run submission: run once per Idempotency-Key, in the bounded pool; with
+    `Prefer: respond-async`, accepted at once (202) and run in the background."""
 
     def __init__(
         self,
@@ -54,18 +85,30 @@ class Submission:
         store: Store,
         _: Operator,
         idempotency_key: IdempotencyKey = None,
+        prefer: Annotated[
+            str | None,
+            Header(
+                alias="Prefer",
+                description="`respond-async`: answer 202 with the run's id and `Location` at "
+                "once, instead of the result when the run ends.",
+            ),
+        ] = None,
     ) -> None:
         self.store = store
         self._state = request.app.state
         self._response = response
         self._key = idempotency_key
+        self.respond_async = prefers_async(prefer)
 
     async def run(self, body: RunRequest, flow: FlowName) -> str:
-        """Run `body` in `flow`; returns the run id and marks a replayed response with
-        `Idempotent-Replayed: true`."""
+        """Run `body` in `flow` (until it ends, or until accepted when `respond_async`);
+        returns the run id and marks a replayed response with `Idempotent-Replayed: true`."""
         pool: RunPool = self._state.pool
+        accepted: AcceptedRuns = self._state.accepted
 
         async def work() -> str:
+            if self.respond_async:
+                return await accepted.accept(body, flow)
             outcome = await pool.run(lambda: launch(self.store, body, flow))
             return run_id_of(outcome)
 
@@ -77,15 +120,46 @@ class Submission:
             self._response.headers[REPLAYED] = "true"
         return run_id
 
+    async def accepted(self, run_id: str) -> JSONResponse:
+        """202 with the run's state, `Location: /runs/{id}` and `Preference-Applied`."""
+        accepted: AcceptedRuns = self._state.accepted
+        state = await run_in_threadpool(accepted.state, run_id)
+        headers = {
+            "Location": f"/runs/{run_id}",
+            "Preference-Applied": PREFER_ASYNC,
+            **{
+                name: value
+                for name, value in self._response.headers.items()
+                if name == REPLAYED.lower()
+            },
+        }
+        return JSONResponse(state.model_dump(mode="json"), status_code=202, headers=headers)
+
 
 Submit = Annotated[Submission, Depends()]
 
+ACCEPTED: Final[dict[int | str, dict[str, Any]]] = {
+    202: {
+        "model": RunState,
+        "description": "`Prefer: respond-async`: accepted; follow `Location` or "
+        "`/runs/{id}/events`",
+        "headers": {
+            "Location": {"description": "`/runs/{run_id}`", "schema": {"type": "string"}},
+            "Preference-Applied": {"schema": {"type": "string", "enum": [PREFER_ASYNC]}},
+        },
+    }
+}
 
-@router.post("/runs", response_model=EvalResult, status_code=201)
-async def create_run(body: RunRequest, submission: Submit) -> EvalResult:
+
+@router.post("/runs", response_model=EvalResult, status_code=201, responses=ACCEPTED)
+async def create_run(body: RunRequest, submission: Submit) -> Any:
     """Score outputs (inline, never stored; or `outputs_uri`) in the suite-run flow and return
-    the EvalResult. Runs wait for a free slot; a full queue is 429 with Retry-After."""
+    the EvalResult (201). With `Prefer: respond-async`: 202 with the run id as soon as the run
+    has started (or waits for a slot). Runs wait for a free slot; a full queue is 429 with
+    Retry-After."""
     run_id = await submission.run(body, "suite-run")
+    if submission.respond_async:
+        return await submission.accepted(run_id)
     return await run_in_threadpool(load_result, submission.store, run_id)
 
 
@@ -112,23 +186,71 @@ async def runs(
     return paginate(found, lambda run: sort_key(run.started_at, run.run_id), limit, cursor)
 
 
-@router.get("/runs/{run_id}", response_model=EvalResult)
-async def run(run_id: RunId, store: Store, _: Viewer) -> EvalResult:
-    """The EvalResult of a completed run; 409 while it runs or when it failed."""
-    return await run_in_threadpool(_completed, store, run_id)
+@router.get(
+    "/runs/{run_id}",
+    response_model=EvalResult,
+    responses={
+        202: {
+            "model": RunState,
+            "description": "Queued or running: its state (chunks done of chunks)",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+        }
+    },
+)
+async def run(run_id: RunId, request: Request, store: Store, _: Viewer) -> Any:
+    """The EvalResult of a completed run (200); 202 with its state while it is queued or
+    running; 409 when it failed or was interrupted."""
+    accepted: AcceptedRuns = request.app.state.accepted
+    state = await run_in_threadpool(accepted.state, run_id)
+    if state.status in ("queued", "running"):
+        return JSONResponse(
+            state.model_dump(mode="json"), status_code=202, headers={"Retry-After": "1"}
+        )
+    if state.status != "completed":
+        raise _not_completed(state)
+    return await run_in_threadpool(load_result, store, run_id)
 
 
 def _completed(store: EvidenceStore, run_id: str) -> EvalResult:
     aggregate = load_aggregate(store, run_id)
     if aggregate.status is not RunStatus.COMPLETED:
-        raise Problem(
-            409,
-            f"run {run_id} is {aggregate.status}"
-            + (f": {aggregate.error}" if aggregate.error else ""),
-            kind="run-not-completed",
-            run_status=aggregate.status.value,
-        )
+        raise _not_completed(RunState.of(aggregate))
     return load_result(store, run_id)
+
+
+def _not_completed(state: RunState) -> Problem:
+    return Problem(
+        409,
+        f"run {state.run_id} is {state.status}" + (f": {state.error}" if state.error else ""),
+        kind="run-not-completed",
+        run_status=state.status,
+    )
+
+
+@router.get("/runs/{run_id}/cases", response_model=Page[CaseResult])
+async def run_cases(
+    run_id: RunId,
+    store: Store,
+    _: Viewer,
+    status: Annotated[
+        CaseFilter | None, Query(description="Only passed, failed (errors too), skipped or error.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    cursor: str | None = None,
+) -> Page[CaseResult]:
+    """Each case of a completed run in evidence order — id, status, score, label and its
+    checks `{scorer, kind, status, score, label}` — as `assay runs cases --json` lists them;
+    `{"items": [...], "next_cursor": ...}`. No output text. 409 until the run is completed."""
+    after = decode_position(cursor)
+
+    def page() -> Page[CaseResult]:
+        _completed(store, run_id)
+        items, last = case_page(store, run_id, status, limit, after)
+        return Page[CaseResult](
+            items=items, next_cursor=None if last is None else encode_position(last)
+        )
+
+    return await run_in_threadpool(page)
 
 
 def _frame(event: str, data: str, ident: int | None = None) -> str:
@@ -143,32 +265,115 @@ def _case_data(case: CaseEvidence) -> str:
     )
 
 
-def _replay(store: EvidenceStore, result: EvalResult, after: int) -> Iterator[str]:
-    for index, case in enumerate(read_cases(store, result.run_id)):
-        if index > after:
-            yield _frame("case", _case_data(case), index)
-    yield _frame("summary", result.model_dump_json())
+FOLLOW_POLL_SECONDS: Final = 0.2
+"""How often a live stream reads the run's aggregate for newly finished chunks."""
+
+
+def _chunk_frames(
+    store: EvidenceStore, run_id: str, chunk: int, first: int, after: int
+) -> tuple[str, int]:
+    """The `case` frames of one chunk, numbered from `first` (those up to `after` left out),
+    and how many cases it holds."""
+    cases = read_chunk(store, run_id, chunk).cases
+    frames = "".join(
+        _frame("case", _case_data(case), first + offset)
+        for offset, case in enumerate(cases)
+        if first + offset > after
+    )
+    return frames, len(cases)
+
+
+async def _follow(
+    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int
+) -> AsyncIterator[str]:
+    """The run's cases chunk by chunk in the order its chunks finished (so `id:` numbers them
+    the same way on every connection), `progress` while it runs, then `summary` (or `error`:
+    the run failed, or the store stopped answering mid-stream)."""
+    try:
+        async for frames in _frames(store, accepted, run_id, after):
+            yield frames
+    except StoreUnavailableError as exc:
+        detail = without_store_location(str(exc), store)
+        yield _frame("error", json.dumps({"run_id": run_id, "status": "unknown", "error": detail}))
+
+
+async def _frames(
+    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int
+) -> AsyncIterator[str]:
+    sent_chunks = 0
+    numbered = 0
+    reported: int | None = None
+    while True:
+        state = await run_in_threadpool(accepted.state, run_id)
+        aggregate = None
+        if state.status != "queued":
+            aggregate = await run_in_threadpool(_aggregate_or_none, store, run_id)
+        if aggregate is not None:
+            for chunk in finished_chunks(aggregate)[sent_chunks:]:
+                frames, cases = await run_in_threadpool(
+                    _chunk_frames, store, run_id, chunk, numbered, after
+                )
+                numbered += cases
+                sent_chunks += 1
+                if frames:
+                    yield frames
+            if aggregate.status is RunStatus.RUNNING and aggregate.chunks_done != reported:
+                reported = aggregate.chunks_done
+                progress = {
+                    "chunks_done": aggregate.chunks_done,
+                    "chunks": aggregate.chunks,
+                    "cases_done": numbered,
+                    "cases": aggregate.cases,
+                }
+                yield _frame("progress", json.dumps(progress))
+        if state.status == "completed":
+            result = await run_in_threadpool(load_result, store, run_id)
+            yield _frame("summary", result.model_dump_json())
+            return
+        if state.status in ("failed", "interrupted"):
+            yield _frame("error", state.model_dump_json())
+            return
+        await anyio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _aggregate_or_none(store: EvidenceStore, run_id: str) -> RunAggregate | None:
+    try:
+        return load_aggregate(store, run_id)
+    except NotFoundError:
+        return None
 
 
 @router.get(
     "/runs/{run_id}/events",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "The replay"}},
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": EVENTS}},
+            "description": "`case` frames, `progress` frames while the run runs, then "
+            "`summary` (or `error`)",
+        }
+    },
 )
 async def run_events(
     run_id: RunId,
-    store: Store,
+    request: Request,
     _: Viewer,
     last_event_id: Annotated[
         int | None, Header(alias="Last-Event-ID", ge=0, description="Resume after this case.")
     ] = None,
 ) -> StreamingResponse:
-    """Replay a persisted run: one `case` event per case (`id:` is the case's index), then one
-    `summary` event (the EvalResult), then the stream closes. Nothing is re-scored."""
-    result = await run_in_threadpool(_completed, store, run_id)
+    """Follow a run as Server-Sent Events: one `case` event per case (`id:` numbers the cases
+    in the order their chunks finished) as its chunks finish, a `progress` event
+    (`chunks_done`/`chunks`) after each, then one `summary` event (the EvalResult) and the
+    stream closes; a finished run is replayed the same way. `Last-Event-ID` resumes after that
+    case. Nothing is scored for the stream, and a client that leaves costs the run nothing."""
+    accepted: AcceptedRuns = request.app.state.accepted
+    state = await run_in_threadpool(accepted.state, run_id)
+    if state.status in ("failed", "interrupted"):
+        raise _not_completed(state)
     after = -1 if last_event_id is None else last_event_id
     return StreamingResponse(
-        _replay(store, result, after),
+        _follow(accepted.store, accepted, run_id, after),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache"},
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -1,0 +1,176 @@
+"""The command line as a client of `assay serve`: with `--server URL` or `$ASSAY_URL`,
+`assay run`, `assay gate` and `assay runs …` call the service through `assay.client` instead
+of starting flows in this process — a CI job needs the URL and `$ASSAY_TOKEN`, not the store's
+credentials, and no Prefect is imported.
+
+A suite file is published first (`POST /suites`); local outputs (a JSON Lines file or a folder
+of them) are sent inline and validated by the service; an `s3://` prefix is sent as
+`outputs_uri` and read with the service's credentials. Options that only make sense in this
+process (`--store`, `--resume`, `--dask`, …) are refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import yaml
+
+from assay.cli import _common as common
+from assay.client import AssayAPIError, AssayClient
+from assay.outputs import DEFAULT_CASE_ATTRIBUTE
+from assay.subject import Subject
+
+if TYPE_CHECKING:
+    from assay.gate.decision import GateReport
+    from assay.gate.overrides import GateCheck
+    from assay.runs.cases import CaseFilter, CaseResult
+    from assay.runs.records import EvalResult, RunAggregate, RunState
+
+T = TypeVar("T")
+
+
+def refuse_local_options(outputs_format: str, case_attribute: str, **given: object) -> None:
+    """One line, exit 2, for an option a service run cannot take (named with its flag): any of
+    `given` that is set, an OTLP `--outputs-format` or another `--case-attribute` (the service
+    takes outputs as JSON Lines)."""
+    given["outputs_format"] = None if outputs_format in ("auto", "jsonl") else outputs_format
+    given["case_attribute"] = None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute
+    for flag, value in given.items():
+        if value not in (None, False):
+            common.fail(f"--{flag.replace('_', '-')} is not available when calling a service")
+
+
+def called(action: Callable[[], T]) -> T:
+    """Run a client call; the service's problem becomes one line and exit 2."""
+    try:
+        return action()
+    except AssayAPIError as exc:
+        where = f"HTTP {exc.status}: " if exc.status is not None else ""
+        common.fail(f"{where}{exc.detail}")
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            common.fail(f"{path} line {number}: malformed JSON")
+        if not isinstance(row, dict):
+            common.fail(f"{path} line {number}: not a JSON object")
+        yield row
+
+
+def _outputs(outputs: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(inline rows, None) for a local file or folder; (None, URI) for an `s3://` prefix."""
+    if outputs.startswith("s3://"):
+        return None, outputs
+    path = Path(outputs)
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+    elif path.is_file():
+        files = [path]
+    else:
+        common.fail(f"{outputs}: no such outputs file or folder")
+    return [row for file in files for row in _rows(file)], None
+
+
+def _suite_ref(client: AssayClient, suite: str) -> str:
+    """A published reference: a suite file is published first (as the CLI does locally)."""
+    path = Path(suite)
+    if not path.is_file():
+        return suite
+    document = common.guarded(lambda: yaml.safe_load(path.read_text(encoding="utf-8")))
+    if not isinstance(document, dict):
+        common.fail(f"{suite}: not a suite document")
+    published = called(lambda: client.publish_suite(document))
+    return f"{published['suite']}@{published['version']}"
+
+
+def _submission(
+    client: AssayClient,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    seed: int,
+) -> dict[str, Any]:
+    who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
+    rows, uri = _outputs(outputs)
+    return {
+        "suite": _suite_ref(client, suite),
+        "subject": str(who),
+        "outputs": rows,
+        "outputs_uri": uri,
+        "sample": sample,
+        "seed": seed if sample is not None else None,
+    }
+
+
+def run(
+    url: str,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    seed: int,
+    **options: Any,
+) -> EvalResult:
+    """`assay run` through the service: the EvalResult (`options`: `baseline`, `judge_block`,
+    `fresh_judge`, as `AssayClient.run` takes them)."""
+    from assay.runs.records import EvalResult
+
+    with AssayClient(url) as client:
+        submission = _submission(client, suite, outputs, subject, sample, seed)
+        result = called(lambda: client.run(**submission, **options))
+    assert isinstance(result, EvalResult)  # waited for: never the accepted state
+    return result
+
+
+def gate(
+    url: str,
+    suite: str,
+    outputs: str,
+    subject: str | None,
+    sample: int | None,
+    seed: int,
+    **options: Any,
+) -> GateReport:
+    """`assay gate` through the service: the gate report (`options` as `AssayClient.gate`)."""
+    from assay.gate.decision import GateReport
+
+    with AssayClient(url) as client:
+        submission = _submission(client, suite, outputs, subject, sample, seed)
+        report = called(lambda: client.gate(**submission, **options))
+    assert isinstance(report, GateReport)
+    return report
+
+
+def result_or_state(url: str, run_id: str) -> EvalResult | RunState:
+    """`assay runs show` through the service."""
+    with AssayClient(url) as service:
+        return called(lambda: service.result(run_id))
+
+
+def runs(url: str) -> list[RunAggregate]:
+    """`assay runs list` through the service."""
+    from assay.runs.records import RunAggregate
+
+    with AssayClient(url) as service:
+        return [RunAggregate.model_validate(run) for run in called(service.runs)]
+
+
+def cases(url: str, run_id: str, status: CaseFilter | None) -> list[CaseResult]:
+    """`assay runs cases` through the service."""
+    with AssayClient(url) as service:
+        return called(lambda: service.cases(run_id, status))
+
+
+def gate_check(url: str, run_id: str) -> GateCheck:
+    """`assay gate --check` through the service."""
+    with AssayClient(url) as service:
+        return called(lambda: service.gate_check(run_id))
