@@ -17,7 +17,6 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 import pytest
@@ -27,11 +26,11 @@ from assay.calibration.labels import CalibrationItem
 from assay.calibration.report import Targets, measure, record_report
 from assay.cli import app
 from assay.judge.port import JudgePin, Verdict
-from assay.regression import Comparison
 from assay.reports import report_key
 from assay.reports.run import load_view, run_page
 from assay.runs.options import GateOptions
-from assay.runs.records import EvalResult, load_result
+from assay.runs.records import load_result
+from assay.runs.trials import TrialFigures
 from assay.store import FileStore
 from flows.gate import gate as gate_flow
 from tasks.verdicts import verdict_result
@@ -292,6 +291,20 @@ def test_calibration_page_shows_the_confusion_matrix(tmp_path: Path, store_dir: 
     _keep_screenshot(page, "report-calibration.png", tmp_path, height=700)
 
 
+def test_calibration_page_of_perfect_agreement_has_kappa_without_interval(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    """Perfect agreement: kappa is 1 and its standard error 0, so the report records no interval
+    (the page crashed with a TypeError on it, found by the docs-command test)."""
+    labels = ["pass"] * 5 + ["fail"] * 5
+    _record_calibration(
+        FileStore(store_dir), "cal-p", JudgePin(model="m", prompt_version="p"), labels, labels
+    )
+    page = tmp_path / "perfect.html"
+    _cli("report", "--calibration", "cal-p", "-o", str(page))
+    assert "1.000 (no interval)" in page.read_text()
+
+
 def test_report_of_10000_cases_stays_under_5_mb(tmp_path: Path, store_dir: Path) -> None:
     cases = 10_000
     suite = {
@@ -347,19 +360,7 @@ def test_service_serves_the_report_to_a_viewer_only(
     assert "text/html" in documented["200"]["content"] and "401" in documented
 
 
-class _LaterResult(EvalResult):
-    """An EvalResult as issue 25 extends it (`trials`), to show the page reads it by name."""
-
-    trials: dict[str, Any] | None = None
-
-
-class _LaterComparison(Comparison):
-    minimum_detectable_drop: float | None = None
-
-
-def test_trials_and_detectable_drop_render_once_recorded(
-    demo: tuple[Path, str, str], tmp_path: Path
-) -> None:
+def test_trials_and_detectable_drop_render(demo: tuple[Path, str, str], tmp_path: Path) -> None:
     require_chromium()
     store, _, v2 = demo
     view = load_view(FileStore(store), v2)
@@ -375,20 +376,21 @@ def test_trials_and_detectable_drop_render_once_recorded(
         "flaky_cases": 2,
         "flaky": ["window-40-days", "return-window-days"],
     }
+    drop = view.comparison.minimum_detectable_drop
+    assert drop is not None  # every comparison reports it
+    before = run_page(view)
+    assert "pass@k" not in before
+    assert "Minimum detectable drop" in before and f"{drop:.3f}" in before
     later = replace(
         view,
-        result=_LaterResult(**view.result.model_dump(), trials=trials),
-        comparison=_LaterComparison(**view.comparison.model_dump(), minimum_detectable_drop=0.213),
+        result=view.result.model_copy(update={"trials": TrialFigures.model_validate(trials)}),
     )
     page = tmp_path / "later.html"
     page.write_text(run_page(later))
     rendered = render(page)
     assert rendered.console == []
     assert 'aria-label="pass@k and pass^k"' in rendered.dom
-    assert "Minimum detectable drop" in rendered.dom and "0.213" in rendered.dom
     assert "2 flaky case(s)" in rendered.dom
-    before = run_page(view)
-    assert "pass@k" not in before and "Minimum detectable drop" not in before
 
 
 def test_judge_section_with_calibration_flip_rate_and_spend(

@@ -107,7 +107,11 @@ def test_suite_run_states_passed_not_passed_regressed_and_deployment_naming(
     assert _recorded(v2).name == "support-bot@1 · agent:support-bot@v2"
 
     artifacts = _artifacts(v2)
-    assert set(artifacts) == {"assay-run-support-bot-v2-summary", "assay-run-support-bot-v2-cases"}
+    assert set(artifacts) == {
+        "assay-run-support-bot-v2-summary",
+        "assay-run-support-bot-v2-cases",
+        "assay-report-support-bot-v2",
+    }
     summary = str(artifacts["assay-run-support-bot-v2-summary"].data)
     assert f"/runs/flow-run/{baseline})" in summary  # the baseline id links to its run page
     assert f"/runs/flow-run/{v2.state_details.flow_run_id})" in summary

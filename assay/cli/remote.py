@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
+from assay import schemes
 from assay.cli import _common as common
 from assay.client import AssayAPIError, AssayClient
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
@@ -67,9 +68,10 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 def _outputs(outputs: str) -> tuple[list[dict[str, Any]] | None, str | None]:
     """(inline rows, None) for a local file or folder; (None, URI) for an `s3://` prefix."""
-    if outputs.startswith("s3://"):
+    location = schemes.locate(outputs, ("file", "s3"), "outputs")
+    if isinstance(location.scheme, schemes.S3Scheme):
         return None, outputs
-    path = Path(outputs)
+    path = Path(location.rest)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
     elif path.is_file():

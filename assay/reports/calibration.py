@@ -79,6 +79,8 @@ def _kappa_text(report: CalibrationReport) -> str:
     kappa = report.kappa
     if not kappa.defined or kappa.value is None:
         return "undefined (one class)"
+    if kappa.lo is None or kappa.hi is None:  # defined, but its standard error is not
+        return f"{kappa.value:.3f} (no interval)"
     return f"{kappa.value:.3f} ({kappa.lo:.3f}–{kappa.hi:.3f})"
 
 
