@@ -317,7 +317,12 @@ async def _frames(
                 sent_chunks += 1
                 if frames:
                     yield frames
-            if aggregate.status is RunStatus.RUNNING and aggregate.chunks_done != reported:
+            # A follower that saw the run running also sees its last chunks counted, even when
+            # they finished between two polls; a replay of a finished run has no progress.
+            live = aggregate.status is RunStatus.RUNNING or (
+                reported is not None and aggregate.status is RunStatus.COMPLETED
+            )
+            if live and aggregate.chunks_done != reported:
                 reported = aggregate.chunks_done
                 progress = {
                     "chunks_done": aggregate.chunks_done,
