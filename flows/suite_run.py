@@ -1,5 +1,5 @@
-"""The suite run: ingest → score and persist in chunks → compare → aggregate → artifacts →
-findings → notify.
+"""The suite run: ingest → score and persist in chunks → compare → aggregate → findings →
+(the caller is told the recorded result) → artifacts → report → notify.
 
 Outputs travel by reference (a path or URI parameter): Prefect records the parameters of every
 run, so the flow must never receive output text. Work is chunked, so Prefect's overhead grows with
@@ -43,7 +43,7 @@ from tasks.reliability import correct_judged_pass_rate
 from tasks.reports import publish_report
 from tasks.scoring import score_chunk
 from tasks.suites import resolve_suite
-from tasks.verdicts import verdict_state
+from tasks.verdicts import recorded, verdict_state
 
 
 def run_name(parameters: Mapping[str, Any]) -> str:
@@ -133,9 +133,10 @@ def suite_run(options: RunOptions) -> EvalResult:
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
+    findings = report_findings(store, result)
+    recorded("suite_run", result)  # the records are complete: tell the caller
     publish_run_artifacts(store, result, merged.rows)
     publish_report(store, result.run_id)
-    findings = report_findings(store, result)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)
     return verdict_state(suite_run_verdict(result), result)

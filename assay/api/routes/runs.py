@@ -24,7 +24,7 @@ from assay.api.pagination import (
     sort_key,
 )
 from assay.api.problems import AUTHENTICATED, Problem, documented, without_store_location
-from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, launch
+from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, until_recorded
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.runs.cases import CaseFilter, CaseResult, case_page
@@ -109,7 +109,7 @@ class Submission:
         async def work() -> str:
             if self.respond_async:
                 return await accepted.accept(body, flow)
-            outcome = await pool.run(lambda: launch(self.store, body, flow))
+            outcome = await until_recorded(pool, self.store, body, flow)
             return run_id_of(outcome)
 
         if self._key is None:
