@@ -19,12 +19,14 @@ from prefect import flow
 from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
 
+from assay import stats
+from assay.preload import preload
+from assay.reports import charts
 from assay.runs.lifecycle import this_process
 from assay.runs.options import RunOptions
 from assay.runs.pipeline import ChunkSummary, merge_chunks, set_up_run
 from assay.runs.records import EvalResult, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
-from assay.stats import preload as preload_statistics
 from assay.subject import Subject
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
@@ -77,7 +79,7 @@ def suite_run(options: RunOptions) -> EvalResult:
     result. The verdict is the flow run's final state: `Passed` (Completed), or `Regressed` /
     `Not passed` (Failed), the EvalResult recorded and returned either way.
     """
-    preload_statistics()  # every run's summary needs them; they load while the tasks wait
+    preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
     store = store_reference(options.store, options.storage_block)
     version = resolve_suite(store, options.suite)
     who = Subject.given_or_default(options.subject, options.outputs)

@@ -32,6 +32,9 @@ GREY = "#666666"
 SERIES = (BLUE, ORANGE, GREEN, PURPLE, SKY, VERMILION)
 """Okabe–Ito, in the order series take them."""
 
+LIBRARIES = ("matplotlib.figure", "matplotlib.backends.backend_svg")
+"""What drawing a chart imports (see `assay.preload`)."""
+
 WIDTH_INCHES = 9.0
 """At 96 dpi about 860 px: two fit side by side at 1,400 px, one fills a printed A4 page."""
 ROW_INCHES = 0.32
