@@ -25,8 +25,8 @@ from assay.monitor.receiver import (
     MalformedRequest,
     UnsupportedMediaType,
     receive,
-    response_body,
     received_signals,
+    response_body,
     signals_reference,
 )
 from assay.monitor.signals import SignalCounts, read_signals
