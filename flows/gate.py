@@ -19,7 +19,7 @@ from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
-from tasks.reports import publish_report
+from tasks.reports import publish_report, published_by_the_caller
 from tasks.verdicts import recorded, verdict_result, verdict_state
 
 
@@ -43,7 +43,8 @@ def gate(options: GateOptions) -> GateRun:
     store_uri = store_reference(options.store, options.storage_block)
     # The suite run is a subflow whose negative verdict is a Failed state that still holds its
     # EvalResult: taken as a state, it does not fail this flow.
-    run = suite_run(options.run().model_copy(update={"store": store_uri}), return_state=True)
+    with published_by_the_caller():  # the report is written once, with the decision
+        run = suite_run(options.run().model_copy(update={"store": store_uri}), return_state=True)
     result = verdict_result(run)
     decision = decide_gate(store_uri, result, options.max_judge_flip_rate)
     findings = report_gate_findings(store_uri, decision, result)

@@ -42,7 +42,7 @@ from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
-from tasks.reports import publish_report
+from tasks.reports import caller_publishes, publish_report
 from tasks.scoring import score_chunk
 from tasks.suites import resolve_suite
 from tasks.verdicts import recorded, verdict_state
@@ -138,7 +138,8 @@ def suite_run(options: RunOptions) -> EvalResult:
     findings = report_findings(store, result)
     recorded("suite_run", result)  # the records are complete: tell the caller
     publish_run_artifacts(store, result, merged.rows)
-    publish_report(store, result.run_id)
+    if not caller_publishes():
+        publish_report(store, result.run_id)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)
     return verdict_state(suite_run_verdict(result), result)

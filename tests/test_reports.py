@@ -456,8 +456,13 @@ def test_the_gate_links_its_run_report(demo: tuple[Path, str, str]) -> None:
         baseline=v1,
     )
     state = gate_flow(options, return_state=True)
-    run_id = verdict_result(state).result.run_id
-    assert FileStore(store).exists(report_key(run_id))
+    gated = verdict_result(state)
+    run_id = gated.result.run_id
+    page = FileStore(store).get(report_key(run_id)).decode()
+    # Written once, by the gate after it decided: the page shows the decision and its rules.
+    assert gated.decision.verdict == "fail"
+    assert '<section id="gate"><h2>Gate: fail</h2>' in page
+    assert all(rule.rule in page for rule in gated.decision.rules)
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(
             artifact_filter=ArtifactFilter(

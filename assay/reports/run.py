@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from assay.calibration.report import CalibrationReport, reports
+from assay.errors import NotFoundError
+from assay.gate.decision import GateDecision, load_decision
 from assay.regression import CaseChange, Comparison, RegressionStatus, case_change
 from assay.reports import calibration, charts, page
 from assay.runs.comparison import case_verdicts, compare_with_baseline
@@ -104,6 +106,8 @@ class RunView:
     comparison: Comparison | None = None
     baseline_verdicts: Mapping[str, bool] | None = None
     calibration: CalibrationReport | None = None
+    gate: GateDecision | None = None
+    """The gate's recorded decision, when the run went through the gate."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -136,9 +140,17 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
         comparison=comparison,
         baseline_verdicts=case_verdicts(store, baseline) if baseline else None,
         calibration=latest[-1] if latest else None,
+        gate=_gate_decision(store, run_id),
     )
     _read_cases(view, read_cases(store, run_id))
     return view
+
+
+def _gate_decision(store: EvidenceStore, run_id: str) -> GateDecision | None:
+    try:
+        return load_decision(store, run_id)
+    except NotFoundError:
+        return None
 
 
 def _read_cases(view: RunView, cases: Iterable[CaseEvidence]) -> None:
@@ -227,6 +239,24 @@ def _header(view: RunView) -> list[str]:
         page.figures(figures),
         page.bullets(warnings(result)),
     ]
+
+
+def _gate(view: RunView) -> str:
+    decision = view.gate
+    if decision is None:
+        return ""
+    verdict = decision.verdict.replace("_", " ")
+    rows = [(rule.rule, "pass" if rule.passed else "FAIL", rule.detail) for rule in decision.rules]
+    return page.section(
+        f"Gate: {verdict}",
+        page.table(["rule", "result", "detail"], rows),
+        page.bullets(decision.warnings),
+        page.note(
+            f"Recorded {decision.decided_at:%Y-%m-%d %H:%M} UTC; an override changes only the "
+            "effective verdict (`assay gate --check`)."
+        ),
+        anchor="gate",
+    )
 
 
 def _breakdown(view: RunView) -> str:
@@ -489,6 +519,7 @@ def run_page(view: RunView) -> str:
     result = view.result
     body = [
         *_header(view),
+        _gate(view),
         _breakdown(view),
         _comparison(view),
         _trials(view),
