@@ -24,8 +24,8 @@ from assay.preload import preload
 from assay.reports import charts
 from assay.runs.lifecycle import this_process
 from assay.runs.options import RunOptions
-from assay.runs.pipeline import ChunkSummary, merge_chunks, set_up_run
-from assay.runs.records import EvalResult, RunStatus, fail_run, load_result
+from assay.runs.pipeline import ChunkJob, ChunkSummary, MergedChunks, merge_chunks, set_up_run
+from assay.runs.records import EvalResult, RunAggregate, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
 from assay.subject import Subject
 from flows.runners import chunk_runner
@@ -58,6 +58,24 @@ def run_name(parameters: Mapping[str, Any]) -> str:
 
 def _run_name() -> str:
     return run_name(flow_run.parameters)
+
+
+def _score_chunks(
+    store: str,
+    aggregate: RunAggregate,
+    jobs: list[ChunkJob],
+    futures: list[PrefectFuture[ChunkSummary]],
+) -> MergedChunks:
+    """Every chunk scored on the flow's task runner (each one's future added to `futures`, for
+    the caller to wait on when the run fails), the run's progress reported as chunks finish,
+    then merged in chunk order."""
+    progress = ProgressReporter(store, aggregate)
+    futures.extend(score_chunk.submit(job) for job in jobs)
+    summaries = []
+    for future in as_completed(futures):
+        summaries.append(future.result())
+        progress.chunk_done(summaries[-1].chunk, summaries[-1].metrics)
+    return merge_chunks(summaries)
 
 
 @flow(
@@ -100,13 +118,7 @@ def suite_run(options: RunOptions) -> EvalResult:
         close_interrupted_attempt(killed, plan.run_id)
     futures: list[PrefectFuture[ChunkSummary]] = []
     try:
-        progress = ProgressReporter(store, aggregate)
-        futures = [score_chunk.submit(job) for job in setup.jobs]
-        summaries = []
-        for future in as_completed(futures):
-            summaries.append(future.result())
-            progress.chunk_done(summaries[-1].chunk, summaries[-1].metrics)
-        merged = merge_chunks(summaries)
+        merged = _score_chunks(store, aggregate, setup.jobs, futures)
         aggregate.judge = merged.judge or aggregate.judge
         settled = settle_cases_task(store, aggregate, merged.metrics)
         regression = compare_task(
