@@ -22,10 +22,10 @@ from assay.errors import NotFoundError
 from assay.gate.decision import GateDecision, load_decision
 from assay.regression import CaseChange, Comparison, RegressionStatus, case_change
 from assay.reports import calibration, charts, page
-from assay.runs.cases import CaseResult, read_results
 from assay.runs.comparison import case_verdicts, compare_with_baseline
-from assay.runs.records import EvalResult, load_aggregate, load_result
+from assay.runs.records import EvalResult, load_aggregate, load_result, read_cases
 from assay.runs.render import check_kind_lines, regression_lines, suite_run_verdict, warnings
+from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
@@ -92,7 +92,7 @@ class RunView:
     """Everything the run page shows, read from the store."""
 
     result: EvalResult
-    rows: list[CaseResult]
+    rows: list[CaseEvidence]
     """The case table's cases (at most `MAX_CASE_ROWS`, see there), in suite order."""
     cases: int
     """Every case (or trial) of the run, listed in the table or not."""
@@ -142,7 +142,7 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
         calibration=latest[-1] if latest else None,
         gate=_gate_decision(store, run_id),
     )
-    _read_cases(view, read_results(store, run_id))
+    _read_cases(view, read_cases(store, run_id))
     return view
 
 
@@ -153,13 +153,13 @@ def _gate_decision(store: EvidenceStore, run_id: str) -> GateDecision | None:
         return None
 
 
-def _read_cases(view: RunView, cases: Iterable[CaseResult]) -> None:
+def _read_cases(view: RunView, cases: Iterable[CaseEvidence]) -> None:
     """One pass over the run's cases (one evidence chunk in memory at a time): the group pass
     rates, the changes against the baseline, and the table's rows."""
     tags: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     classes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    notable: list[tuple[int, CaseResult]] = []
-    passing: list[tuple[int, CaseResult]] = []
+    notable: list[tuple[int, CaseEvidence]] = []
+    passing: list[tuple[int, CaseEvidence]] = []
     for position, case in enumerate(cases):
         view.cases += 1
         change = _change(view, case)
@@ -182,7 +182,7 @@ def _read_cases(view: RunView, cases: Iterable[CaseResult]) -> None:
     view.classes = {k: (v[0], v[1]) for k, v in classes.items()}
 
 
-def _change(view: RunView, case: CaseResult) -> CaseChange:
+def _change(view: RunView, case: CaseEvidence) -> CaseChange:
     """The case against the baseline (`unchanged` when there is none to compare with)."""
     if view.baseline_verdicts is None:
         return "unchanged"

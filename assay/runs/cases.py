@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final, Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import BaseModel, Field
 
-from assay.runs.records import chunk_key, load_aggregate
+from assay.runs.records import read_cases
+from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.store import EvidenceStore
 
@@ -28,11 +29,10 @@ class CheckSummary(BaseModel):
     pass, from configuration and tool names only)."""
 
     scorer: str
-    kind: str | None = None
+    kind: str | None
     status: Status
     score: float
-    label: str = Field(validation_alias=AliasChoices("label", "reason"))
-    """The evidence's `reason` (read from there) or this record's `label` (read from the API)."""
+    label: str
 
 
 class CaseResult(BaseModel):
@@ -46,26 +46,35 @@ class CaseResult(BaseModel):
     label: str
     checks: list[CheckSummary]
 
-
-class _ChunkResults(BaseModel):
-    cases: list[CaseResult]
-    """Validated straight from an evidence chunk: the fields a case's result shows are built,
-    the rest of each record (hashes, flags) is skipped — half the time of the whole evidence."""
-
-
-def read_results(store: EvidenceStore, run_id: str) -> Iterator[CaseResult]:
-    """Every case's result of a run, in evidence order, one chunk in memory at a time."""
-    for chunk in range(load_aggregate(store, run_id).chunks):
-        yield from _ChunkResults.model_validate_json(store.get(chunk_key(run_id, chunk))).cases
+    @classmethod
+    def of(cls, case: CaseEvidence) -> CaseResult:
+        """The result shown for one case's evidence."""
+        return cls(
+            case_id=case.case_id,
+            trial=case.trial,
+            status=case.status,
+            score=case.score,
+            label=case.label,
+            checks=[
+                CheckSummary(
+                    scorer=check.scorer,
+                    kind=check.kind,
+                    status=check.status,
+                    score=check.score,
+                    label=check.reason,
+                )
+                for check in case.checks
+            ],
+        )
 
 
 def _selected(
     store: EvidenceStore, run_id: str, status: CaseFilter | None
 ) -> Iterator[tuple[int, CaseResult]]:
     wanted = CASE_STATUSES[status] if status is not None else frozenset(Status)
-    for position, case in enumerate(read_results(store, run_id)):
+    for position, case in enumerate(read_cases(store, run_id)):
         if case.status in wanted:
-            yield position, case
+            yield position, CaseResult.of(case)
 
 
 def case_results(
