@@ -274,7 +274,18 @@ def output_sources(
 def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
     """Validate one outputs line; errors name file, line and field, and never echo the text
     (nor a tool call's arguments)."""
-    record = _given_output(raw)
+    # A line that gives `output` and is valid reads through `_GIVEN_OUTPUT`; any other line, and
+    # every failure, through the full model (which derives the text or reports the problem), so
+    # a line reads and fails exactly as with the model alone. The test on the bytes only picks
+    # the path: `"output"` cannot occur inside a JSON string (quotes there are escaped), and a
+    # key spelt with escapes takes the full path. Bytes that are not UTF-8 never validate on the
+    # fast path (pydantic's JSON parser checks every string): `parse_record` reports them.
+    try:
+        record: CandidateOutput | None = (
+            _GIVEN_OUTPUT.validate_json(raw) if b'"output"' in raw else None
+        )
+    except ValidationError:
+        record = None
     if record is None:
         record = parse_record(CandidateOutput, raw, source, line)
     if record.messages is not None:
@@ -283,24 +294,6 @@ def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
         except ArgumentsError as exc:
             raise InputError(source, exc.problem, line=line, field=exc.field) from None
     return record
-
-
-def _given_output(raw: bytes) -> CandidateOutput | None:
-    """The line as `CandidateOutput` when it gives `output` and is valid; None otherwise, and the
-    model's full validation (with its before-validator) then derives the text or reports the
-    problem — so a line reads, and fails, exactly as with the model alone.
-
-    The test on the bytes only picks the path: `"output"` cannot occur inside a JSON string
-    (quotes there are escaped), and a line that spells the key with escapes takes the full path.
-    Bytes that are not UTF-8 never validate here (pydantic's JSON parser checks every string),
-    so `parse_record` reports them.
-    """
-    if b'"output"' not in raw:
-        return None
-    try:
-        return cast(CandidateOutput, _GIVEN_OUTPUT.validate_json(raw))
-    except ValidationError:
-        return None
 
 
 def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, bool]]:
