@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 
 from assay.hashing import OutputHasher
+from assay.judge.port import NO_JUDGE
 from assay.outputs import CandidateOutput
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import (
@@ -399,3 +401,67 @@ def test_sampling_returns_all_cases_when_sample_covers_the_suite(sample: int | N
 def test_sampling_rejects_non_positive_sample(sample: int) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         select_cases(HUNDRED, sample, seed=1)
+
+
+# --- evidence of every combination of check outcomes ----------------------------------------
+
+OUTCOMES = {
+    "pass": Outcome(Status.PASS, 1.0),
+    "half": Outcome(Status.PASS, 0.5),
+    "fail": Outcome(Status.FAIL, 0.0, "missing refund"),
+    "error": Outcome(Status.ERROR, 0.0, "error"),
+    "left-out": Outcome(Status.SKIPPED, 0.0, NO_JUDGE),
+    "unscored": Outcome(Status.SKIPPED, 0.0, "judge error"),
+}
+
+
+def _expected(names: tuple[str, ...]) -> tuple[Status, float | None, bool]:
+    """The SPEC §5 case rule, read independently: (status, score, not judged)."""
+    scored = [OUTCOMES[n] for n in names if OUTCOMES[n].status is not Status.SKIPPED]
+    mean = sum(o.score for o in scored) / len(scored) if scored else None
+    if any(o.status is Status.ERROR for o in scored):
+        return Status.ERROR, mean, False
+    if any(o.status is Status.FAIL for o in scored):
+        return Status.FAIL, mean, False
+    if "unscored" in names:
+        return Status.SKIPPED, None, False
+    if not scored:
+        return Status.SKIPPED, None, bool(names)
+    return Status.PASS, mean, False
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3])
+def test_every_combination_of_check_outcomes_follows_the_case_rule(count: int) -> None:
+    for names in itertools.product(OUTCOMES, repeat=count):
+        scorers = tuple(
+            Scorer(f"kind{k}", f"check {k}", lambda text: Outcome(Status.PASS, 1.0))
+            for k in range(count)
+        )
+        judged = {("c", k): OUTCOMES[name] for k, name in enumerate(names)}
+        evidence = score_case("c", scorers, output("c", CANARY), HASHER, judged)
+        assert (evidence.status, evidence.score, evidence.not_judged) == _expected(names), names
+        assert [(c.scorer, c.kind, c.status, c.score, c.reason) for c in evidence.checks] == [
+            (f"check {k}", f"kind{k}", OUTCOMES[n].status, OUTCOMES[n].score, OUTCOMES[n].reason)
+            for k, n in enumerate(names)
+        ]
+        assert CANARY not in evidence.model_dump_json()
+
+
+def test_evidence_bytes_of_a_failed_and_an_incomplete_case() -> None:
+    scorers = tuple(Scorer(f"kind{k}", f"check {k}", lambda text: OUTCOMES["pass"]) for k in "ab")
+    failed = score_case(
+        "c", scorers, output("c", "text"), HASHER, {("c", 0): OUTCOMES["fail"]}
+    ).model_dump_json()
+    mac = HASHER("text")
+    assert failed == (
+        '{"case_id":"c","status":"fail","score":0.5,"missing":false,"not_judged":false,'
+        f'"output_hmac":"{mac}","label":"check a: missing refund",'
+        '"checks":[{"scorer":"check a","status":"fail","score":0.0,"kind":"kinda",'
+        '"reason":"missing refund"},{"scorer":"check b","status":"pass","score":1.0,'
+        '"kind":"kindb","reason":""}]}'
+    )
+    judged = {("c", 0): OUTCOMES["unscored"], ("c", 1): OUTCOMES["left-out"]}
+    incomplete = score_case("c", scorers, output("c", "text"), HASHER, judged)
+    assert incomplete.label == (
+        "incomplete: 1 check not scored; 2 skipped (judge error, no judge configured)"
+    )

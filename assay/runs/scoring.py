@@ -210,17 +210,15 @@ class CompiledSuite:
         return compiled
 
 
-def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
+def _label(outcomes: list[tuple[Scorer, Outcome]]) -> str:
     failing = [
-        f"{s.label}: {reason}"
-        for s, status, reason in checks
-        if status in (Status.FAIL, Status.ERROR)
+        f"{s.label}: {o.reason}" for s, o in outcomes if o.status in (Status.FAIL, Status.ERROR)
     ]
     if failing:
         return clamp("; ".join(failing))
-    skipped = [reason for _, status, reason in checks if status is Status.SKIPPED]
+    skipped = [o.reason for _, o in outcomes if o.status is Status.SKIPPED]
     unscored = [reason for reason in skipped if reason not in LEFT_OUT]
-    ran = len(checks) - len(skipped)
+    ran = len(outcomes) - len(skipped)
     if unscored:
         text = f"incomplete: {len(unscored)} check{'s' if len(unscored) != 1 else ''} not scored"
     elif ran:
@@ -265,32 +263,41 @@ def score_case(
         (scorer, decided.get((case_id, position)) or scorer(observed))
         for position, scorer in enumerate(scorers)
     ]
-    counted = [o for _, o in outcomes if o.status is not Status.SKIPPED]
+    statuses = [o.status for _, o in outcomes]
+    counted = [o.score for _, o in outcomes if o.status is not Status.SKIPPED]
     unscored = any(o.status is Status.SKIPPED and o.reason not in LEFT_OUT for _, o in outcomes)
-    score = sum(o.score for o in counted) / len(counted) if counted else None
-    if any(o.status is Status.ERROR for o in counted):
+    score = sum(counted) / len(counted) if counted else None
+    if Status.ERROR in statuses:
         status = Status.ERROR
-    elif any(o.status is Status.FAIL for o in counted):
+    elif Status.FAIL in statuses:
         status = Status.FAIL
     elif unscored or not counted:
         status, score = Status.SKIPPED, None
     else:
         status = Status.PASS
-    return CaseEvidence(
-        case_id=case_id,
-        trial=output.trial,
-        status=status,
-        score=score,
-        missing=False,
-        not_judged=status is Status.SKIPPED and not unscored and bool(outcomes),
-        output_hmac=hasher(text),
-        label=_label([(s, o.status, o.reason) for s, o in outcomes]),
-        checks=[
-            CheckResult(
-                scorer=s.label, status=o.status, score=o.score, kind=s.name, reason=clamp(o.reason)
-            )
-            for s, o in outcomes
-        ],
+    # One validation of the case with its checks as plain dicts: the same checks as building
+    # each `CheckResult` first, without their four `BaseModel.__init__` calls (≈ 35% of it).
+    return CaseEvidence.model_validate(
+        {
+            "case_id": case_id,
+            "trial": output.trial,
+            "status": status,
+            "score": score,
+            "missing": False,
+            "not_judged": status is Status.SKIPPED and not unscored and bool(outcomes),
+            "output_hmac": hasher(text),
+            "label": _label(outcomes),
+            "checks": [
+                {
+                    "scorer": s.label,
+                    "status": o.status,
+                    "score": o.score,
+                    "kind": s.name,
+                    "reason": clamp(o.reason),
+                }
+                for s, o in outcomes
+            ],
+        }
     )
 
 
