@@ -9,27 +9,29 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_args
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from assay import progress
 from assay.cli import orchestration
+from assay.cli._commands import COMMANDS
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
-from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
 from assay.runs import options
 from assay.runs.options import RunOptions, option_problem
-from assay.schemes import open_store
-from assay.store import EvidenceStore
-from assay.suites import registry
+
+if TYPE_CHECKING:
+    import click
+
+    from assay.outputs import OutputsReference
+    from assay.store import EvidenceStore
 
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -73,10 +75,38 @@ def os_error_message(exc: OSError) -> str:
     return f"{where}{exc.strerror or type(exc).__name__}"
 
 
-class _OneLineErrors(TyperGroup):
-    """Every command's Assay errors (an unreachable store above all, which any command that
-    reads evidence can meet) and file-system errors end as one line on stderr and exit 2,
-    never as a traceback."""
+class _Commands(TyperGroup):
+    """The top-level commands, loaded lazily: `COMMANDS` names each one's module, imported only
+    when the command runs (`assay runs show` through a service imports neither the gate nor
+    the suites, let alone Prefect), and its help, which `assay --help` lists without importing
+    any (docs/cli.md, "Start-up").
+
+    Every command's Assay errors (an unreachable store above all, which any command that reads
+    evidence can meet) and file-system errors end as one line on stderr and exit 2, never as a
+    traceback."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        listed = COMMANDS.get(cmd_name)
+        if listed is None:
+            return None
+        if self._listing:
+            return TyperCommand(cmd_name, help=listed.help)
+        import_module(f"assay.cli.{listed.module}")
+        loaded = typer.main.get_command(app)
+        assert isinstance(loaded, TyperGroup)  # the app has a callback: always a group
+        return loaded.commands.get(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def invoke(self, ctx: Any) -> Any:  # a click Context; typer vendors click privately
         try:
@@ -88,7 +118,7 @@ class _OneLineErrors(TyperGroup):
 
 
 app = typer.Typer(
-    cls=_OneLineErrors,
+    cls=_Commands,
     help="Assay: score agent outputs against versioned golden suites, with honest evidence.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -211,6 +241,8 @@ def print_json(value: Any) -> None:
 
 def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> OutputsReference:
     """The outputs a run reads: the location, the format and the case attribute."""
+    from assay.outputs import OutputsFormat, OutputsReference
+
     if outputs_format not in get_args(OutputsFormat):
         fail("--outputs-format must be auto, jsonl or otlp")
     return guarded(
@@ -230,6 +262,8 @@ def run_options(model: type[Options], **values: Any) -> Options:
 
 
 def open_evidence(uri: str | None) -> EvidenceStore:
+    from assay.schemes import open_store
+
     return guarded(lambda: open_store(uri))
 
 
@@ -276,6 +310,16 @@ def progress_bar(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from assay import progress
+
     bar = Progress(
         TextColumn("scoring"),
         BarColumn(),
@@ -300,6 +344,9 @@ def resolve_suite_arg(evidence: EvidenceStore, suite: str, *outputs: str) -> str
 
     Each of `outputs` is then validated against that suite here, in the CLI process, before any
     Prefect API is started or contacted: a bad line exits 2 at once, with no flow run created."""
+    from assay.outputs import validate_outputs
+    from assay.suites import registry
+
     version, golden = guarded(lambda: registry.publish_or_resolve(evidence, suite))
     known = {case.id for case in golden.cases}
     for uri in outputs:

@@ -16,13 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
 from assay import schemes
 from assay.cli import _common as common
 from assay.client import AssayAPIError, AssayClient
 from assay.outputs import DEFAULT_CASE_ATTRIBUTE
-from assay.subject import Subject
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateReport
@@ -86,6 +83,8 @@ def _suite_ref(client: AssayClient, suite: str) -> str:
     path = Path(suite)
     if not path.is_file():
         return suite
+    import yaml
+
     document = common.guarded(lambda: yaml.safe_load(path.read_text(encoding="utf-8")))
     if not isinstance(document, dict):
         common.fail(f"{suite}: not a suite document")
@@ -101,6 +100,8 @@ def _submission(
     sample: int | None,
     seed: int,
 ) -> dict[str, Any]:
+    from assay.subject import Subject
+
     who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
     rows, uri = _outputs(outputs)
     return {
