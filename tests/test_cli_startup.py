@@ -124,11 +124,13 @@ def test_importing_the_cli_imports_no_command_and_no_domain() -> None:
 
 
 def test_a_client_mode_command_imports_only_its_module_and_the_client() -> None:
-    """`assay runs show` through a service (here one that does not answer: the command fails
-    before any result could be parsed) imports the client and no domain module."""
+    """`assay runs show --json` through a service (here one that does not answer) imports the
+    client and no domain module: it prints the service's JSON as sent (that it is the same JSON
+    is tests/test_service_ci.py's). Without `--json` the result's models load while the command
+    waits for the answer."""
     url = f"http://127.0.0.1:{free_port()}"
     for env in ({"ASSAY_URL": url}, None):
-        args = ("runs", "show", "some-run") + (() if env else ("--server", url))
+        args = ("runs", "show", "some-run", "--json") + (() if env else ("--server", url))
         modules, _, stderr, code = _imported(*args, env=env)
         assert code == 2 and f"cannot reach {url}" in stderr.splitlines()[-1], stderr
         assert {"assay.client", "assay.cli.remote", "assay.cli.runs"} <= modules

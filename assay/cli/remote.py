@@ -11,7 +11,9 @@ process (`--store`, `--resume`, `--dask`, …) are refused in one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,13 +43,43 @@ def refuse_local_options(outputs_format: str, case_attribute: str, **given: obje
             common.fail(f"--{flag.replace('_', '-')} is not available when calling a service")
 
 
-def called(action: Callable[[], T]) -> T:
-    """Run a client call; the service's problem becomes one line and exit 2."""
+def called(action: Callable[[], T], *, answer_models: bool = False) -> T:
+    """Run a client call; the service's problem becomes one line and exit 2. With
+    `answer_models`, the models of its answer load while it waits (`_loading_answers`)."""
     try:
-        return action()
+        if not answer_models:
+            return action()
+        with _loading_answers():
+            return action()
     except AssayAPIError as exc:
         where = f"HTTP {exc.status}: " if exc.status is not None else ""
         common.fail(f"{where}{exc.detail}")
+
+
+def _load_answers() -> None:
+    """Import what turns a service's answer into a result and prints it (the models pull in
+    much of the domain: about as long to import as the rest of the command line)."""
+    import assay.gate.decision
+    import assay.runs.records
+    import assay.runs.render  # noqa: F401
+
+
+@contextlib.contextmanager
+def _loading_answers() -> Iterator[None]:
+    """Run `_load_answers` in a thread while the command waits for the service, instead of
+    afterwards; the thread is joined before the answer is read. An import error is left to the
+    code that needs the module: it imports it again and raises there."""
+
+    def load() -> None:
+        with contextlib.suppress(ImportError):
+            _load_answers()
+
+    thread = threading.Thread(target=load, name="assay-answer-preload", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -129,7 +161,7 @@ def run(
 
     with AssayClient(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
-        result = called(lambda: client.run(**submission, **options))
+        result = called(lambda: client.run(**submission, **options), answer_models=True)
     assert isinstance(result, EvalResult)  # waited for: never the accepted state
     return result
 
@@ -148,7 +180,7 @@ def gate(
 
     with AssayClient(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
-        report = called(lambda: client.gate(**submission, **options))
+        report = called(lambda: client.gate(**submission, **options), answer_models=True)
     assert isinstance(report, GateReport)
     return report
 
@@ -156,7 +188,13 @@ def gate(
 def result_or_state(url: str, run_id: str) -> EvalResult | RunState:
     """`assay runs show` through the service."""
     with AssayClient(url) as service:
-        return called(lambda: service.result(run_id))
+        return called(lambda: service.result(run_id), answer_models=True)
+
+
+def answer(url: str, path: str) -> Any:
+    """The service's JSON answer to `GET path`, as sent (what `--json` prints)."""
+    with AssayClient(url) as service:
+        return called(lambda: service.answer(path))
 
 
 def runs(url: str) -> list[RunAggregate]:

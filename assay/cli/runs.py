@@ -260,13 +260,14 @@ def runs_show(
     if url is not None:
         from assay.cli import remote
 
+        if as_json:  # the service's EvalResult (or RunState) JSON is the same as ours
+            common.print_json(remote.answer(url, f"/runs/{run_id}"))
+            return
         shown = remote.result_or_state(url, run_id)
         from assay.runs.records import EvalResult  # already imported by the client's answer
 
         if isinstance(shown, EvalResult):
-            _print_shown(shown, as_json)
-        elif as_json:
-            common.print_json(shown.model_dump(mode="json"))
+            print_result(shown)
         else:
             common.out.print(
                 f"run {run_id}: {shown.status} ({shown.chunks_done}/{shown.chunks} chunks)"
