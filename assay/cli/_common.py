@@ -28,8 +28,6 @@ from assay.runs import options
 from assay.runs.options import RunOptions, option_problem
 
 if TYPE_CHECKING:
-    import click
-
     from assay.outputs import OutputsReference
     from assay.store import EvidenceStore
 
@@ -87,10 +85,11 @@ class _Commands(TyperGroup):
 
     _listing = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    # `Any`: a click Context, HelpFormatter and Command; typer vendors click privately.
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         listed = COMMANDS.get(cmd_name)
         if listed is None:
             return None
@@ -101,14 +100,14 @@ class _Commands(TyperGroup):
         assert isinstance(loaded, TyperGroup)  # the app has a callback: always a group
         return loaded.commands.get(cmd_name)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
 
-    def invoke(self, ctx: Any) -> Any:  # a click Context; typer vendors click privately
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except AssayError as exc:
