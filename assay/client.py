@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import httpx
-from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from assay.gate.decision import GateReport
     from assay.gate.overrides import GateCheck
     from assay.runs.cases import CaseResult
@@ -36,7 +37,7 @@ DEFAULT_TIMEOUT_SECONDS: Final = 600.0
 RECONNECTS: Final = 5
 """How often `events` reconnects (with `Last-Event-ID`) after a dropped stream, in a row."""
 PREFER_ASYNC: Final = {"Prefer": "respond-async"}
-Submitted = TypeVar("Submitted", bound=BaseModel)
+Submitted = TypeVar("Submitted", bound="BaseModel")
 
 
 class AssayAPIError(Exception):

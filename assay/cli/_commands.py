@@ -1,9 +1,12 @@
-"""The `assay` command line's top-level commands: each one's module (under `assay/cli/`) and
-the help `assay --help` lists for it, in the listing's order.
+"""What the `assay` command line shows before it imports any domain module: the top-level
+commands (each one's module under `assay/cli/`, and the help `assay --help` lists for it, in the
+listing's order), and the run options' help and defaults that flags of several commands show.
 
 `assay --help` reads this table instead of importing every command module (each pulls in its
-domain: the gate, the suites, the judge…); a command's module is imported only when it runs.
-`tests/test_cli_startup.py` checks that the table matches the commands the modules define.
+domain: the gate, the suites, the judge…); a command's module is imported only when it runs, and
+a command that goes through a service (`assay runs show --json`) does not import the run
+options' models to build its flags. `tests/test_cli_startup.py` checks every entry against its
+source (the command modules, `assay.runs.options`, `assay.outputs`), so none can drift.
 """
 
 from __future__ import annotations
@@ -128,3 +131,48 @@ COMMANDS: Final[dict[str, Listed]] = {
         "Publish, show and list versioned golden suites.",
     ),
 }
+
+OPTION_HELP: Final[dict[str, str]] = {
+    "baseline": (
+        "Run id to compare with (default: the pinned baseline, else the latest comparable run)."
+    ),
+    "calibration": (
+        "Calibration set: add the PPI++ judge-corrected pass rate of the `llm_judge` checks "
+        "(when it was calibrated for this run's judge)."
+    ),
+    "chunk_size": "Cases per scoring chunk (default 2000).",
+    "dask": (
+        "Score chunks on the Dask scheduler at ADDRESS (or `block:NAME`) (default: "
+        "`$ASSAY_DASK_ADDRESS`; applied where the run is launched)."
+    ),
+    "fresh_judge": "Ignore cached verdicts; judge again.",
+    "judge_block": (
+        "Saved JudgeSettings block (default: the environment, `ASSAY_JUDGE_MODEL`, "
+        "`OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped)."
+    ),
+    "judge_repeats": (
+        "Judge each `llm_judge` check K times: majority verdict, even split skipped, flip rate "
+        "reported (default: the JudgeSettings block's, else 1)."
+    ),
+    "max_judge_flip_rate": (
+        "Fail the gate when more than this share of checks flip across judge repeats (or the "
+        "flip rate was not measured); no limit by default."
+    ),
+    "resume": (
+        "Re-run an interrupted run under its `run_id`, keeping its evidence; an unknown id is "
+        "an error, not a new run."
+    ),
+    "sample": "Score only N cases, chosen reproducibly by the seed.",
+    "seed": "Seed that chooses the sampled cases.",
+    "store": "Evidence store URI (default: `$ASSAY_STORE` or file://.assay).",
+    "subject": (
+        "`KIND:ID[@VARIANT]`, e.g. `agent:bot@v2` (default: `agent:OUTPUTS-NAME`, the outputs "
+        "file or folder name without its suffix)."
+    ),
+    "workers": "Score chunks on a temporary local Dask cluster of N worker processes.",
+}
+"""The run options' descriptions (`assay.runs.options`, whose models take longer to import
+than the rest of the command line), for their flags' `--help`."""
+
+DEFAULT_CASE_ATTRIBUTE: Final = "assay.case_id"
+"""`assay.outputs.DEFAULT_CASE_ATTRIBUTE`: `--case-attribute`'s default."""

@@ -20,15 +20,13 @@ from rich.table import Column, Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
-from assay.cli import orchestration
-from assay.cli._commands import COMMANDS
+from assay.cli._commands import COMMANDS, OPTION_HELP
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
-from assay.runs import options
-from assay.runs.options import RunOptions, option_problem
 
 if TYPE_CHECKING:
     from assay.outputs import OutputsReference
+    from assay.runs.options import RunOptions
     from assay.store import EvidenceStore
 
 EXIT_USAGE = 2
@@ -39,8 +37,9 @@ err = Console(stderr=True)
 
 
 def option_help(name: str) -> str:
-    """An option's `--help`: its one description (`RunOptions`), as the terminal shows it."""
-    return options.option_help(name).replace("`", "").replace("[", "\\[")
+    """An option's `--help`: its one description (`RunOptions`, copied in `OPTION_HELP`), as the
+    terminal shows it."""
+    return OPTION_HELP[name].replace("`", "").replace("[", "\\[")
 
 
 def _unwrapped_unless_sized() -> None:
@@ -124,6 +123,11 @@ app = typer.Typer(
 )
 
 
+_verbose = False
+_debug = False
+"""`assay -v` and `assay --debug`, for the Prefect logging of the command's flow runs."""
+
+
 @app.callback()
 def _global_options(
     verbose: Annotated[
@@ -139,8 +143,8 @@ def _global_options(
         ),
     ] = False,
 ) -> None:
-    orchestration.set_verbose(verbose)
-    orchestration.set_debug(debug)
+    global _verbose, _debug
+    _verbose, _debug = verbose, debug
     _unwrapped_unless_sized()
 
 
@@ -210,7 +214,7 @@ BaselineOption = Annotated[
 ]
 
 T = TypeVar("T")
-Options = TypeVar("Options", bound=RunOptions)
+Options = TypeVar("Options", bound="RunOptions")
 
 
 def fail(message: str) -> NoReturn:
@@ -254,6 +258,8 @@ def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) ->
 def run_options(model: type[Options], **values: Any) -> Options:
     """The options of a run (or gate) from the command line's; a value out of bounds exits 2
     with one line naming its flag."""
+    from assay.runs.options import option_problem
+
     try:
         return model(**values)
     except ValidationError as exc:
@@ -269,7 +275,9 @@ def open_evidence(uri: str | None) -> EvidenceStore:
 def prefect_defaults() -> str | None:
     """Connect to a Prefect server (or fall back to an ephemeral API) with a quiet terminal;
     users' own settings win. Returns the server's API URL, or None when ephemeral."""
-    return orchestration.connect()
+    from assay.cli import orchestration
+
+    return orchestration.connect(verbose=_verbose, debug=_debug)
 
 
 _ui_note_shown = False
@@ -279,6 +287,8 @@ def announce(flow_run_id: object, ended_with_result: bool) -> None:
     """Print a finished run's Prefect UI link on stderr (on a failure too: the run's Logs there
     hold the traceback); on an ephemeral API, say once how to get a UI instead."""
     global _ui_note_shown
+    from assay.cli import orchestration
+
     link = orchestration.ui_link(flow_run_id)
     if link is not None:
         err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 import typer
 
 from assay.cli import _common as common
+from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 from assay.cli.runs import launch_suite_flow, print_result
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
-from assay.runs.options import GateOptions
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateDecision, GateReport, GateVerdict
@@ -224,6 +223,8 @@ def gate_command(
             url, suite, outputs, subject, sample, seed, baseline=baseline, judge_block=judge_block
         )
         _gate_answer(report, report, comment, report_url, as_json, allow_insufficient)
+    from assay.runs.options import GateOptions
+
     options = common.run_options(
         GateOptions,
         suite=suite,

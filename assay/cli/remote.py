@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from assay import schemes
 from assay.cli import _common as common
+from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 from assay.client import AssayAPIError, AssayClient
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateReport

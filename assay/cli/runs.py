@@ -9,12 +9,12 @@ import typer
 from rich.text import Text
 
 from assay.cli import _common as common
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
-from assay.runs.options import RunOptions
+from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateRun
     from assay.runs.cases import CaseFilter
+    from assay.runs.options import RunOptions
     from assay.runs.records import EvalResult
     from assay.store import EvidenceStore
     from flows.launch import SuiteFlow
@@ -179,6 +179,8 @@ def run(
             fresh_judge=fresh_judge or None,
         )
     else:
+        from assay.runs.options import RunOptions
+
         options = common.run_options(
             RunOptions,
             suite=suite,
@@ -343,6 +345,7 @@ def demo(store: common.StoreOption = None) -> None:
     """Run the example support-bot suite end to end for two agent versions."""
     from assay.outputs import OutputsReference
     from assay.rate import rate_text
+    from assay.runs.options import RunOptions
 
     suite_file = common.EXAMPLES / "support-suite.yaml"
     common.out.print(
