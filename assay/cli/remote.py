@@ -11,9 +11,7 @@ process (`--store`, `--resume`, `--dask`, …) are refused in one line.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,6 +20,7 @@ from assay import schemes
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 from assay.client import AssayAPIError, AssayClient
+from assay.preload import preload
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateReport
@@ -43,43 +42,26 @@ def refuse_local_options(outputs_format: str, case_attribute: str, **given: obje
             common.fail(f"--{flag.replace('_', '-')} is not available when calling a service")
 
 
+ANSWER_MODULES = ("assay.runs.records", "assay.runs.render", "assay.gate.decision")
+"""What turns a service's answer into a result and prints it: the models pull in much of the
+domain, about as long to import as the rest of the command line."""
+
+
 def called(action: Callable[[], T], *, answer_models: bool = False) -> T:
     """Run a client call; the service's problem becomes one line and exit 2. With
-    `answer_models`, the models of its answer load while it waits (`_loading_answers`)."""
+    `answer_models`, `ANSWER_MODULES` load in a thread while it waits for the service rather
+    than afterwards (`assay.preload`); the thread is joined before the command goes on, and
+    before a problem is printed."""
+    loading = preload(ANSWER_MODULES) if answer_models else None
     try:
-        if not answer_models:
+        try:
             return action()
-        with _loading_answers():
-            return action()
+        finally:
+            if loading is not None:
+                loading.join()
     except AssayAPIError as exc:
         where = f"HTTP {exc.status}: " if exc.status is not None else ""
         common.fail(f"{where}{exc.detail}")
-
-
-def _load_answers() -> None:
-    """Import what turns a service's answer into a result and prints it (the models pull in
-    much of the domain: about as long to import as the rest of the command line)."""
-    import assay.gate.decision
-    import assay.runs.records
-    import assay.runs.render  # noqa: F401
-
-
-@contextlib.contextmanager
-def _loading_answers() -> Iterator[None]:
-    """Run `_load_answers` in a thread while the command waits for the service, instead of
-    afterwards; the thread is joined before the answer is read. An import error is left to the
-    code that needs the module: it imports it again and raises there."""
-
-    def load() -> None:
-        with contextlib.suppress(ImportError):
-            _load_answers()
-
-    thread = threading.Thread(target=load, name="assay-answer-preload", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
