@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import httpx
-from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from assay.gate.decision import GateReport
     from assay.gate.overrides import GateCheck
     from assay.runs.cases import CaseResult
@@ -36,7 +37,7 @@ DEFAULT_TIMEOUT_SECONDS: Final = 600.0
 RECONNECTS: Final = 5
 """How often `events` reconnects (with `Last-Event-ID`) after a dropped stream, in a row."""
 PREFER_ASYNC: Final = {"Prefer": "respond-async"}
-Submitted = TypeVar("Submitted", bound=BaseModel)
+Submitted = TypeVar("Submitted", bound="BaseModel")
 
 
 class AssayAPIError(Exception):
@@ -130,11 +131,12 @@ class AssayClient:
     # Runs
 
     def _submit(
-        self, path: str, answer: type[Submitted], fields: Mapping[str, Any]
+        self, path: str, answer: Callable[[], type[Submitted]], fields: Mapping[str, Any]
     ) -> Submitted | RunState:
         """POST a run request (`fields`: a method's arguments — the body's fields, `wait` and
-        `idempotency_key`): the route's answer as `answer`, or the accepted run when not waited
-        for."""
+        `idempotency_key`): the route's answer as the model `answer()` gives, or the accepted
+        run when not waited for. The model is imported once the answer is in: a caller may load
+        it meanwhile (the command line does)."""
         body = {
             name: value
             for name, value in fields.items()
@@ -150,7 +152,7 @@ class AssayClient:
         response = self._request("POST", path, json=body, headers=headers)
         if response.status_code == 202:
             return _run_state(response.json())
-        return answer.model_validate(response.json())
+        return answer().model_validate(response.json())
 
     def run(
         self,
@@ -170,10 +172,7 @@ class AssayClient:
         """Run a published suite (`NAME[@VERSION]`) on inline `outputs` (rows of the outputs
         format) or `outputs_uri`: the EvalResult once it ends, or with `wait=False` the
         accepted run (`run_id`, `status`) at once — follow it with `events`."""
-        arguments = locals()
-        from assay.runs.records import EvalResult
-
-        return self._submit("/runs", EvalResult, arguments)
+        return self._submit("/runs", _eval_result, locals())
 
     def gate(
         self,
@@ -191,16 +190,19 @@ class AssayClient:
     ) -> GateReport | RunState:
         """Run the gate: its report (verdict, reasons, rules, the EvalResult), or with
         `wait=False` the accepted run; its decision is then `gate_check(run_id)`."""
-        arguments = locals()
-        from assay.gate.decision import GateReport
-
-        return self._submit("/gate", GateReport, arguments)
+        return self._submit("/gate", _gate_report, locals())
 
     def gate_check(self, run_id: str) -> GateCheck:
         """A gate run's recorded and effective verdict (after governed overrides)."""
         from assay.gate.overrides import GateCheck
 
         return GateCheck.model_validate(self._request("GET", f"/gates/{run_id}").json())
+
+    def answer(self, path: str) -> Any:
+        """The JSON the service answers to `GET path`, as sent: nothing is parsed into Assay's
+        models, whose import costs a short-lived client more than the call (the command line's
+        `--json` in client mode prints it)."""
+        return self._request("GET", path).json()
 
     def result(self, run_id: str) -> EvalResult | RunState:
         """A run's EvalResult once completed, else its state (queued or running)."""
@@ -287,6 +289,18 @@ class AssayClient:
         """Findings, newest first."""
         params = {"suite": suite, "subject": subject, "kind": kind, "since": since}
         return list(self._pages("/findings", params))
+
+
+def _eval_result() -> type[EvalResult]:
+    from assay.runs.records import EvalResult
+
+    return EvalResult
+
+
+def _gate_report() -> type[GateReport]:
+    from assay.gate.decision import GateReport
+
+    return GateReport
 
 
 def _run_state(body: Any) -> RunState:

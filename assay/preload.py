@@ -12,8 +12,9 @@ import threading
 from collections.abc import Iterable
 
 
-def preload(modules: Iterable[str]) -> None:
-    """Start importing `modules`, in order, in a daemon thread; returns at once."""
+def preload(modules: Iterable[str]) -> threading.Thread:
+    """Start importing `modules`, in order, in a daemon thread; returns it at once (a caller
+    that must not end before it, such as a short-lived command, joins it)."""
     names = tuple(modules)
 
     def load() -> None:
@@ -21,4 +22,6 @@ def preload(modules: Iterable[str]) -> None:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
 
-    threading.Thread(target=load, name="assay-preload", daemon=True).start()
+    thread = threading.Thread(target=load, name="assay-preload", daemon=True)
+    thread.start()
+    return thread

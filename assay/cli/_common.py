@@ -9,27 +9,25 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_args
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from assay import progress
-from assay.cli import orchestration
+from assay.cli._commands import COMMANDS, OPTION_HELP
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
-from assay.outputs import OutputsFormat, OutputsReference, validate_outputs
-from assay.runs import options
-from assay.runs.options import RunOptions, option_problem
-from assay.schemes import open_store
-from assay.store import EvidenceStore
-from assay.suites import registry
+
+if TYPE_CHECKING:
+    from assay.outputs import OutputsReference
+    from assay.runs.options import RunOptions
+    from assay.store import EvidenceStore
 
 EXIT_USAGE = 2
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -39,8 +37,9 @@ err = Console(stderr=True)
 
 
 def option_help(name: str) -> str:
-    """An option's `--help`: its one description (`RunOptions`), as the terminal shows it."""
-    return options.option_help(name).replace("`", "").replace("[", "\\[")
+    """An option's `--help`: its one description (`RunOptions`, copied in `OPTION_HELP`), as the
+    terminal shows it."""
+    return OPTION_HELP[name].replace("`", "").replace("[", "\\[")
 
 
 def _unwrapped_unless_sized() -> None:
@@ -73,12 +72,41 @@ def os_error_message(exc: OSError) -> str:
     return f"{where}{exc.strerror or type(exc).__name__}"
 
 
-class _OneLineErrors(TyperGroup):
-    """Every command's Assay errors (an unreachable store above all, which any command that
-    reads evidence can meet) and file-system errors end as one line on stderr and exit 2,
-    never as a traceback."""
+class _Commands(TyperGroup):
+    """The top-level commands, loaded lazily: `COMMANDS` names each one's module, imported only
+    when the command runs (`assay runs show` through a service imports neither the gate nor
+    the suites, let alone Prefect), and its help, which `assay --help` lists without importing
+    any (docs/cli.md, "Start-up").
 
-    def invoke(self, ctx: Any) -> Any:  # a click Context; typer vendors click privately
+    Every command's Assay errors (an unreachable store above all, which any command that reads
+    evidence can meet) and file-system errors end as one line on stderr and exit 2, never as a
+    traceback."""
+
+    _listing = False
+
+    # `Any`: a click Context, HelpFormatter and Command; typer vendors click privately.
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        listed = COMMANDS.get(cmd_name)
+        if listed is None:
+            return None
+        if self._listing:
+            return TyperCommand(cmd_name, help=listed.help)
+        import_module(f"assay.cli.{listed.module}")
+        loaded = typer.main.get_command(app)
+        assert isinstance(loaded, TyperGroup)  # the app has a callback: always a group
+        return loaded.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except AssayError as exc:
@@ -88,11 +116,16 @@ class _OneLineErrors(TyperGroup):
 
 
 app = typer.Typer(
-    cls=_OneLineErrors,
+    cls=_Commands,
     help="Assay: score agent outputs against versioned golden suites, with honest evidence.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+_verbose = False
+_debug = False
+"""`assay -v` and `assay --debug`, for the Prefect logging of the command's flow runs."""
 
 
 @app.callback()
@@ -110,8 +143,8 @@ def _global_options(
         ),
     ] = False,
 ) -> None:
-    orchestration.set_verbose(verbose)
-    orchestration.set_debug(debug)
+    global _verbose, _debug
+    _verbose, _debug = verbose, debug
     _unwrapped_unless_sized()
 
 
@@ -181,7 +214,7 @@ BaselineOption = Annotated[
 ]
 
 T = TypeVar("T")
-Options = TypeVar("Options", bound=RunOptions)
+Options = TypeVar("Options", bound="RunOptions")
 
 
 def fail(message: str) -> NoReturn:
@@ -211,6 +244,8 @@ def print_json(value: Any) -> None:
 
 def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> OutputsReference:
     """The outputs a run reads: the location, the format and the case attribute."""
+    from assay.outputs import OutputsFormat, OutputsReference
+
     if outputs_format not in get_args(OutputsFormat):
         fail("--outputs-format must be auto, jsonl or otlp")
     return guarded(
@@ -223,6 +258,8 @@ def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) ->
 def run_options(model: type[Options], **values: Any) -> Options:
     """The options of a run (or gate) from the command line's; a value out of bounds exits 2
     with one line naming its flag."""
+    from assay.runs.options import option_problem
+
     try:
         return model(**values)
     except ValidationError as exc:
@@ -230,13 +267,17 @@ def run_options(model: type[Options], **values: Any) -> Options:
 
 
 def open_evidence(uri: str | None) -> EvidenceStore:
+    from assay.schemes import open_store
+
     return guarded(lambda: open_store(uri))
 
 
 def prefect_defaults() -> str | None:
     """Connect to a Prefect server (or fall back to an ephemeral API) with a quiet terminal;
     users' own settings win. Returns the server's API URL, or None when ephemeral."""
-    return orchestration.connect()
+    from assay.cli import orchestration
+
+    return orchestration.connect(verbose=_verbose, debug=_debug)
 
 
 _ui_note_shown = False
@@ -246,6 +287,8 @@ def announce(flow_run_id: object, ended_with_result: bool) -> None:
     """Print a finished run's Prefect UI link on stderr (on a failure too: the run's Logs there
     hold the traceback); on an ephemeral API, say once how to get a UI instead."""
     global _ui_note_shown
+    from assay.cli import orchestration
+
     link = orchestration.ui_link(flow_run_id)
     if link is not None:
         err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)
@@ -276,6 +319,16 @@ def progress_bar(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from assay import progress
+
     bar = Progress(
         TextColumn("scoring"),
         BarColumn(),
@@ -300,6 +353,9 @@ def resolve_suite_arg(evidence: EvidenceStore, suite: str, *outputs: str) -> str
 
     Each of `outputs` is then validated against that suite here, in the CLI process, before any
     Prefect API is started or contacted: a bad line exits 2 at once, with no flow run created."""
+    from assay.outputs import validate_outputs
+    from assay.suites import registry
+
     version, golden = guarded(lambda: registry.publish_or_resolve(evidence, suite))
     known = {case.id for case in golden.cases}
     for uri in outputs:

@@ -8,36 +8,30 @@ when its effective verdict (after any governed override) is pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
 
 from assay.cli import _common as common
+from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 from assay.cli.runs import launch_suite_flow, print_result
-from assay.gate.comment import gate_comment
-from assay.gate.decision import (
-    INSUFFICIENT,
-    GateDecision,
-    GateReport,
-    GateRun,
-    GateVerdict,
-    what_if,
-)
-from assay.gate.junit import junit_xml
-from assay.gate.overrides import check_gate
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
-from assay.runs.options import GateOptions
-from assay.runs.records import read_decided_cases
+
+if TYPE_CHECKING:
+    from assay.gate.decision import GateDecision, GateReport, GateVerdict
 
 EXIT_GATE_FAILED = 1
 
 
 def _exit_code(verdict: GateVerdict, allow_insufficient: bool) -> int:
+    from assay.gate.decision import INSUFFICIENT
+
     passing = verdict == "pass" or (allow_insufficient and verdict == INSUFFICIENT)
     return 0 if passing else EXIT_GATE_FAILED
 
 
 def _print_decision(decision: GateDecision | GateReport) -> None:
+    from assay.gate.decision import GateDecision
+
     for rule in decision.rules:
         mark = "[green]pass[/green]" if rule.passed else "[red]FAIL[/red]"
         common.out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
@@ -60,6 +54,8 @@ def _what_if(
     thresholds: tuple[float, float | None, float | None],
     allow_insufficient: bool,
 ) -> None:
+    from assay.gate.decision import what_if
+
     pass_threshold, min_coverage, max_flip_rate = thresholds
     decision: GateDecision = common.guarded(
         lambda: what_if(
@@ -81,6 +77,8 @@ def _check(
 
         check = remote.gate_check(url, run_id)
     else:
+        from assay.gate.overrides import check_gate
+
         check = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
     if as_json:
         common.print_json(check.model_dump(mode="json"))
@@ -107,6 +105,8 @@ def _gate_answer(
     """A gate's answer, whether it ran here or in the service: the pull-request comment (with
     `--comment`), the report or its JSON, and the exit code of its verdict."""
     if comment is not None:
+        from assay.gate.comment import gate_comment
+
         comment.write_text(gate_comment(report, report_url), encoding="utf-8")
     if as_json:
         common.print_json(report.model_dump(mode="json"))
@@ -223,6 +223,8 @@ def gate_command(
             url, suite, outputs, subject, sample, seed, baseline=baseline, judge_block=judge_block
         )
         _gate_answer(report, report, comment, report_url, as_json, allow_insufficient)
+    from assay.runs.options import GateOptions
+
     options = common.run_options(
         GateOptions,
         suite=suite,
@@ -237,9 +239,14 @@ def gate_command(
         judge_repeats=judge_repeats,
         max_judge_flip_rate=max_judge_flip_rate,
     )
+    from assay.gate.decision import GateReport, GateRun
+
     evidence, launched = launch_suite_flow("gate", ("gate",), not as_json, options)
     run = cast(GateRun, launched)
     if junit is not None:
+        from assay.gate.junit import junit_xml
+        from assay.runs.records import read_decided_cases
+
         cases = read_decided_cases(evidence, run.decision.run_id)
         junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
     _gate_answer(GateReport.of(run), run.decision, comment, report_url, as_json, allow_insufficient)

@@ -21,7 +21,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4200
 HEALTH_TIMEOUT_SECONDS = 1.0
 
-_verbose = False
 _debug = False
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 """Prefect's loggers for flow and task runs: what they log also goes to the run's Logs tab."""
@@ -41,18 +40,6 @@ class ServerState(BaseModel):
     @property
     def api_url(self) -> str:
         return f"{self.ui_url}/api"
-
-
-def set_verbose(verbose: bool) -> None:
-    """`assay -v …`: show Prefect's log lines (INFO and up) in the terminal too."""
-    global _verbose
-    _verbose = verbose
-
-
-def set_debug(debug: bool) -> None:
-    """`assay --debug …`: also print the errors and tracebacks of failing flow and task runs."""
-    global _debug
-    _debug = debug
 
 
 def _not_a_run_failure(record: logging.LogRecord) -> bool:
@@ -98,11 +85,15 @@ def running_server() -> ServerState | None:
     return state if state is not None and healthy(state.api_url) else None
 
 
-def connect() -> str | None:
-    """Point Prefect at a server (see the module docs) and keep the terminal quiet.
+def connect(*, verbose: bool = False, debug: bool = False) -> str | None:
+    """Point Prefect at a server (see the module docs) and keep the terminal quiet: `verbose`
+    (`assay -v`) shows Prefect's log lines (INFO and up) too, `debug` (`assay --debug`) also the
+    errors and tracebacks of failing flow and task runs.
 
     Returns the API URL runs go to, or None when they use an ephemeral API.
     """
+    global _debug
+    _debug = debug
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # The ephemeral API migrates a fresh SQLite database on first use; Prefect's 20 s default
     # times out on a busy 2-core machine (see ../shared/PREFECT-NOTES.md).
@@ -117,7 +108,7 @@ def connect() -> str | None:
 
     # Run logs go to the API at INFO (the run's Logs tab); the terminal shows warnings and
     # errors only, unless -v, and not the failures of runs, unless --debug.
-    console_level = logging.INFO if _verbose else logging.WARNING
+    console_level = logging.INFO if verbose else logging.WARNING
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler):
             handler.setLevel(console_level)

@@ -16,13 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
 from assay import schemes
 from assay.cli import _common as common
+from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 from assay.client import AssayAPIError, AssayClient
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE
-from assay.subject import Subject
+from assay.preload import preload
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateReport
@@ -44,10 +42,23 @@ def refuse_local_options(outputs_format: str, case_attribute: str, **given: obje
             common.fail(f"--{flag.replace('_', '-')} is not available when calling a service")
 
 
-def called(action: Callable[[], T]) -> T:
-    """Run a client call; the service's problem becomes one line and exit 2."""
+ANSWER_MODULES = ("assay.runs.records", "assay.runs.render", "assay.gate.decision")
+"""What turns a service's answer into a result and prints it: the models pull in much of the
+domain, about as long to import as the rest of the command line."""
+
+
+def called(action: Callable[[], T], *, answer_models: bool = False) -> T:
+    """Run a client call; the service's problem becomes one line and exit 2. With
+    `answer_models`, `ANSWER_MODULES` load in a thread while it waits for the service rather
+    than afterwards (`assay.preload`); the thread is joined before the command goes on, and
+    before a problem is printed."""
+    loading = preload(ANSWER_MODULES) if answer_models else None
     try:
-        return action()
+        try:
+            return action()
+        finally:
+            if loading is not None:
+                loading.join()
     except AssayAPIError as exc:
         where = f"HTTP {exc.status}: " if exc.status is not None else ""
         common.fail(f"{where}{exc.detail}")
@@ -86,6 +97,8 @@ def _suite_ref(client: AssayClient, suite: str) -> str:
     path = Path(suite)
     if not path.is_file():
         return suite
+    import yaml
+
     document = common.guarded(lambda: yaml.safe_load(path.read_text(encoding="utf-8")))
     if not isinstance(document, dict):
         common.fail(f"{suite}: not a suite document")
@@ -101,6 +114,8 @@ def _submission(
     sample: int | None,
     seed: int,
 ) -> dict[str, Any]:
+    from assay.subject import Subject
+
     who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
     rows, uri = _outputs(outputs)
     return {
@@ -128,7 +143,7 @@ def run(
 
     with AssayClient(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
-        result = called(lambda: client.run(**submission, **options))
+        result = called(lambda: client.run(**submission, **options), answer_models=True)
     assert isinstance(result, EvalResult)  # waited for: never the accepted state
     return result
 
@@ -147,7 +162,7 @@ def gate(
 
     with AssayClient(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
-        report = called(lambda: client.gate(**submission, **options))
+        report = called(lambda: client.gate(**submission, **options), answer_models=True)
     assert isinstance(report, GateReport)
     return report
 
@@ -155,7 +170,13 @@ def gate(
 def result_or_state(url: str, run_id: str) -> EvalResult | RunState:
     """`assay runs show` through the service."""
     with AssayClient(url) as service:
-        return called(lambda: service.result(run_id))
+        return called(lambda: service.result(run_id), answer_models=True)
+
+
+def answer(url: str, path: str) -> Any:
+    """The service's JSON answer to `GET path`, as sent (what `--json` prints)."""
+    with AssayClient(url) as service:
+        return called(lambda: service.answer(path))
 
 
 def runs(url: str) -> list[RunAggregate]:

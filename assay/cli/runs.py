@@ -9,32 +9,14 @@ import typer
 from rich.text import Text
 
 from assay.cli import _common as common
-from assay.cli.judging import check_judge_options
-from assay.gate.decision import GateRun
-from assay.judge.reliability import judge_lines
-from assay.outputs import DEFAULT_CASE_ATTRIBUTE, OutputsReference
-from assay.rate import rate_text
-from assay.runs.cases import CASE_STATUSES, CaseFilter, case_results
-from assay.runs.lifecycle import settled
-from assay.runs.options import RunOptions
-from assay.runs.pipeline import prepare_run
-from assay.runs.records import (
-    EvalResult,
-    list_runs,
-    load_aggregate,
-    load_result,
-    resolve_run_id,
-)
-from assay.runs.render import (
-    check_kind_lines,
-    regression_lines,
-    trial_lines,
-    warnings,
-    why_not,
-)
-from assay.store import EvidenceStore
+from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 
 if TYPE_CHECKING:
+    from assay.gate.decision import GateRun
+    from assay.runs.cases import CaseFilter
+    from assay.runs.options import RunOptions
+    from assay.runs.records import EvalResult
+    from assay.store import EvidenceStore
     from flows.launch import SuiteFlow
 
 runs_app = typer.Typer(help="List and inspect recorded runs.", no_args_is_help=True)
@@ -44,7 +26,7 @@ common.app.add_typer(runs_app, name="runs")
 def execute_run(options: RunOptions, show_progress: bool) -> EvalResult:
     """Run the suite-run flow in this process; its chunks are scored on threads here, on an
     existing Dask cluster (`options.dask`) or on `options.workers` local processes."""
-    return cast(EvalResult, launch_suite_flow("suite_run", (), show_progress, options)[1])
+    return cast("EvalResult", launch_suite_flow("suite_run", (), show_progress, options)[1])
 
 
 def launch_suite_flow(
@@ -53,6 +35,9 @@ def launch_suite_flow(
     """Check the run's inputs here, before Prefect is imported, so bad input exits 2 at once
     (`prepare_run`: the suite published if a file, the outputs validated, once), then hand the
     prepared run to the launcher (flows/launch.py)."""
+    from assay.cli.judging import check_judge_options
+    from assay.runs.pipeline import prepare_run
+
     check_judge_options(options.calibration)
     evidence = common.open_evidence(options.store)
     prepared = common.guarded(lambda: prepare_run(evidence, options))
@@ -76,6 +61,16 @@ def _result_json(result: EvalResult) -> dict[str, Any]:
 
 
 def print_result(result: EvalResult) -> None:
+    from assay.judge.reliability import judge_lines
+    from assay.rate import rate_text
+    from assay.runs.render import (
+        check_kind_lines,
+        regression_lines,
+        trial_lines,
+        warnings,
+        why_not,
+    )
+
     m = result.metrics
     verdict = Text("PASSED", "green") if result.passed else Text("DID NOT PASS", "red")
     subject = result.subject
@@ -184,6 +179,8 @@ def run(
             fresh_judge=fresh_judge or None,
         )
     else:
+        from assay.runs.options import RunOptions
+
         options = common.run_options(
             RunOptions,
             suite=suite,
@@ -223,6 +220,9 @@ def runs_list(
 
         runs = remote.runs(url)
     else:
+        from assay.runs.lifecycle import settled
+        from assay.runs.records import list_runs
+
         evidence = common.open_evidence(store)
         runs = common.guarded(lambda: [settled(run) for run in list_runs(evidence)])
     if as_json:
@@ -262,16 +262,22 @@ def runs_show(
     if url is not None:
         from assay.cli import remote
 
+        if as_json:  # the service's EvalResult (or RunState) JSON is the same as ours
+            common.print_json(remote.answer(url, f"/runs/{run_id}"))
+            return
         shown = remote.result_or_state(url, run_id)
+        from assay.runs.records import EvalResult  # already imported by the client's answer
+
         if isinstance(shown, EvalResult):
-            _print_shown(shown, as_json)
-        elif as_json:
-            common.print_json(shown.model_dump(mode="json"))
+            print_result(shown)
         else:
             common.out.print(
                 f"run {run_id}: {shown.status} ({shown.chunks_done}/{shown.chunks} chunks)"
             )
         return
+    from assay.runs.lifecycle import settled
+    from assay.runs.records import load_aggregate, load_result, resolve_run_id
+
     evidence = common.open_evidence(store)
     run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
     aggregate = common.guarded(lambda: settled(load_aggregate(evidence, run_id)))
@@ -306,15 +312,20 @@ def runs_cases(
     server: common.ServerOption = None,
 ) -> None:
     """List each case of a run: its status, score and check labels."""
+    from assay.runs.cases import CASE_STATUSES
+
     if status is not None and status not in CASE_STATUSES:
         common.fail(f"--status must be one of {', '.join(CASE_STATUSES)}")
-    wanted = cast(CaseFilter | None, status)
+    wanted = cast("CaseFilter | None", status)
     url = common.service(server, store)
     if url is not None:
         from assay.cli import remote
 
         cases = remote.cases(url, run_id, wanted)
     else:
+        from assay.runs.cases import case_results
+        from assay.runs.records import resolve_run_id
+
         evidence = common.open_evidence(store)
         run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
         cases = common.guarded(lambda: list(case_results(evidence, run_id, wanted)))
@@ -332,6 +343,10 @@ def runs_cases(
 @common.app.command("demo")
 def demo(store: common.StoreOption = None) -> None:
     """Run the example support-bot suite end to end for two agent versions."""
+    from assay.outputs import OutputsReference
+    from assay.rate import rate_text
+    from assay.runs.options import RunOptions
+
     suite_file = common.EXAMPLES / "support-suite.yaml"
     common.out.print(
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
