@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from threading import Lock
 
 from pydantic import BaseModel, Field
 
-from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
-from assay.scorers import Observation, Outcome, Scorer, Status, clamp
+from assay.scorers import Observation, Outcome, Scorer, ScorerSpec, Status, clamp
 from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
 
 NO_OUTPUT = "no output"
@@ -205,32 +206,78 @@ def run_verdict(
     return True, None
 
 
+SHARED_SCORERS = 4096
+"""Compiled scorers kept between cases: enough for every scorer cases share (a suite's few
+`contains`/`regex` checks, each compiled once per run), while a scorer only one case uses (a
+`numeric_range` with that case's bounds) is compiled when its case is scored and then let go."""
+
+
+class CaseScorers(Mapping[str, tuple[Scorer, ...]]):
+    """Each case's compiled scorers by case id, compiled when a chunk asks for them.
+
+    Compiling the whole suite up front kept one scorer per distinct configuration alive for the
+    run (100,000 of them for a suite whose cases each have their own bounds); a bounded cache of
+    recently used scorers keeps the shared ones compiled once and the rest only while in use.
+    Compiling is deterministic, so a scorer compiled twice scores the same.
+    """
+
+    def __init__(self, suite: Suite, cases: Mapping[str, Case]) -> None:
+        self._suite = suite
+        self._cases = cases
+        self._built: OrderedDict[int, tuple[ScorerSpec, Scorer]] = OrderedDict()
+        self._lock = Lock()
+
+    def __getitem__(self, case_id: str) -> tuple[Scorer, ...]:
+        case = self._cases[case_id]
+        return tuple(
+            spec.build(case.reference)  # bound to this case's expected trajectory
+            if spec.needs_reference
+            else self._shared(spec)
+            for spec in self._suite.scorers_for(case)
+        )
+
+    def _shared(self, spec: ScorerSpec) -> Scorer:
+        # Keyed by the spec's identity: identical scorer entries validate to one shared spec
+        # (`ScorerSpec`), and the entry holds the spec, so its id is not reused while cached.
+        key = id(spec)
+        with self._lock:
+            found = self._built.get(key)
+            if found is not None:
+                self._built.move_to_end(key)
+                return found[1]
+        built = spec.build()
+        with self._lock:
+            self._built[key] = (spec, built)
+            if len(self._built) > SHARED_SCORERS:
+                self._built.popitem(last=False)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cases)
+
+    def __len__(self) -> int:
+        return len(self._cases)
+
+
 @dataclass
 class CompiledSuite:
-    """A suite with every scorer compiled once; identical configurations share one scorer."""
+    """A suite ready to score: its cases by id and their scorers (`CaseScorers`)."""
 
     suite: Suite
-    scorers: dict[str, tuple[Scorer, ...]] = field(default_factory=dict)
-    cases: dict[str, Case] = field(default_factory=dict)
+    cases: dict[str, Case]
+    scorers: CaseScorers
     judged: bool = False
     """Whether any case has an `llm_judge` check (only then is a judge configured)."""
 
     @classmethod
     def compile(cls, suite: Suite) -> CompiledSuite:
-        """Compile every case's scorers (defaults for cases that list none)."""
-        built: dict[str, Scorer] = {}
-        compiled = cls(suite)
-        with gc_paused():
-            for case in suite.cases:
-                compiled.scorers[case.id] = tuple(
-                    spec.build(case.reference)  # bound to this case's expected trajectory
-                    if spec.needs_reference
-                    else built.get(spec.key) or built.setdefault(spec.key, spec.build())
-                    for spec in suite.scorers_for(case)
-                )
-                compiled.cases[case.id] = case
-        compiled.judged = any(scorer.name == "llm_judge" for scorer in built.values())
-        return compiled
+        """Index the cases by id; their scorers (defaults for cases that list none) compile
+        as the cases are scored."""
+        cases = {case.id: case for case in suite.cases}
+        judged = any(
+            spec.name == "llm_judge" for case in suite.cases for spec in suite.scorers_for(case)
+        )
+        return cls(suite, cases, CaseScorers(suite, cases), judged)
 
 
 def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
