@@ -11,6 +11,7 @@ from assay.outputs import CandidateOutput
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import (
     NO_OUTPUT,
+    SHARED_SCORERS,
     CaseEvidence,
     CompiledSuite,
     RunMetrics,
@@ -127,6 +128,27 @@ def test_identical_scorer_configurations_are_compiled_once() -> None:
     shared = COMPILED.scorers["all-pass"][0]
     assert COMPILED.scorers["two-of-three"][0] is shared
     assert COMPILED.scorers["judge-and-check"][1] is shared
+
+
+def test_a_scorer_of_one_case_is_compiled_when_scored_and_not_kept_for_the_run() -> None:
+    count = SHARED_SCORERS + 10
+    suite = make_suite(
+        *(
+            case(f"c{i}", {"contains": "refund"}, {"numeric_range": {"max": i}})
+            for i in range(count)
+        )
+    )
+    compiled = CompiledSuite.compile(suite)
+    shared, first = compiled.scorers["c0"]
+    assert compiled.scorers["c0"][1] is first  # still cached
+    scored = tally(
+        score_outputs(compiled, [output(f"c{i}", "a refund of 7") for i in range(count)], HASHER)
+    )
+    assert (scored.passed, scored.failed) == (count - 7, 7)
+    again = compiled.scorers["c0"]
+    assert again[0] is shared  # used by every case: compiled once
+    assert again[1] is not first and again[1].label == first.label == "numeric_range […, 0]"
+    assert len(compiled.scorers) == count and set(compiled.scorers) == set(compiled.cases)
 
 
 # --- missing outputs ------------------------------------------------------------------------

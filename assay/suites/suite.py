@@ -22,13 +22,14 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from assay.canonical import canonical_json, content_hash, text_hash
 from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError, shown
 from assay.gcpause import gc_paused
-from assay.scorers import ScorerSpec
+from assay.scorers import ScorerSpec, share_fields_set
 from assay.trajectory import ExpectedStep, Trajectory, bare_single_calls, reference_trajectory
 
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
@@ -78,6 +79,11 @@ class Case(BaseModel):
     @classmethod
     def _canonical_steps(cls, steps: list[ExpectedStep] | None) -> list[ExpectedStep] | None:
         return None if steps is None else bare_single_calls(steps)
+
+    @model_validator(mode="after")
+    def _shared_fields_set(self) -> Case:
+        share_fields_set(self)
+        return self
 
     @model_serializer(mode="wrap")
     def _without_unset_added_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
