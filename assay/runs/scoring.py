@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections import OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from threading import Lock
 
 from pydantic import BaseModel, Field
 
@@ -207,49 +206,50 @@ def run_verdict(
 
 
 SHARED_SCORERS = 4096
-"""Compiled scorers kept between cases: enough for every scorer cases share (a suite's few
-`contains`/`regex` checks, each compiled once per run), while a scorer only one case uses (a
-`numeric_range` with that case's bounds) is compiled when its case is scored and then let go."""
+"""Compiled scorers that several cases share, kept between cases: more than a suite's few
+`contains`/`regex` checks (compiled again once per this many, should a suite share more)."""
 
 
 class CaseScorers(Mapping[str, tuple[Scorer, ...]]):
     """Each case's compiled scorers by case id, compiled when a chunk asks for them.
 
     Compiling the whole suite up front kept one scorer per distinct configuration alive for the
-    run (100,000 of them for a suite whose cases each have their own bounds); a bounded cache of
-    recently used scorers keeps the shared ones compiled once and the rest only while in use.
+    run: 100,000 of them for a suite whose cases each have their own `numeric_range` bounds. A
+    scorer that several cases share is compiled once and kept (up to `SHARED_SCORERS`); one
+    that only its case uses is compiled when the case is scored and let go with its chunk.
     Compiling is deterministic, so a scorer compiled twice scores the same.
     """
 
-    def __init__(self, suite: Suite, cases: Mapping[str, Case]) -> None:
+    def __init__(self, suite: Suite, cases: Mapping[str, Case], shared: frozenset[int]) -> None:
         self._suite = suite
         self._cases = cases
-        self._built: OrderedDict[int, tuple[ScorerSpec, Scorer]] = OrderedDict()
-        self._lock = Lock()
+        # By the spec's identity: identical scorer entries validate to one shared spec
+        # (`ScorerSpec`); the suite holds its specs and each entry its own, so no id is reused.
+        self._shared = shared
+        self._built: dict[int, tuple[ScorerSpec, Scorer]] = {}
 
     def __getitem__(self, case_id: str) -> tuple[Scorer, ...]:
         case = self._cases[case_id]
         return tuple(
-            spec.build(case.reference)  # bound to this case's expected trajectory
-            if spec.needs_reference
-            else self._shared(spec)
-            for spec in self._suite.scorers_for(case)
+            [
+                spec.build(case.reference)  # bound to this case's expected trajectory
+                if spec.needs_reference
+                else self._compiled(spec)
+                for spec in self._suite.scorers_for(case)
+            ]
         )
 
-    def _shared(self, spec: ScorerSpec) -> Scorer:
-        # Keyed by the spec's identity: identical scorer entries validate to one shared spec
-        # (`ScorerSpec`), and the entry holds the spec, so its id is not reused while cached.
+    def _compiled(self, spec: ScorerSpec) -> Scorer:
         key = id(spec)
-        with self._lock:
-            found = self._built.get(key)
-            if found is not None:
-                self._built.move_to_end(key)
-                return found[1]
+        if key not in self._shared:
+            return spec.build()
+        found = self._built.get(key)
+        if found is not None:
+            return found[1]
         built = spec.build()
-        with self._lock:
-            self._built[key] = (spec, built)
-            if len(self._built) > SHARED_SCORERS:
-                self._built.popitem(last=False)
+        if len(self._built) >= SHARED_SCORERS:
+            self._built.clear()
+        self._built[key] = (spec, built)
         return built
 
     def __iter__(self) -> Iterator[str]:
@@ -271,13 +271,14 @@ class CompiledSuite:
 
     @classmethod
     def compile(cls, suite: Suite) -> CompiledSuite:
-        """Index the cases by id; their scorers (defaults for cases that list none) compile
-        as the cases are scored."""
+        """Index the cases by id and find the scorers cases share; each case's scorers
+        (defaults for cases that list none) compile as the case is scored."""
         cases = {case.id: case for case in suite.cases}
-        judged = any(
-            spec.name == "llm_judge" for case in suite.cases for spec in suite.scorers_for(case)
-        )
-        return cls(suite, cases, CaseScorers(suite, cases), judged)
+        specs = [spec for case in suite.cases for spec in suite.scorers_for(case)]
+        uses = Counter(map(id, specs))
+        shared = frozenset(key for key, count in uses.items() if count > 1)
+        judged = any(spec.name == "llm_judge" for spec in specs)
+        return cls(suite, cases, CaseScorers(suite, cases, shared), judged)
 
 
 def _label(checks: list[tuple[Scorer, Status, str]]) -> str:
