@@ -9,10 +9,7 @@ importing them costs about 1.5 s, which CLI commands that never compute a statis
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
-import threading
 import warnings
 from collections.abc import Sequence
 from statistics import NormalDist
@@ -56,27 +53,13 @@ class Trend(NamedTuple):
     n: int
 
 
-_RUN_LIBRARIES = (
+RUN_LIBRARIES = (
     "statsmodels.stats.proportion",
     "statsmodels.stats.contingency_tables",
     "statsmodels.stats.power",
 )
 """What every suite run's figures need: Wilson, Newcombe (vs the baseline), exact McNemar, the
-minimum detectable drop."""
-
-
-def preload() -> None:
-    """Start importing the libraries a run's figures need, in a background thread, so that they
-    load while the caller waits on its Prefect API and store rather than afterwards (about 0.25
-    s of a 3 s warm run; bench/README.md). An import error is left to the function that needs
-    the library: it imports it again and raises there."""
-
-    def load() -> None:
-        for name in _RUN_LIBRARIES:
-            with contextlib.suppress(ImportError):
-                importlib.import_module(name)
-
-    threading.Thread(target=load, name="assay-stats-preload", daemon=True).start()
+minimum detectable drop (see `assay.preload`)."""
 
 
 def _scipy_stats() -> Any:

@@ -1,4 +1,4 @@
-"""The CI gate: run the suite (a suite-run subflow) → decide → record → artifact → findings.
+"""The CI gate: run the suite (a suite-run subflow) → decide → record → findings → artifact.
 
 The decision is recorded write-once under `gates/<run_id>.json` and is the *recorded* verdict;
 a governed override may later change only the effective verdict (`assay override`). A failed gate
@@ -19,8 +19,8 @@ from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.gate import decide_gate, publish_gate_artifact, report_gate_findings
-from tasks.reports import publish_report
-from tasks.verdicts import verdict_result, verdict_state
+from tasks.reports import publish_report, published_by_the_caller
+from tasks.verdicts import recorded, verdict_result, verdict_state
 
 
 def _run_name() -> str:
@@ -43,12 +43,15 @@ def gate(options: GateOptions) -> GateRun:
     store_uri = store_reference(options.store, options.storage_block)
     # The suite run is a subflow whose negative verdict is a Failed state that still holds its
     # EvalResult: taken as a state, it does not fail this flow.
-    run = suite_run(options.run().model_copy(update={"store": store_uri}), return_state=True)
+    with published_by_the_caller():  # the report is written once, with the decision
+        run = suite_run(options.run().model_copy(update={"store": store_uri}), return_state=True)
     result = verdict_result(run)
     decision = decide_gate(store_uri, result, options.max_judge_flip_rate)
+    findings = report_gate_findings(store_uri, decision, result)
+    outcome = GateRun(decision=decision, result=result)
+    recorded("gate", outcome)  # the records are complete: tell the caller
     publish_gate_artifact(decision)
     publish_report(store_uri, result.run_id)
-    findings = report_gate_findings(store_uri, decision, result)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)
-    return verdict_state(gate_verdict(decision), GateRun(decision=decision, result=result))
+    return verdict_state(gate_verdict(decision), outcome)

@@ -29,7 +29,7 @@ from assay.store import EvidenceStore
 from flows.local import crash_flow_run, in_this_process
 from flows.runners import api_for_workers, reachable_chunk_runner
 from tasks._store import evidence_store, store_reference
-from tasks.verdicts import verdict_result
+from tasks.verdicts import Listener, told_when_recorded, verdict_result
 
 __all__ = ["crash_flow_run", "launch", "start"]
 
@@ -48,6 +48,7 @@ def launch(
     labels: Sequence[str] = (),
     announce: Announce | None = None,
     suite_files: bool = True,
+    recorded: Listener | None = None,
 ) -> GateRun: ...
 
 
@@ -60,6 +61,7 @@ def launch(
     labels: Sequence[str] = (),
     announce: Announce | None = None,
     suite_files: bool = True,
+    recorded: Listener | None = None,
 ) -> EvalResult: ...
 
 
@@ -72,6 +74,7 @@ def launch(
     labels: Sequence[str] = (),
     announce: Announce | None = None,
     suite_files: bool = True,
+    recorded: Listener | None = None,
 ) -> EvalResult | GateRun: ...
 
 
@@ -83,6 +86,7 @@ def launch(
     labels: Sequence[str] = (),
     announce: Announce | None = None,
     suite_files: bool = True,
+    recorded: Listener | None = None,
 ) -> EvalResult | GateRun:
     """Run the suite-run flow (or the gate, with `GateOptions`) in this process; blocks until
     it ends and returns its result, a negative verdict's included; raises what the flow raised.
@@ -94,6 +98,8 @@ def launch(
         labels: Tags besides `assay`, the suite's and the subject's.
         announce: Told the flow run's id when it ends.
         suite_files: Whether the suite may be a file to publish (see `prepare_run`).
+        recorded: Given the result as soon as the flow has recorded it, before it publishes
+            its artifacts and report.
     """
     if isinstance(run, RunOptions):
         evidence = store or evidence_store(store_reference(run.store, run.storage_block))
@@ -105,13 +111,15 @@ def launch(
     # A temporary cluster's scheduler lives in this process and logs every worker's coming
     # and going at INFO through Prefect's console handler; a terminal wants warnings only.
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    result: EvalResult | GateRun = start(
-        flow,
-        ("assay", *labels, *run.labels),
-        announce=announce,
-        task_runner=runner,
-        options=options,
-    )
+    listening = told_when_recorded(flow, recorded) if recorded is not None else nullcontext()
+    with listening:
+        result: EvalResult | GateRun = start(
+            flow,
+            ("assay", *labels, *run.labels),
+            announce=announce,
+            task_runner=runner,
+            options=options,
+        )
     return result
 
 

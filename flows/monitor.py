@@ -13,11 +13,10 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.errors import InputError
-from assay.monitor.receiver import signals_reference
 from assay.monitor.report import MonitorReport
 from assay.monitor.thresholds import MonitorThresholds
 from assay.monitor.windows import parse_now, utc
-from tasks._store import evidence_store, store_reference
+from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.monitor import assess_signals, publish_monitor_artifact, report_monitor_findings
 
@@ -78,7 +77,7 @@ def monitor(
     store_uri = store_reference(store, storage_block)
     report = assess_signals(
         store_uri,
-        signals or signals_reference(evidence_store(store_uri)),
+        signals,
         window,
         now or datetime.now(UTC),
         str(flow_run.id),

@@ -1,5 +1,5 @@
-"""The suite run: ingest → score and persist in chunks → compare → aggregate → artifacts →
-findings → notify.
+"""The suite run: ingest → score and persist in chunks → compare → aggregate → findings →
+(the caller is told the recorded result) → artifacts → report → notify.
 
 Outputs travel by reference (a path or URI parameter): Prefect records the parameters of every
 run, so the flow must never receive output text. Work is chunked, so Prefect's overhead grows with
@@ -19,12 +19,14 @@ from prefect import flow
 from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
 
+from assay import stats
+from assay.preload import preload
+from assay.reports import charts
 from assay.runs.lifecycle import this_process
 from assay.runs.options import RunOptions
-from assay.runs.pipeline import ChunkSummary, merge_chunks, set_up_run
-from assay.runs.records import EvalResult, RunStatus, fail_run, load_result
+from assay.runs.pipeline import ChunkJob, ChunkSummary, MergedChunks, merge_chunks, set_up_run
+from assay.runs.records import EvalResult, RunAggregate, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
-from assay.stats import preload as preload_statistics
 from assay.subject import Subject
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
@@ -40,10 +42,10 @@ from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
-from tasks.reports import publish_report
+from tasks.reports import caller_publishes, publish_report
 from tasks.scoring import score_chunk
 from tasks.suites import resolve_suite
-from tasks.verdicts import verdict_state
+from tasks.verdicts import recorded, verdict_state
 
 
 def run_name(parameters: Mapping[str, Any]) -> str:
@@ -56,6 +58,24 @@ def run_name(parameters: Mapping[str, Any]) -> str:
 
 def _run_name() -> str:
     return run_name(flow_run.parameters)
+
+
+def _score_chunks(
+    store: str,
+    aggregate: RunAggregate,
+    jobs: list[ChunkJob],
+    futures: list[PrefectFuture[ChunkSummary]],
+) -> MergedChunks:
+    """Every chunk scored on the flow's task runner (each one's future added to `futures`, for
+    the caller to wait on when the run fails), the run's progress reported as chunks finish,
+    then merged in chunk order."""
+    progress = ProgressReporter(store, aggregate)
+    futures.extend(score_chunk.submit(job) for job in jobs)
+    summaries = []
+    for future in as_completed(futures):
+        summaries.append(future.result())
+        progress.chunk_done(summaries[-1].chunk, summaries[-1].metrics)
+    return merge_chunks(summaries)
 
 
 @flow(
@@ -77,7 +97,7 @@ def suite_run(options: RunOptions) -> EvalResult:
     result. The verdict is the flow run's final state: `Passed` (Completed), or `Regressed` /
     `Not passed` (Failed), the EvalResult recorded and returned either way.
     """
-    preload_statistics()  # every run's summary needs them; they load while the tasks wait
+    preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
     store = store_reference(options.store, options.storage_block)
     version = resolve_suite(store, options.suite)
     who = Subject.given_or_default(options.subject, options.outputs)
@@ -98,13 +118,7 @@ def suite_run(options: RunOptions) -> EvalResult:
         close_interrupted_attempt(killed, plan.run_id)
     futures: list[PrefectFuture[ChunkSummary]] = []
     try:
-        progress = ProgressReporter(store, aggregate)
-        futures = [score_chunk.submit(job) for job in setup.jobs]
-        summaries = []
-        for future in as_completed(futures):
-            summaries.append(future.result())
-            progress.chunk_done(summaries[-1].chunk, summaries[-1].metrics)
-        merged = merge_chunks(summaries)
+        merged = _score_chunks(store, aggregate, setup.jobs, futures)
         aggregate.judge = merged.judge or aggregate.judge
         settled = settle_cases_task(store, aggregate, merged.metrics)
         regression = compare_task(
@@ -133,9 +147,11 @@ def suite_run(options: RunOptions) -> EvalResult:
         with suppress(Exception):  # best effort: the store may be what failed
             fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
         raise
-    publish_run_artifacts(store, result, merged.rows)
-    publish_report(store, result.run_id)
     findings = report_findings(store, result)
+    recorded("suite_run", result)  # the records are complete: tell the caller
+    publish_run_artifacts(store, result, merged.rows)
+    if not caller_publishes():
+        publish_report(store, result.run_id)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)
     return verdict_state(suite_run_verdict(result), result)

@@ -12,6 +12,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
 from assay.findings import Finding, record
+from assay.monitor.receiver import received_signals, signals_reference
 from assay.monitor.render import markdown_report
 from assay.monitor.report import MonitorReport, assess, monitor_findings, save_report
 from assay.monitor.signals import read_signals
@@ -21,30 +22,32 @@ from tasks._store import evidence_store
 from tasks.findings import announce
 
 
-@task(name="assess-signals", task_run_name="assess {signals} · {window}", **IO_RETRIES)
+@task(name="assess-signals", task_run_name="assess signals · {window}", **IO_RETRIES)
 def assess_signals(
     store: str,
-    signals: str,
+    signals: str | None,
     window: str,
     now: datetime,
     report_id: str,
     thresholds: MonitorThresholds,
     expect: list[str],
 ) -> MonitorReport:
-    """Score the sessions in `signals` over the window and write the report once; a retry
-    whose first write landed returns that first report."""
-    found, counts = read_signals(signals)
+    """Score the sessions in `signals` (None: those the store's OTLP endpoint received) over the
+    window and write the report once; a retry whose first write landed returns that first
+    report."""
+    evidence = evidence_store(store)
+    found, counts = read_signals(signals) if signals else received_signals(evidence)
     report = assess(
         found,
         counts,
-        source=signals,
+        source=signals or signals_reference(evidence),
         window=window,
         now=now,
         report_id=report_id,
         thresholds=thresholds,
         expect=expect,
     )
-    return save_report(evidence_store(store), report)
+    return save_report(evidence, report)
 
 
 @task(name="report-monitor-findings", task_run_name="report-monitor-findings", **IO_RETRIES)

@@ -8,10 +8,17 @@ back with `verdict_result` (the launcher, a parent flow). It is also final: the 
 turns a proposed Failed state into `AwaitingRetry` while the run has flow retries left (its
 `RetryFailedFlows` rule, measured: the retry re-ran the flow and ended Completed), so a negative
 verdict first sets the run's retries to 0 — flow retries are for crashes, never for a verdict.
+
+Whoever launched a flow in this process may also want its result *as soon as it is recorded*,
+before the flow publishes its artifacts, report and findings (the service answers a run's
+request then): `told_when_recorded` listens, the flow calls `recorded`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from prefect.client.orchestration import get_client
@@ -23,6 +30,34 @@ from assay.verdicts import FlowVerdict
 from tasks._log import run_log
 
 T = TypeVar("T")
+Listener = Callable[[Any], None]
+
+_listening: ContextVar[dict[str, Listener] | None] = ContextVar("assay_listening", default=None)
+"""Who waits for which flow's recorded result, in this context: a flow called in-process runs
+its body in its caller's thread and context (its tasks in copies of it)."""
+
+
+@contextmanager
+def told_when_recorded(flow: str, listener: Listener) -> Iterator[None]:
+    """While in the block, `listener` gets the result of the `flow` (`suite_run`, `gate`)
+    called in it as soon as that flow has recorded it (a subflow of another name tells
+    nobody)."""
+    token = _listening.set({**(_listening.get() or {}), flow: listener})
+    try:
+        yield
+    finally:
+        _listening.reset(token)
+
+
+def recorded(flow: str, result: Any) -> None:
+    """Called by `flow` once its records are complete: tells whoever listens (see
+    `told_when_recorded`); a listener's failure is never the flow's."""
+    listener = (_listening.get() or {}).get(flow)
+    if listener is not None:
+        try:
+            listener(result)
+        except Exception as exc:  # the run goes on whatever the listener did
+            run_log().warning("a listener of the %s flow failed: %s", flow, type(exc).__name__)
 
 
 def verdict_state(verdict: FlowVerdict, result: T) -> T:

@@ -659,8 +659,15 @@ def test_runs_are_flow_runs_on_the_configured_prefect_api(
 ) -> None:
     with limited.client("operator") as client:
         result = _run(client, "v1").json()
+    # The answer comes once the run's records are complete; its flow run then publishes its
+    # artifacts and report, and ends.
+    deadline = time.monotonic() + 30
     with httpx.Client(trust_env=False) as client:
-        flow_run = client.get(f"{prefect_api}/flow_runs/{result['run_id']}").json()
+        while True:
+            flow_run = client.get(f"{prefect_api}/flow_runs/{result['run_id']}").json()
+            if flow_run["state"]["type"] != "RUNNING" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     assert flow_run["name"] == "support-bot@1 · agent:support-bot@v1"
     assert flow_run["state"]["type"] == "COMPLETED"
     assert {"assay", "api", "suite:support-bot"} <= set(flow_run["tags"])

@@ -217,36 +217,23 @@ def test_a_full_disk_during_a_run_is_one_line(prefect_api: str, mounted: Path) -
     assert "StoreUnavailableError" in line and "No space left on device" in line
 
 
-def test_a_refused_resume_inside_the_flow_is_one_line(recorded_run: str, prefect_api: str) -> None:
+def _resume_with_other_outputs(recorded_run: str) -> list[str]:
+    """A resume the flow refuses: the recorded run scored other outputs."""
     other = str(EXAMPLES / "outputs" / "support-bot-v2.jsonl")
+    return ["run", SUITE, "--outputs", other, "--resume", recorded_run, "--json"]
 
+
+def test_a_refused_resume_inside_the_flow_is_one_line(recorded_run: str, prefect_api: str) -> None:
     line, _ = one_line_exit_2(
-        "run",
-        SUITE,
-        "--outputs",
-        other,
-        "--resume",
-        recorded_run,
-        "--json",
-        env={"PREFECT_API_URL": prefect_api},
+        *_resume_with_other_outputs(recorded_run), env={"PREFECT_API_URL": prefect_api}
     )
 
     assert f"run {recorded_run} was recorded with" in line
 
 
 def test_debug_prints_the_failing_run_s_traceback(recorded_run: str, prefect_api: str) -> None:
-    other = str(EXAMPLES / "outputs" / "support-bot-v2.jsonl")
-
     done, _ = assay(
-        "--debug",
-        "run",
-        SUITE,
-        "--outputs",
-        other,
-        "--resume",
-        recorded_run,
-        "--json",
-        env={"PREFECT_API_URL": prefect_api},
+        "--debug", *_resume_with_other_outputs(recorded_run), env={"PREFECT_API_URL": prefect_api}
     )
 
     assert done.returncode == 2

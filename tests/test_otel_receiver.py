@@ -25,10 +25,11 @@ from assay.monitor.receiver import (
     MalformedRequest,
     UnsupportedMediaType,
     receive,
+    received_signals,
     response_body,
     signals_reference,
 )
-from assay.monitor.signals import read_signals
+from assay.monitor.signals import SignalCounts, read_signals
 from assay.monitor.spans import PendingUsage
 from assay.store import FileStore
 from tests.otel_agent import CANARY, run_sessions
@@ -81,6 +82,8 @@ def test_root_spans_become_signals_and_no_text_is_stored(tmp_path: Path) -> None
     assert CANARY not in written and "question" not in written
     found, counts = read_signals(signals_reference(store))
     assert counts.sessions == 3
+    assert received_signals(store) == (found, counts)
+    assert received_signals(FileStore(tmp_path / "untouched")) == ([], SignalCounts())
     stats = window_stats(found)
     assert (stats.completion.completed, stats.completion.n) == (2, 3)
     assert (stats.failure.failed, stats.failure.n) == (1, 3)
@@ -193,7 +196,9 @@ def test_signals_land_in_hourly_write_once_objects(tmp_path: Path) -> None:
     assert all(key and f"signals/otlp/{hour}/" in key for key in keys)
 
 
-def test_monitor_takes_a_signals_source_or_the_store_not_both(store_dir: Path) -> None:
+def test_monitor_takes_a_signals_source_or_the_store_not_both(
+    store_dir: Path, prefect_api: str
+) -> None:
     from typer.testing import CliRunner
 
     from assay.cli import app
@@ -204,8 +209,10 @@ def test_monitor_takes_a_signals_source_or_the_store_not_both(store_dir: Path) -
         assert "give a SIGNALS file, folder or prefix, or --from-store (not both)" in (
             invoked.output
         )
-    invoked = CliRunner().invoke(app, ["monitor", "--from-store"])
-    assert invoked.exit_code == 2 and "no such signals file or folder" in invoked.output
+    # A store no agent has reached yet: its expected subject is silent (no data), not an error.
+    invoked = CliRunner().invoke(app, ["monitor", "--from-store", "--expect", "agent:quiet@v1"])
+    assert invoked.exit_code == 0, invoked.output
+    assert "agent:quiet@v1  no data  0 session(s)" in invoked.output
 
 
 def test_findings_count_and_severity_attributes_reach_the_signal(tmp_path: Path) -> None:

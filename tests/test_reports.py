@@ -1,7 +1,7 @@
 """Reports rendered by headless Chromium: the demo's v2-against-v1 run page (charts drawn, one
 row per case, no console error, no network reference, no output text), a 5-run trend, a
-calibration page, the report the flows write and link, `GET /runs/{id}/report`, and the size of
-a 10,000-case report.
+calibration page, the report the flows write and link, `GET /runs/{id}/report`, and the table
+and size of a 10,000-case report.
 
 Set `ASSAY_SCREENSHOTS=docs/img` to refresh the screenshots of docs/reports.md.
 """
@@ -27,7 +27,7 @@ from assay.calibration.report import Targets, measure, record_report
 from assay.cli import app
 from assay.judge.port import JudgePin, Verdict
 from assay.reports import report_key
-from assay.reports.run import load_view, run_page
+from assay.reports.run import MAX_CASE_ROWS, load_view, run_page
 from assay.runs.options import GateOptions
 from assay.runs.records import load_result
 from assay.runs.trials import TrialFigures
@@ -305,7 +305,11 @@ def test_calibration_page_of_perfect_agreement_has_kappa_without_interval(
     assert "1.000 (no interval)" in page.read_text()
 
 
-def test_report_of_10000_cases_stays_under_5_mb(tmp_path: Path, store_dir: Path) -> None:
+def test_report_of_10000_cases_lists_the_failures_first_and_stays_small(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    """The table of a large run holds every failing case, then passing ones up to
+    `MAX_CASE_ROWS`; the charts still count every case."""
     cases = 10_000
     suite = {
         "suite": "big",
@@ -331,9 +335,17 @@ def test_report_of_10000_cases_stays_under_5_mb(tmp_path: Path, store_dir: Path)
         )
     )
     result = suite_run(suite=str(suite_file), outputs=str(outputs), subject="agent:big")
-    report = FileStore(store_dir).get(report_key(result.run_id))
-    assert len(re.findall(rb'<tr data-case-id="', report)) == cases
-    assert len(report) < 5_000_000, len(report)
+    report = FileStore(store_dir).get(report_key(result.run_id)).decode()
+    listed = re.findall(r'<tr data-case-id="([^"]+)" data-s="(\w+)"', report)
+    failing = {f"case-{i:05d}" for i in range(cases) if not i % 9}
+    assert len(listed) == MAX_CASE_ROWS
+    assert failing <= {case_id for case_id, status in listed if status == "fail"}
+    assert [case_id for case_id, _ in listed] == sorted(case_id for case_id, _ in listed)
+    assert f"Cases (2,000 of {cases:,})" in report
+    assert f"assay runs cases {result.run_id}" in report
+    # tag-0 holds cases 0, 11, 22, …: 910 of them; the multiples of 99 (102) fail
+    assert "808/910" in report
+    assert len(report) < 1_500_000, len(report)
 
 
 def test_service_serves_the_report_to_a_viewer_only(
@@ -444,8 +456,13 @@ def test_the_gate_links_its_run_report(demo: tuple[Path, str, str]) -> None:
         baseline=v1,
     )
     state = gate_flow(options, return_state=True)
-    run_id = verdict_result(state).result.run_id
-    assert FileStore(store).exists(report_key(run_id))
+    gated = verdict_result(state)
+    run_id = gated.result.run_id
+    page = FileStore(store).get(report_key(run_id)).decode()
+    # Written once, by the gate after it decided: the page shows the decision and its rules.
+    assert gated.decision.verdict == "fail"
+    assert '<section id="gate"><h2>Gate: fail</h2>' in page
+    assert all(rule.rule in page for rule in gated.decision.rules)
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(
             artifact_filter=ArtifactFilter(

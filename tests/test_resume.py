@@ -142,18 +142,23 @@ def _wait_for_running_run(store: FileStore, process: subprocess.Popen[bytes]) ->
     raise AssertionError("the run never started")
 
 
-def test_a_killed_run_is_marked_interrupted_then_resumed_to_completion(
-    hanging_judge: JudgeServer, prefect_api: str, store_dir: Path, tmp_path: Path
-) -> None:
-    suite, outputs = _suite(tmp_path, judged=True)
-    store = FileStore(store_dir)
-    process = subprocess.Popen(
+def _start_run(suite: Path, outputs: Path, prefect_api: str) -> subprocess.Popen[bytes]:
+    """`assay run` in its own process group (so a test can kill it and its children)."""
+    return subprocess.Popen(
         [ASSAY, "run", str(suite), "--outputs", str(outputs), "--json"],
         env={**os.environ, "PREFECT_API_URL": prefect_api},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+
+
+def test_a_killed_run_is_marked_interrupted_then_resumed_to_completion(
+    hanging_judge: JudgeServer, prefect_api: str, store_dir: Path, tmp_path: Path
+) -> None:
+    suite, outputs = _suite(tmp_path, judged=True)
+    store = FileStore(store_dir)
+    process = _start_run(suite, outputs, prefect_api)
     try:
         run_id = _wait_for_running_run(store, process)
     finally:
@@ -194,13 +199,7 @@ def test_a_resumed_runs_judge_figures_cover_every_attempt(
     judge_env.script(*[verdict("pass", 0.9)] * 4, default=slow(300))  # 4 paid, then it hangs
     suite, outputs = _suite(tmp_path, name="paid-twice", judged=True)
     store = FileStore(store_dir)
-    process = subprocess.Popen(
-        [ASSAY, "run", str(suite), "--outputs", str(outputs), "--json"],
-        env={**os.environ, "PREFECT_API_URL": prefect_api},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = _start_run(suite, outputs, prefect_api)
     try:
         run_id = _wait_for_running_run(store, process)
         deadline = time.monotonic() + 120

@@ -26,9 +26,14 @@ from prefect.client.schemas.filters import (
 )
 from prefect.settings import get_current_settings
 
+from assay.gate.decision import GateRun
+from assay.reports import report_key
 from assay.runs.options import GateOptions, RunOptions
+from assay.runs.records import EvalResult, load_result
+from assay.store import FileStore
 from flows.calibration import calibration
 from flows.gate import gate as gate_flow
+from flows.launch import launch
 from flows.nightly import NightlyJob, nightly
 from flows.release import release
 from flows.suite_run import suite_run as suite_run_flow
@@ -252,3 +257,31 @@ def test_a_deployment_run_s_options_are_validated_with_their_bounds() -> None:
         )
     accepted = suite_run_flow.validate_parameters({"options": {**given, "judge_repeats": 15}})
     assert accepted["options"] == RunOptions(suite="support-bot", outputs=V1, judge_repeats=15)
+
+
+@pytest.mark.parametrize("which", ["suite_run", "gate"])
+def test_the_launcher_is_told_the_result_once_recorded_before_the_flow_publishes(
+    which: str, store_dir: Path
+) -> None:
+    """`launch(..., recorded=)` (what the service answers a run's request with) gets the
+    flow's result once, when it is in the store and before the run's report is written; the
+    gate's listener gets its GateRun, not its suite-run subflow's EvalResult."""
+    store = FileStore(store_dir)
+    told: list[tuple[Any, bool, bool]] = []
+
+    def listener(value: Any) -> None:
+        run_id = value.result.run_id if isinstance(value, GateRun) else value.run_id
+        told.append(
+            (value, store.exists(report_key(run_id)), load_result(store, run_id).run_id == run_id)
+        )
+
+    options = (GateOptions if which == "gate" else RunOptions)(
+        suite=SUITE, outputs=V1, subject="agent:told"
+    )
+    outcome = launch(options, which, recorded=listener)  # type: ignore[call-overload]
+    assert len(told) == 1
+    value, report_written, result_stored = told[0]
+    assert value == outcome and isinstance(value, GateRun if which == "gate" else EvalResult)
+    assert result_stored and not report_written
+    run_id = outcome.result.run_id if isinstance(outcome, GateRun) else outcome.run_id
+    assert store.exists(report_key(run_id))  # the flow went on to publish it

@@ -48,7 +48,7 @@ def monitor_command(
 ) -> None:
     """Per subject: completion, failure, high-severity share, cost and tokens, against the
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
-    from assay.monitor.receiver import signals_reference
+    from assay.monitor.receiver import received_signals
     from assay.monitor.report import expected_subjects
     from assay.monitor.signals import read_signals
     from assay.monitor.windows import parse_now, windows
@@ -57,16 +57,19 @@ def monitor_command(
     evidence = common.open_evidence(store)
     if (signals is None) == (not from_store):
         common.fail("give a SIGNALS file, folder or prefix, or --from-store (not both)")
-    source = signals or signals_reference(evidence)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
     common.guarded(
-        lambda: (windows(window, end), expected_subjects(expect or []), read_signals(source))
+        lambda: (
+            windows(window, end),
+            expected_subjects(expect or []),
+            read_signals(signals) if signals else received_signals(evidence),
+        )
     )
     report = common.run_flow(
         "monitor",
         ("monitor",),
         quiet=as_json,
-        signals=source,
+        signals=signals,
         window=window,
         now=end,
         expect=expect,

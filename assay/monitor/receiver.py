@@ -18,6 +18,7 @@ from typing import Final
 from uuid import uuid4
 
 from assay.errors import InputError
+from assay.monitor.signals import SessionSignal, SignalCounts, read_signals
 from assay.monitor.spans import SIGNAL_ATTRIBUTES, PendingUsage, SignalBatch, session_signals
 from assay.otel.traces import Span, decode_protobuf, json_spans
 from assay.store import EvidenceStore
@@ -155,3 +156,12 @@ def response_body(receipt: Receipt, kind: str) -> bytes:
 def signals_reference(store: EvidenceStore) -> str:
     """Where the signals received by the OTLP endpoint live, as a URI `read_signals` takes."""
     return f"{store.uri.rstrip('/')}/{SIGNALS_PREFIX}"
+
+
+def received_signals(store: EvidenceStore) -> tuple[list[SessionSignal], SignalCounts]:
+    """The sessions the OTLP endpoint appended to `store`: none while it has received none (a
+    monitor of a store that no agent has reached yet reports its expected subjects as silent,
+    rather than failing on a missing folder)."""
+    if next(iter(store.list(SIGNALS_PREFIX)), None) is None:
+        return [], SignalCounts()
+    return read_signals(signals_reference(store))

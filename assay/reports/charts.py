@@ -32,6 +32,13 @@ GREY = "#666666"
 SERIES = (BLUE, ORANGE, GREEN, PURPLE, SKY, VERMILION)
 """Okabe–Ito, in the order series take them."""
 
+LIBRARIES = ("matplotlib.figure", "matplotlib.backends.backend_svg")
+"""What drawing a chart imports (see `assay.preload`)."""
+
+TITLE_INCHES = 0.4
+"""Above the axes: the title, and a reference line's name."""
+AXIS_INCHES = 0.55
+"""Below the axes: tick labels and the axis label."""
 WIDTH_INCHES = 9.0
 """At 96 dpi about 860 px: two fit side by side at 1,400 px, one fills a printed A4 page."""
 ROW_INCHES = 0.32
@@ -59,8 +66,25 @@ class Estimate:
         return cls(label, rate, interval.lo, interval.hi, text)
 
 
+EM = 0.56
+"""Width of an average character of the sans-serif font, in ems (DejaVu Sans, measured on
+labels and figures; a cut label is wider than the margin by no more than a character)."""
+MAX_LABEL_CHARS = 40
+"""A row label longer than this is cut (with `…`): the margins are sized from the labels."""
+
+
+def _inches(chars: int, points: float) -> float:
+    return chars * EM * points / 72
+
+
 @contextmanager
-def _figure(name: str, height: float) -> Iterator[tuple[Any, Axes]]:
+def _figure(
+    name: str, height: float, sides: tuple[float, float] | None = None
+) -> Iterator[tuple[Any, Axes]]:
+    """A figure with one axes. With `sides` (left and right margins in inches, for labels and
+    figures written beside the rows) the margins are fixed from the text's length; else
+    matplotlib's constrained layout measures every text first — 60% of a chart's time, and most
+    of a small run's report."""
     import matplotlib
 
     matplotlib.use("svg", force=False)
@@ -76,7 +100,17 @@ def _figure(name: str, height: float) -> Iterator[tuple[Any, Axes]]:
         "axes.spines.right": False,
     }
     with matplotlib.rc_context(style):  # type: ignore[arg-type]  # keys are a Literal there
-        figure = Figure(figsize=(WIDTH_INCHES, height), layout="constrained")
+        if sides is None:
+            figure = Figure(figsize=(WIDTH_INCHES, height), layout="constrained")
+        else:
+            figure = Figure(figsize=(WIDTH_INCHES, height))
+            left, right = sides
+            figure.subplots_adjust(
+                left=left / WIDTH_INCHES,
+                right=1 - right / WIDTH_INCHES,
+                top=1 - TITLE_INCHES / height,
+                bottom=AXIS_INCHES / height,
+            )
         yield figure, figure.add_subplot()
 
 
@@ -104,16 +138,26 @@ def forest(
     `reference` (a threshold or target) is a dashed vertical line; a row whose whole interval
     lies below it is drawn in vermilion and says `below` in its label (colour is never the only
     sign)."""
-    with _figure(title, 0.9 + ROW_INCHES * len(rows)) as (figure, axes):
+    labels = [_clipped(row.label) for row in rows]
+    notes = [
+        row.text + (" · below" if reference is not None and row.hi < reference else "")
+        for row in rows
+    ]
+    sides = (
+        _inches(max(map(len, labels), default=0), 10) + 0.2,
+        _inches(max(map(len, notes), default=0), 9) + 0.25,
+    )
+    height = TITLE_INCHES + AXIS_INCHES + ROW_INCHES * len(rows)
+    with _figure(title, height, sides) as (figure, axes):
         ys = list(range(len(rows)))[::-1]
-        for y, row in zip(ys, rows, strict=True):
+        for y, row, note in zip(ys, rows, notes, strict=True):
             below = reference is not None and row.hi < reference
             colour = VERMILION if below else BLUE
             axes.errorbar(
                 row.rate, y, xerr=_whiskers([row]), fmt="o", color=colour, ecolor=colour, capsize=3
             )
             axes.annotate(
-                row.text + (" · below" if below else ""),
+                note,
                 (1.02, y),
                 xycoords=("axes fraction", "data"),
                 va="center",
@@ -122,12 +166,16 @@ def forest(
             )
         if reference is not None:
             _mark(axes, reference, f"{reference_label} {reference:g}", GREY)
-        axes.set_yticks(ys, [row.label for row in rows])
+        axes.set_yticks(ys, labels)
         axes.set_xlim(-0.02, 1.02)
         axes.set_ylim(-0.7, len(rows) - 0.3)
         axes.set_xlabel(axis)
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)
+
+
+def _clipped(label: str) -> str:
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def _mark(axes: Axes, x: float, label: str, colour: str) -> None:

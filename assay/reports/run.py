@@ -18,12 +18,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from assay.calibration.report import CalibrationReport, reports
+from assay.errors import NotFoundError
+from assay.gate.decision import GateDecision, load_decision
 from assay.regression import CaseChange, Comparison, RegressionStatus, case_change
 from assay.reports import calibration, charts, page
+from assay.runs.cases import CaseResult, read_results
 from assay.runs.comparison import case_verdicts, compare_with_baseline
-from assay.runs.records import EvalResult, load_aggregate, load_result, read_cases
+from assay.runs.records import EvalResult, load_aggregate, load_result
 from assay.runs.render import check_kind_lines, regression_lines, suite_run_verdict, warnings
-from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
@@ -78,17 +80,40 @@ def trials_of(result: EvalResult) -> Trials | None:
         return None
 
 
+MAX_CASE_ROWS = 2_000
+"""Rows the case table holds: every case that did not pass or changed against the baseline
+first, then passing ones, each in suite order. A 100,000-case page stays a few MB that a browser
+opens at once, and building it keeps at most this many cases' evidence in memory; `assay runs
+cases RUN_ID` and `GET /runs/{id}/cases` list every case."""
+
+
 @dataclass
 class RunView:
     """Everything the run page shows, read from the store."""
 
     result: EvalResult
-    cases: list[CaseEvidence]
+    rows: list[CaseResult]
+    """The case table's cases (at most `MAX_CASE_ROWS`, see there), in suite order."""
+    cases: int
+    """Every case (or trial) of the run, listed in the table or not."""
     info: Mapping[str, CaseInfo]
+    tags: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per tag: cases passed, scored."""
+    classes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per query class: cases passed, scored."""
+    flipped: dict[CaseChange, list[str]] = field(default_factory=dict)
+    """Case ids by their change against the baseline (empty without a baseline)."""
     comparison: Comparison | None = None
     baseline_verdicts: Mapping[str, bool] | None = None
     calibration: CalibrationReport | None = None
+    gate: GateDecision | None = None
+    """The gate's recorded decision, when the run went through the gate."""
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def omitted(self) -> int:
+        """Cases the table leaves out (passing and unchanged ones of a large run)."""
+        return self.cases - len(self.rows)
 
 
 def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> RunView:
@@ -107,14 +132,62 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
         )
     baseline = comparison.baseline_run if comparison is not None else None
     latest = reports(store, result.judge) if result.judge is not None else []
-    return RunView(
+    view = RunView(
         result=result,
-        cases=list(read_cases(store, run_id)),
+        rows=[],
+        cases=0,
         info=info,
         comparison=comparison,
         baseline_verdicts=case_verdicts(store, baseline) if baseline else None,
         calibration=latest[-1] if latest else None,
+        gate=_gate_decision(store, run_id),
     )
+    _read_cases(view, read_results(store, run_id))
+    return view
+
+
+def _gate_decision(store: EvidenceStore, run_id: str) -> GateDecision | None:
+    try:
+        return load_decision(store, run_id)
+    except NotFoundError:
+        return None
+
+
+def _read_cases(view: RunView, cases: Iterable[CaseResult]) -> None:
+    """One pass over the run's cases (one evidence chunk in memory at a time): the group pass
+    rates, the changes against the baseline, and the table's rows."""
+    tags: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    classes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    notable: list[tuple[int, CaseResult]] = []
+    passing: list[tuple[int, CaseResult]] = []
+    for position, case in enumerate(cases):
+        view.cases += 1
+        change = _change(view, case)
+        if change in ("newly failing", "newly passing"):
+            view.flipped.setdefault(change, []).append(case.case_id)
+        if case.status is not Status.SKIPPED:
+            info = view.info.get(case.case_id, CaseInfo())
+            groups = [tags[tag] for tag in info.tags]
+            if info.query_class:
+                groups.append(classes[info.query_class])
+            for tally in groups:
+                tally[0] += case.status is Status.PASS
+                tally[1] += 1
+        kept = passing if case.status is Status.PASS and change == "unchanged" else notable
+        if len(kept) < MAX_CASE_ROWS:
+            kept.append((position, case))
+    room = max(MAX_CASE_ROWS - len(notable), 0)
+    view.rows = [case for _, case in sorted(notable + passing[:room], key=lambda row: row[0])]
+    view.tags = {k: (v[0], v[1]) for k, v in tags.items()}
+    view.classes = {k: (v[0], v[1]) for k, v in classes.items()}
+
+
+def _change(view: RunView, case: CaseResult) -> CaseChange:
+    """The case against the baseline (`unchanged` when there is none to compare with)."""
+    if view.baseline_verdicts is None:
+        return "unchanged"
+    now = None if case.status is Status.SKIPPED else case.status is Status.PASS
+    return case_change(view.baseline_verdicts.get(case.case_id), now)
 
 
 def run_report(store: EvidenceStore, run_id: str, against: str | None = None) -> str:
@@ -136,26 +209,6 @@ def _estimates(counts: Mapping[str, tuple[int, int]]) -> list[charts.Estimate]:
     rows = (charts.Estimate.of(name, passed, n) for name, (passed, n) in sorted(counts.items()))
     shown = sorted((row for row in rows if row is not None), key=lambda r: (r.rate, -r.hi))
     return shown[:MAX_FOREST_ROWS]
-
-
-def _by_group(view: RunView) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
-    """Case pass rates (passed, scored) per tag and per query class."""
-    tags: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    classes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for case in view.cases:
-        if case.status is Status.SKIPPED:
-            continue
-        info = view.info.get(case.case_id, CaseInfo())
-        groups = [tags[tag] for tag in info.tags]
-        if info.query_class:
-            groups.append(classes[info.query_class])
-        for tally in groups:
-            tally[0] += case.status is Status.PASS
-            tally[1] += 1
-    return (
-        {k: (v[0], v[1]) for k, v in tags.items()},
-        {k: (v[0], v[1]) for k, v in classes.items()},
-    )
 
 
 def _header(view: RunView) -> list[str]:
@@ -188,10 +241,28 @@ def _header(view: RunView) -> list[str]:
     ]
 
 
+def _gate(view: RunView) -> str:
+    decision = view.gate
+    if decision is None:
+        return ""
+    verdict = decision.verdict.replace("_", " ")
+    rows = [(rule.rule, "pass" if rule.passed else "FAIL", rule.detail) for rule in decision.rules]
+    return page.section(
+        f"Gate: {verdict}",
+        page.table(["rule", "result", "detail"], rows),
+        page.bullets(decision.warnings),
+        page.note(
+            f"Recorded {decision.decided_at:%Y-%m-%d %H:%M} UTC; an override changes only the "
+            "effective verdict (`assay gate --check`)."
+        ),
+        anchor="gate",
+    )
+
+
 def _breakdown(view: RunView) -> str:
     result = view.result
     kinds = {k: (t.passed, t.scored) for k, t in result.metrics.checks_by_kind.items()}
-    tags, classes = _by_group(view)
+    tags, classes = view.tags, view.classes
     threshold = result.pass_threshold
     svgs = [
         charts.forest(title, rows, reference)
@@ -242,16 +313,6 @@ def _flip_table(comparison: Comparison) -> str:
     )
 
 
-def _flipped(view: RunView) -> dict[CaseChange, list[str]]:
-    changes: dict[CaseChange, list[str]] = defaultdict(list)
-    if view.baseline_verdicts is None:
-        return changes
-    for case in view.cases:
-        now = None if case.status is Status.SKIPPED else case.status is Status.PASS
-        changes[case_change(view.baseline_verdicts.get(case.case_id), now)].append(case.case_id)
-    return changes
-
-
 def _comparison(view: RunView) -> str:
     comparison = view.comparison
     if comparison is None or comparison.status is RegressionStatus.NO_BASELINE:
@@ -280,7 +341,7 @@ def _comparison(view: RunView) -> str:
                 f"{detectable:.3f} (regression threshold {comparison.threshold:g})."
             )
         )
-    flipped = _flipped(view)
+    flipped = view.flipped
     lists = [
         (name, flipped.get(name, []))
         for name in ("newly failing", "newly passing")
@@ -404,11 +465,11 @@ def _options(ident: str, label: str, values: Iterable[str]) -> str:
 
 
 def _case_table(view: RunView) -> str:
-    changes = {case_id: name for name, ids in _flipped(view).items() for case_id in ids}
+    compared = view.baseline_verdicts is not None
     kinds: set[str] = set()
     tags: set[str] = set()
     rows = []
-    for case in view.cases:
+    for case in view.rows:
         info = view.info.get(case.case_id, CaseInfo())
         groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
         case_kinds = sorted({c.kind for c in case.checks if c.kind})
@@ -423,7 +484,7 @@ def _case_table(view: RunView) -> str:
             f"<td>{ident}</td>"
             f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
             f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
-            f"<td>{checks}</td><td>{page.text(changes.get(case.case_id, ''))}</td>"
+            f"<td>{checks}</td><td>{page.text(_change(view, case)) if compared else ''}</td>"
             f"<td>{page.text(case.label)}</td></tr>"
         )
     filters = (
@@ -441,7 +502,16 @@ def _case_table(view: RunView) -> str:
     table = (
         f'<table id="cases"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
-    return page.section(f"Cases ({len(rows)})", filters, table, anchor="every-case")
+    if not view.omitted:
+        return page.section(f"Cases ({len(rows)})", filters, table, anchor="every-case")
+    listed = page.note(
+        f"{len(rows):,} of {view.cases:,} cases listed, at most {MAX_CASE_ROWS:,}: first every "
+        "case that did not pass or changed against the baseline, then passing ones. "
+        f"`assay runs cases {view.result.run_id}` lists every case."
+    )
+    return page.section(
+        f"Cases ({len(rows):,} of {view.cases:,})", listed, filters, table, anchor="every-case"
+    )
 
 
 def run_page(view: RunView) -> str:
@@ -449,6 +519,7 @@ def run_page(view: RunView) -> str:
     result = view.result
     body = [
         *_header(view),
+        _gate(view),
         _breakdown(view),
         _comparison(view),
         _trials(view),

@@ -24,9 +24,10 @@ from assay.api.pagination import (
     sort_key,
 )
 from assay.api.problems import AUTHENTICATED, Problem, documented, without_store_location
-from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, launch
+from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, until_recorded
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
+from assay.identifiers import MAX_IDENTIFIER_BYTES
 from assay.runs.cases import CaseFilter, CaseResult, case_page
 from assay.runs.records import (
     EvalResult,
@@ -44,7 +45,8 @@ from assay.store import EvidenceStore, StoreUnavailableError
 
 router = APIRouter(tags=["runs"], responses=AUTHENTICATED | documented(404, 409, 429))
 
-RUN_ID: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+RUN_ID: Final = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_IDENTIFIER_BYTES - 1}}}$"
+"""ASCII only, so its characters are its bytes: at most `MAX_IDENTIFIER_BYTES`."""
 RunId = Annotated[str, Path(pattern=RUN_ID, description="The run id (its Prefect flow run id).")]
 IdempotencyKey = Annotated[
     str | None,
@@ -109,7 +111,7 @@ class Submission:
         async def work() -> str:
             if self.respond_async:
                 return await accepted.accept(body, flow)
-            outcome = await pool.run(lambda: launch(self.store, body, flow))
+            outcome = await until_recorded(pool, self.store, body, flow)
             return run_id_of(outcome)
 
         if self._key is None:
