@@ -49,8 +49,8 @@ def _compiled(
     _, suite = registry.resolve(evidence_store(store), suite_ref)
     selected = select_cases([case.id for case in suite.cases], sample, seed)
     compiled = CompiledSuite.compile(suite)
-    # The suite and its scorers live for the whole run: move them out of the collector's sight
-    # so that full collections during scoring do not rescan a 100,000-case object graph.
+    # The suite and its case index live for the whole run: move them out of the collector's
+    # sight so that full collections during scoring do not rescan a 100,000-case object graph.
     gc.freeze()
     return compiled, frozenset(selected)
 

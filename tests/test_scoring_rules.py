@@ -13,6 +13,7 @@ from assay.outputs import CandidateOutput
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import (
     NO_OUTPUT,
+    SHARED_SCORERS,
     CaseEvidence,
     CompiledSuite,
     RunMetrics,
@@ -129,6 +130,37 @@ def test_identical_scorer_configurations_are_compiled_once() -> None:
     shared = COMPILED.scorers["all-pass"][0]
     assert COMPILED.scorers["two-of-three"][0] is shared
     assert COMPILED.scorers["judge-and-check"][1] is shared
+
+
+def test_a_scorer_of_one_case_is_compiled_when_scored_and_not_kept_for_the_run() -> None:
+    suite = make_suite(
+        *(case(f"c{i}", {"contains": "refund"}, {"numeric_range": {"max": i}}) for i in range(20))
+    )
+    compiled = CompiledSuite.compile(suite)
+    shared, first = compiled.scorers["c0"]
+    outputs = [output(f"c{i}", "a refund of 7") for i in range(20)]
+    assert (tally(score_outputs(compiled, outputs, HASHER)).failed, len(compiled.scorers)) == (
+        7,
+        20,
+    )
+    again = compiled.scorers["c0"]
+    assert again[0] is shared  # used by every case: compiled once
+    assert again[1] is not first  # only this case's: compiled each time it is scored
+    assert again[1].label == first.label == "numeric_range […, 0]"
+    assert set(compiled.scorers) == set(compiled.cases)
+
+
+def test_shared_scorers_kept_are_bounded() -> None:
+    pairs = SHARED_SCORERS + 1  # each spec shared by two cases
+    suite = make_suite(
+        *(case(f"{side}{i}", {"numeric_range": {"max": i}}) for i in range(pairs) for side in "ab")
+    )
+    compiled = CompiledSuite.compile(suite)
+    first = compiled.scorers["a0"][0]
+    assert compiled.scorers["b0"][0] is first
+    for i in range(pairs):
+        compiled.scorers[f"a{i}"]
+    assert compiled.scorers["b0"][0] is not first  # compiled again once the bound was passed
 
 
 # --- missing outputs ------------------------------------------------------------------------

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import json
+import tracemalloc
 from pathlib import Path
 from textwrap import dedent
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from assay.errors import InputError
-from assay.suites.suite import Suite, load_suite, parse_suite
+from assay.runs.scoring import CompiledSuite
+from assay.suites.suite import Suite, load_published, load_suite, parse_suite
 
 VALID_YAML = dedent(
     """\
@@ -486,3 +492,106 @@ def test_canonical_text_is_the_sorted_compact_json_of_the_model_dump(tmp_path: P
     assert suite.canonical.case_hashes == {
         case.id: content_hash(case.model_dump(mode="json")) for case in suite.cases
     }
+
+
+# --- published suites: validated a batch of cases at a time ---------------------------------
+
+
+def _many_cases(count: int) -> str:
+    """A JSON suite like the scale benchmark's: each case has its own `numeric_range` bounds;
+    a few add tags, a cluster, an expected trajectory, text that JSON must escape, or fall back
+    to the defaults."""
+    cases: list[dict[str, Any]] = []
+    for index in range(count):
+        case: dict[str, Any] = {
+            "id": f"case-{index:05d}",
+            "input": f'Order {index}: "refund" é ✓ \\ {index * 7}',
+            "expected": f"Confirms ${index}.50",
+            "scorers": [
+                {"contains": "refund"},
+                {"regex": r"\border \d+\b"},
+                {"numeric_range": {"min": index, "max": index + 1.5}},
+            ],
+        }
+        if index % 97 == 0:
+            case.update(tags=["slow", "en"], cluster=f"doc-{index % 3}", query_class="billing")
+        if index % 101 == 0:
+            case["expected_trajectory"] = [{"tool": "refund", "args": {"order_id": index}}]
+            case["scorers"].append({"trajectory_recall": 0.5})
+        if index % 89 == 0:
+            del case["scorers"]
+        cases.append(case)
+    document = {
+        "suite": "many",
+        "defaults": [{"not_contains": "guarantee"}],
+        "trials": {"min": 2, "case_passes": "majority"},
+        "non_inferiority_margin": 0.05,
+        "cases": cases,
+    }
+    return json.dumps(document)
+
+
+def _published(suite: Suite) -> tuple[bytes, str]:
+    text = suite.canonical.text.encode()
+    return text, "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+def test_a_published_suite_loads_as_it_was_parsed() -> None:
+    parsed = parse_suite(_many_cases(2_345), "many.json")  # more than two batches of cases
+    loaded = load_published(*_published(parsed), "store/many.json")
+    assert loaded.canonical.text == parsed.canonical.text
+    assert loaded.content_hash == parsed.content_hash
+    assert loaded.canonical.case_hashes == parsed.canonical.case_hashes
+    assert loaded == parsed
+    assert loaded.cases[101].reference == parsed.cases[101].reference is not None
+
+
+def test_a_published_text_in_another_key_order_still_loads() -> None:
+    parsed = parse_suite(VALID_YAML, "refunds.yaml")
+    text = json.dumps({"suite": "refunds", **parsed.document()}).encode()  # `suite` first
+    loaded = load_published(text, "sha256:" + hashlib.sha256(text).hexdigest(), "s.json")
+    assert loaded.content_hash == parsed.content_hash
+
+
+def test_a_published_text_that_no_longer_validates_names_line_and_field() -> None:
+    parsed = parse_suite(VALID_YAML, "refunds.yaml")
+    text = parsed.canonical.text.replace('"not_contains"', '"not_there"').encode()
+    with pytest.raises(InputError) as info:
+        load_published(text, "sha256:" + hashlib.sha256(text).hexdigest(), "store/x.json")
+    assert info.value.line == 1
+    assert info.value.field == "cases[0].scorers[1]"
+    assert "unknown scorer 'not_there'" in info.value.problem
+
+
+def test_validated_cases_and_scorers_share_one_set_of_given_fields() -> None:
+    suite = parse_suite(_many_cases(3), "many.json")
+    first, second = suite.cases[1], suite.cases[2]
+    assert first.model_fields_set is second.model_fields_set
+    ranges = [case.scorers[2] for case in (first, second)]
+    assert ranges[0] is not ranges[1]  # each case has its own bounds
+    assert ranges[0].model_fields_set is ranges[1].model_fields_set
+    assert ranges[0].config.model_fields_set is ranges[1].config.model_fields_set
+    with pytest.raises(ValidationError, match="frozen"):
+        first.cluster = "x"  # type: ignore[misc]
+    copied = first.model_copy(update={"cluster": "x"})
+    assert "cluster" in copied.model_fields_set
+    assert "cluster" not in second.model_fields_set
+
+
+def test_a_published_suite_keeps_less_than_2_kib_a_case_in_memory() -> None:
+    """A case of the scale benchmark (3 checks, its own `numeric_range`) held about 3.7 KiB of
+    Python objects once loaded and compiled: its models each with their own set of given
+    fields, and a compiled scorer per case. Measured with tracemalloc, what stays allocated."""
+    count = 5_000
+    text, digest = _published(parse_suite(_many_cases(count), "many.json"))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        suite = load_published(text, digest, "store/many.json")
+        compiled = CompiledSuite.compile(suite)
+        gc.collect()
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(compiled.cases) == count
+    assert kept / count < 2_048

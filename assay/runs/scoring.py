@@ -21,16 +21,15 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
-from assay.scorers import Observation, Outcome, Scorer, Status, clamp
+from assay.scorers import Observation, Outcome, Scorer, ScorerSpec, Status, clamp
 from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
 
 NO_OUTPUT = "no output"
@@ -182,32 +181,80 @@ def run_verdict(
     return True, None
 
 
+SHARED_SCORERS = 4096
+"""Compiled scorers that several cases share, kept between cases: more than a suite's few
+`contains`/`regex` checks (compiled again once per this many, should a suite share more)."""
+
+
+class CaseScorers(Mapping[str, tuple[Scorer, ...]]):
+    """Each case's compiled scorers by case id, compiled when a chunk asks for them.
+
+    Compiling the whole suite up front kept one scorer per distinct configuration alive for the
+    run: 100,000 of them for a suite whose cases each have their own `numeric_range` bounds. A
+    scorer that several cases share is compiled once and kept (up to `SHARED_SCORERS`); one
+    that only its case uses is compiled when the case is scored and let go with its chunk.
+    Compiling is deterministic, so a scorer compiled twice scores the same.
+    """
+
+    def __init__(self, suite: Suite, cases: Mapping[str, Case], shared: frozenset[int]) -> None:
+        self._suite = suite
+        self._cases = cases
+        # By the spec's identity: identical scorer entries validate to one shared spec
+        # (`ScorerSpec`); the suite holds its specs and each entry its own, so no id is reused.
+        self._shared = shared
+        self._built: dict[int, tuple[ScorerSpec, Scorer]] = {}
+
+    def __getitem__(self, case_id: str) -> tuple[Scorer, ...]:
+        case = self._cases[case_id]
+        return tuple(
+            [
+                spec.build(case.reference)  # bound to this case's expected trajectory
+                if spec.needs_reference
+                else self._compiled(spec)
+                for spec in self._suite.scorers_for(case)
+            ]
+        )
+
+    def _compiled(self, spec: ScorerSpec) -> Scorer:
+        key = id(spec)
+        if key not in self._shared:
+            return spec.build()
+        found = self._built.get(key)
+        if found is not None:
+            return found[1]
+        built = spec.build()
+        if len(self._built) >= SHARED_SCORERS:
+            self._built.clear()
+        self._built[key] = (spec, built)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cases)
+
+    def __len__(self) -> int:
+        return len(self._cases)
+
+
 @dataclass
 class CompiledSuite:
-    """A suite with every scorer compiled once; identical configurations share one scorer."""
+    """A suite ready to score: its cases by id and their scorers (`CaseScorers`)."""
 
     suite: Suite
-    scorers: dict[str, tuple[Scorer, ...]] = field(default_factory=dict)
-    cases: dict[str, Case] = field(default_factory=dict)
+    cases: dict[str, Case]
+    scorers: CaseScorers
     judged: bool = False
     """Whether any case has an `llm_judge` check (only then is a judge configured)."""
 
     @classmethod
     def compile(cls, suite: Suite) -> CompiledSuite:
-        """Compile every case's scorers (defaults for cases that list none)."""
-        built: dict[str, Scorer] = {}
-        compiled = cls(suite)
-        with gc_paused():
-            for case in suite.cases:
-                compiled.scorers[case.id] = tuple(
-                    spec.build(case.reference)  # bound to this case's expected trajectory
-                    if spec.needs_reference
-                    else built.get(spec.key) or built.setdefault(spec.key, spec.build())
-                    for spec in suite.scorers_for(case)
-                )
-                compiled.cases[case.id] = case
-        compiled.judged = any(scorer.name == "llm_judge" for scorer in built.values())
-        return compiled
+        """Index the cases by id and find the scorers cases share; each case's scorers
+        (defaults for cases that list none) compile as the case is scored."""
+        cases = {case.id: case for case in suite.cases}
+        specs = [spec for case in suite.cases for spec in suite.scorers_for(case)]
+        uses = Counter(map(id, specs))
+        shared = frozenset(key for key, count in uses.items() if count > 1)
+        judged = any(spec.name == "llm_judge" for spec in specs)
+        return cls(suite, cases, CaseScorers(suite, cases, shared), judged)
 
 
 def _label(outcomes: list[tuple[Scorer, Outcome]]) -> str:

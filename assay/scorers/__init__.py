@@ -17,7 +17,7 @@ from assay.scorers._registry import (
     scorer_names,
     scorer_type,
 )
-from assay.scorers.spec import ScorerSpec
+from assay.scorers.spec import ScorerSpec, share_fields_set
 
 __all__ = [
     "LABEL_LIMIT",
@@ -34,6 +34,7 @@ __all__ = [
     "scorer",
     "scorer_names",
     "scorer_type",
+    "share_fields_set",
     "structured",
     "text",
     "trajectory",

@@ -13,7 +13,15 @@ from typing import Any
 import re2
 from pydantic import Field, model_validator
 
-from assay.scorers._registry import PASS, Outcome, Scorer, ScorerConfig, fail, scorer
+from assay.scorers._registry import (
+    PASS,
+    Observation,
+    Outcome,
+    Scorer,
+    ScorerConfig,
+    fail,
+    scorer,
+)
 from assay.scorers.structured import parse_json
 
 _NUMBER = re2.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -78,32 +86,45 @@ def _fmt(bound: float | None) -> str:
     return str(int(bound)) if bound.is_integer() else str(bound)
 
 
-@scorer("numeric_range", NumericRangeConfig)
-def numeric_range(config: NumericRangeConfig) -> Scorer:
-    """Pass when the number read from the output lies within [min, max]."""
-    low = -math.inf if config.min is None else config.min
-    high = math.inf if config.max is None else config.max
-    path = config.path
+class _InRange:
+    """The check of one `numeric_range` configuration.
 
-    def read(output: str) -> float | Outcome:
-        if path is None:
+    An object rather than closures: a suite whose cases each have their own bounds compiles one
+    per case while it is scored (`assay.runs.scoring.CaseScorers`), and this is one object the
+    cyclic collector tracks where the closures were about ten, each adding to its collections.
+    """
+
+    __slots__ = ("high", "low", "path")
+
+    def __init__(self, config: NumericRangeConfig) -> None:
+        self.low = -math.inf if config.min is None else config.min
+        self.high = math.inf if config.max is None else config.max
+        self.path = config.path
+
+    def _read(self, output: str) -> float | Outcome:
+        if self.path is None:
             number = first_number(output)
             return fail("no number") if number is None else number
         ok, document = parse_json(output)
         if not ok:
             return fail("not valid JSON")
         try:
-            found = _as_number(value_at(document, path))
+            found = _as_number(value_at(document, self.path))
         except (LookupError, IndexError):
             return fail("path not found")
         return fail("not a number") if found is None else found
 
-    def check(output: str) -> Outcome:
-        number = read(output)
+    def __call__(self, observed: Observation) -> Outcome:
+        number = self._read(observed.text)
         if isinstance(number, Outcome):
             return number
-        return PASS if low <= number <= high else fail("out of range")
+        return PASS if self.low <= number <= self.high else fail("out of range")
 
+
+@scorer("numeric_range", NumericRangeConfig)
+def numeric_range(config: NumericRangeConfig) -> Scorer:
+    """Pass when the number read from the output lies within [min, max]."""
+    path = config.path
     where = f" at {path}" if path else ""
     label = f"numeric_range [{_fmt(config.min)}, {_fmt(config.max)}]{where}"
-    return Scorer("numeric_range", label, check)
+    return Scorer("numeric_range", label, observe=_InRange(config))

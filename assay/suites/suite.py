@@ -7,6 +7,7 @@ field, so a user can fix a 10,000-case file without hunting.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -17,16 +18,18 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from assay.canonical import canonical_json, content_hash, text_hash
 from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError, shown
 from assay.gcpause import gc_paused
-from assay.scorers import ScorerSpec
+from assay.scorers import ScorerSpec, share_fields_set
 from assay.trajectory import ExpectedStep, Trajectory, bare_single_calls, reference_trajectory
 
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
@@ -77,6 +80,11 @@ class Case(BaseModel):
     def _canonical_steps(cls, steps: list[ExpectedStep] | None) -> list[ExpectedStep] | None:
         return None if steps is None else bare_single_calls(steps)
 
+    @model_validator(mode="after")
+    def _shared_fields_set(self) -> Case:
+        share_fields_set(self)
+        return self
+
     @model_serializer(mode="wrap")
     def _without_unset_added_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         dumped = handler(self)
@@ -104,6 +112,9 @@ class Case(BaseModel):
 
 
 CasePasses = Literal["all", "majority", "any"]
+
+
+_CASES = TypeAdapter(list[Case])
 
 
 class TrialsPolicy(BaseModel):
@@ -211,25 +222,60 @@ def _case_id_at(raw: Any, loc: tuple[str | int, ...]) -> str | None:
     return None
 
 
+_CANONICAL_OPENING = '{"cases":['
+"""How a canonical suite text begins: with sorted keys, `cases` is its first key."""
+_CASE_BATCH = 1_000
+
+
 def load_published(data: bytes, digest: str, source: str) -> Suite:
     """A published suite from its canonical text, checked against its content address.
 
     The text is what `publish` wrote after `parse_suite` accepted the suite, so once its digest
-    matches, pydantic validates it straight from JSON: the file-and-line checks of `parse_suite`
-    (duplicate keys, duplicate case ids, cases without scorers) held when it was published, and
-    no hash of the parsed suite is needed. A text that no longer validates (a suite published by
-    another version of Assay) is reported by `parse_suite`, naming line and field.
+    matches, it is validated as it is decoded (`_decoded_by_batch`): the file-and-line checks of
+    `parse_suite` (duplicate keys, duplicate case ids, cases without scorers) held when it was
+    published, and no hash of the parsed suite is needed. A text that no longer validates (a
+    suite published by another version of Assay) is reported by `parse_suite`, naming line and
+    field.
 
     Raises:
         InputError: the stored text does not match its address, or does not validate.
     """
     if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
         raise InputError(source, f"the stored suite does not match its address {digest}")
+    text = data.decode("utf-8")
     try:
         with gc_paused():
-            return Suite.model_validate_json(data)
-    except ValidationError:
-        return parse_suite(data.decode("utf-8"), source)
+            return _decoded_by_batch(text)
+    except (ValueError, IndexError):  # a ValidationError is a ValueError too
+        return parse_suite(text, source)
+
+
+def _decoded_by_batch(text: str) -> Suite:
+    """Validate canonical suite text a batch of cases at a time.
+
+    Validating the whole text in one call (`Suite.model_validate_json`) first parsed all of it
+    into a JSON tree as large again as the validated suite: at 100,000 cases the client's peak
+    was that tree, not the suite. Here only one batch of decoded cases is alive at a time.
+    Validation is the same as `parse_suite`'s (Python mode, on the decoded JSON).
+    """
+    if not text.startswith(_CANONICAL_OPENING):
+        raise ValueError("not canonical suite text")
+    decoder = json.JSONDecoder()
+    cases: list[Case] = []
+    batch: list[Any] = []
+    position = len(_CANONICAL_OPENING)
+    while True:
+        case, position = decoder.raw_decode(text, position)
+        batch.append(case)
+        if len(batch) == _CASE_BATCH:
+            cases += _CASES.validate_python(batch)
+            batch = []
+        position += 1
+        if text[position - 1] == "]":
+            break
+    cases += _CASES.validate_python(batch)
+    rest = json.loads("{" + text[position + 1 :]) if text[position] == "," else {}
+    return Suite.model_validate({**rest, "cases": cases})
 
 
 def parse_suite(text: str, source: str) -> Suite:
