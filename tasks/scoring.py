@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import gc
 import threading
-from contextlib import nullcontext
 from functools import lru_cache
 
 from prefect import task
 
+from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.service import NO_JUDGE_NEEDED
 from assay.outputs import read_slice
@@ -80,7 +80,9 @@ def score_chunk(job: ChunkJob) -> ChunkSummary:
     The evidence holds verdicts, keyed hashes and redacted labels; it is written write-once.
     """
     compiled, selected = _prepared(job.store, job.suite_ref, job.sample, job.seed)
-    with nullcontext() if compiled.judged else _CPU_BOUND:
+    if compiled.judged:  # their judge calls overlap: chunks run side by side
+        return _score_and_persist(job, compiled, selected)
+    with _CPU_BOUND, gc_paused():  # what a chunk allocates is acyclic, and dropped with it
         return _score_and_persist(job, compiled, selected)
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from assay.calibration.report import CalibrationReport, reports
 from assay.errors import NotFoundError
 from assay.gate.decision import GateDecision, load_decision
+from assay.gcpause import gc_paused
 from assay.regression import CaseChange, Comparison, RegressionStatus, case_change
 from assay.reports import calibration, charts, page
 from assay.runs.comparison import case_verdicts, compare_with_baseline
@@ -151,7 +152,8 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
         calibration=latest[-1] if latest else None,
         gate=_gate_decision(store, run_id),
     )
-    _read_cases(view, store, run_id)
+    with gc_paused():  # the records read are acyclic, and most are dropped at once
+        _read_cases(view, store, run_id)
     return view
 
 

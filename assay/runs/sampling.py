@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from assay import schemes
+from assay.gcpause import gc_paused
 from assay.outputs import OutputsIndex, OutputsReference, index_outputs, output_sources
 from assay.suites.suite import Suite
 
@@ -69,7 +70,10 @@ def index_run_outputs(
             known = _trusted.get(key)
         if known is not None:
             return known
-    index = index_outputs(outputs, set(case_ids), select_cases(case_ids, sample, seed), chunk_size)
+    with gc_paused():  # every line is parsed and dropped; the index keeps ids and offsets
+        index = index_outputs(
+            outputs, set(case_ids), select_cases(case_ids, sample, seed), chunk_size
+        )
     if signature is not None and _signature(outputs) == signature:  # unchanged while read
         with _lock:
             _trusted[key] = index
