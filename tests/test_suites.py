@@ -546,6 +546,19 @@ def test_a_published_suite_loads_as_it_was_parsed() -> None:
     assert loaded.cases[101].reference == parsed.cases[101].reference is not None
 
 
+def test_a_case_whose_own_data_looks_like_a_case_boundary_still_loads() -> None:
+    """Cases are cut where `},{"expected":` follows; a json_equal value holding those very
+    characters is cut in the wrong place, which is not JSON, and loads through `parse_suite`."""
+    document = json.loads(_many_cases(1_500))
+    tricky = {"json_equal": {"value": [{"a": 1}, {"expected": 2}, {"cluster": 3}]}}
+    document["cases"][3]["scorers"] = [tricky]
+    document["cases"][1_200]["scorers"] = [tricky]
+    parsed = parse_suite(json.dumps(document), "tricky.json")
+    assert '},{"expected":2}' in parsed.canonical.text
+    loaded = load_published(*_published(parsed), "store/tricky.json")
+    assert loaded == parsed and loaded.canonical.text == parsed.canonical.text
+
+
 def test_a_published_text_in_another_key_order_still_loads() -> None:
     parsed = parse_suite(VALID_YAML, "refunds.yaml")
     text = json.dumps({"suite": "refunds", **parsed.document()}).encode()  # `suite` first
