@@ -79,6 +79,12 @@ def score_chunk(job: ChunkJob) -> ChunkSummary:
 
     The evidence holds verdicts, keyed hashes and redacted labels; it is written write-once.
     """
+    # Only module functions here: a Dask worker receives this function pickled by value, with
+    # the globals it names (a module function travels by reference, a lock cannot travel).
+    return _scored(job)
+
+
+def _scored(job: ChunkJob) -> ChunkSummary:
     compiled, selected = _prepared(job.store, job.suite_ref, job.sample, job.seed)
     if compiled.judged:  # their judge calls overlap: chunks run side by side
         return _score_and_persist(job, compiled, selected)
