@@ -246,10 +246,9 @@ async def until_recorded(
     pool: RunPool, store: EvidenceStore, request: RunRequest, flow: FlowName
 ) -> EvalResult | GateRun:
     """Run a request's flow in `pool` and return its result as soon as the flow has recorded
-    it (its result and findings). The flow then publishes its artifacts and report, and sends its
-    notifications, after the answer, in the
-    run's slot (a 10-case run answers in about half the time); a failure there is logged, and
-    the recorded result stands."""
+    it (its result and findings). The flow then publishes its artifacts and report and sends its
+    notifications after the answer, in the run's slot (a 10-case run answers in about half the
+    time); a failure there is logged, and the recorded result stands."""
     loop = asyncio.get_running_loop()
     early: asyncio.Future[EvalResult | GateRun] = loop.create_future()
 
