@@ -14,6 +14,7 @@ from prefect.runtime import flow_run
 from assay.gate.decision import GateRun
 from assay.gate.render import gate_verdict
 from assay.runs.options import GateOptions
+from flows.launch import untagged_tasks
 from flows.suite_run import run_name as suite_run_name
 from flows.suite_run import suite_run
 from tasks._store import store_reference
@@ -45,13 +46,14 @@ def gate(options: GateOptions) -> GateRun:
     # EvalResult: taken as a state, it does not fail this flow.
     with published_by_the_caller():  # the report is written once, with the decision
         run = suite_run(options.run().model_copy(update={"store": store_uri}), return_state=True)
-    result = verdict_result(run)
-    decision = decide_gate(store_uri, result, options.max_judge_flip_rate)
-    findings = report_gate_findings(store_uri, decision, result)
-    outcome = GateRun(decision=decision, result=result)
-    recorded("gate", outcome)  # the records are complete: tell the caller
-    publish_gate_artifact(decision)
-    publish_report(store_uri, result.run_id)
-    if findings and options.notification_block:
-        notify_findings(options.notification_block, findings)
-    return verdict_state(gate_verdict(decision), outcome)
+    with untagged_tasks():  # the flow runs carry the tags
+        result = verdict_result(run)
+        decision = decide_gate(store_uri, result, options.max_judge_flip_rate)
+        findings = report_gate_findings(store_uri, decision, result)
+        outcome = GateRun(decision=decision, result=result)
+        recorded("gate", outcome)  # the records are complete: tell the caller
+        publish_gate_artifact(decision)
+        publish_report(store_uri, result.run_id)
+        if findings and options.notification_block:
+            notify_findings(options.notification_block, findings)
+        return verdict_state(gate_verdict(decision), outcome)

@@ -28,6 +28,7 @@ from assay.runs.pipeline import ChunkJob, ChunkSummary, MergedChunks, merge_chun
 from assay.runs.records import EvalResult, RunAggregate, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
 from assay.subject import Subject
+from flows.launch import untagged_tasks
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
@@ -97,61 +98,62 @@ def suite_run(options: RunOptions) -> EvalResult:
     result. The verdict is the flow run's final state: `Passed` (Completed), or `Regressed` /
     `Not passed` (Failed), the EvalResult recorded and returned either way.
     """
-    preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
-    store = store_reference(options.store, options.storage_block)
-    version = resolve_suite(store, options.suite)
-    who = Subject.given_or_default(options.subject, options.outputs)
-    label_flow_run(f"{version.ref} · {who}", version.suite, str(who))
-    index = ingest_outputs(
-        store, version.ref, options.outputs, options.sample, options.seed, options.chunk_size
-    )
-    this_run = str(flow_run.id)
-    setup = set_up_run(
-        store, evidence_store(store), options, version, index, options.run_id or this_run
-    )
-    plan = setup.plan
-    aggregate = start_run_task(store, plan, this_process(this_run), resuming=options.resume)
-    if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
-        return load_result(evidence_store(store), plan.run_id)
-    killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
-    if killed is not None and killed != this_run:
-        close_interrupted_attempt(killed, plan.run_id)
-    futures: list[PrefectFuture[ChunkSummary]] = []
-    try:
-        merged = _score_chunks(store, aggregate, setup.jobs, futures)
-        aggregate.judge = merged.judge or aggregate.judge
-        settled = settle_cases_task(store, aggregate, merged.metrics)
-        regression = compare_task(
-            store, aggregate, settled.metrics, setup.regression_threshold, options.baseline
+    with untagged_tasks():  # the flow run carries the tags
+        preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
+        store = store_reference(options.store, options.storage_block)
+        version = resolve_suite(store, options.suite)
+        who = Subject.given_or_default(options.subject, options.outputs)
+        label_flow_run(f"{version.ref} · {who}", version.suite, str(who))
+        index = ingest_outputs(
+            store, version.ref, options.outputs, options.sample, options.seed, options.chunk_size
         )
-        correction = (
-            None
-            if options.calibration is None
-            else correct_judged_pass_rate(
-                store, aggregate.judge, settled.metrics, options.calibration
+        this_run = str(flow_run.id)
+        setup = set_up_run(
+            store, evidence_store(store), options, version, index, options.run_id or this_run
+        )
+        plan = setup.plan
+        aggregate = start_run_task(store, plan, this_process(this_run), resuming=options.resume)
+        if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
+            return load_result(evidence_store(store), plan.run_id)
+        killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
+        if killed is not None and killed != this_run:
+            close_interrupted_attempt(killed, plan.run_id)
+        futures: list[PrefectFuture[ChunkSummary]] = []
+        try:
+            merged = _score_chunks(store, aggregate, setup.jobs, futures)
+            aggregate.judge = merged.judge or aggregate.judge
+            settled = settle_cases_task(store, aggregate, merged.metrics)
+            regression = compare_task(
+                store, aggregate, settled.metrics, setup.regression_threshold, options.baseline
             )
-        )
-        result = finish_run_task(
-            store,
-            aggregate,
-            settled.metrics,
-            regression,
-            merged.budget,
-            merged.reliability(correction),
-            settled,
-        )
-    except BaseException as exc:
-        # No chunk outlives its failed run: one still retrying its writes would race the
-        # evidence of the re-run that resumes it.
-        wait(futures)
-        with suppress(Exception):  # best effort: the store may be what failed
-            fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
-        raise
-    findings = report_findings(store, result)
-    recorded("suite_run", result)  # the records are complete: tell the caller
-    publish_run_artifacts(store, result, merged.rows)
-    if not caller_publishes():
-        publish_report(store, result.run_id)
-    if findings and options.notification_block:
-        notify_findings(options.notification_block, findings)
-    return verdict_state(suite_run_verdict(result), result)
+            correction = (
+                None
+                if options.calibration is None
+                else correct_judged_pass_rate(
+                    store, aggregate.judge, settled.metrics, options.calibration
+                )
+            )
+            result = finish_run_task(
+                store,
+                aggregate,
+                settled.metrics,
+                regression,
+                merged.budget,
+                merged.reliability(correction),
+                settled,
+            )
+        except BaseException as exc:
+            # No chunk outlives its failed run: one still retrying its writes would race the
+            # evidence of the re-run that resumes it.
+            wait(futures)
+            with suppress(Exception):  # best effort: the store may be what failed
+                fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
+            raise
+        findings = report_findings(store, result)
+        recorded("suite_run", result)  # the records are complete: tell the caller
+        publish_run_artifacts(store, result, merged.rows)
+        if not caller_publishes():
+            publish_report(store, result.run_id)
+        if findings and options.notification_block:
+            notify_findings(options.notification_block, findings)
+        return verdict_state(suite_run_verdict(result), result)

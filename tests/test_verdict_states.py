@@ -285,3 +285,33 @@ def test_the_launcher_is_told_the_result_once_recorded_before_the_flow_publishes
     assert result_stored and not report_written
     run_id = outcome.result.run_id if isinstance(outcome, GateRun) else outcome.run_id
     assert store.exists(report_key(run_id))  # the flow went on to publish it
+
+
+@pytest.mark.parametrize("which", ["suite_run", "gate"])
+def test_launched_flow_runs_carry_the_tags_and_their_task_runs_none(
+    which: str, store_dir: Path
+) -> None:
+    """Prefect asks its API for concurrency slots before every tagged task run (a lease written
+    to its database, which on SQLite collides with concurrent runs' writes and costs 2 s of
+    back-off), so the launcher's tags go on the flow runs — the gate's suite-run subflow too —
+    and none on the task runs they run."""
+    options = (GateOptions if which == "gate" else RunOptions)(
+        suite=SUITE, outputs=V1, subject="agent:tagged"
+    )
+    outcome = launch(options, which, labels=("ci-nightly",))  # type: ignore[call-overload]
+    run_id = outcome.result.run_id if isinstance(outcome, GateRun) else outcome.run_id
+    with get_client(sync_client=True) as client:
+        suite_flow_run = client.read_flow_run(UUID(run_id))
+        flow_runs = [suite_flow_run]
+        if suite_flow_run.parent_task_run_id is not None:
+            parent = client.read_task_run(suite_flow_run.parent_task_run_id)
+            flow_runs.append(client.read_flow_run(parent.flow_run_id))  # type: ignore[arg-type]
+        task_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id={"any_": [run.id for run in flow_runs]})
+        )
+    assert len(flow_runs) == (2 if which == "gate" else 1)
+    for run in flow_runs:
+        assert {"assay", "ci-nightly", "suite:support-bot", "subject:agent:tagged"} <= set(run.tags)
+    tasks = [run for run in task_runs if run.id != suite_flow_run.parent_task_run_id]
+    assert len(tasks) >= 8  # the subflow's own stand-in task run is not a task: it keeps them
+    assert [run.tags for run in tasks if run.tags] == []

@@ -139,11 +139,11 @@ def run(
 ) -> EvalResult:
     """`assay run` through the service: the EvalResult (`options`: `baseline`, `judge_block`,
     `fresh_judge`, as `AssayClient.run` takes them)."""
-    from assay.runs.records import EvalResult
-
     with AssayClient(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
         result = called(lambda: client.run(**submission, **options), answer_models=True)
+    from assay.runs.records import EvalResult  # loaded while the service ran (`called`)
+
     assert isinstance(result, EvalResult)  # waited for: never the accepted state
     return result
 
@@ -158,11 +158,11 @@ def gate(
     **options: Any,
 ) -> GateReport:
     """`assay gate` through the service: the gate report (`options` as `AssayClient.gate`)."""
-    from assay.gate.decision import GateReport
-
     with AssayClient(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
         report = called(lambda: client.gate(**submission, **options), answer_models=True)
+    from assay.gate.decision import GateReport  # loaded while the service ran (`called`)
+
     assert isinstance(report, GateReport)
     return report
 
