@@ -139,7 +139,9 @@ def start(
     verdict (an exception, a crash) is raised.
     """
     flow = getattr(import_module(f"flows.{name}"), name)
-    if task_runner is not None and name == "suite_run":
+    # A runner equal to the flow's own (the default thread pool) needs no new Flow: building one
+    # is ~12 ms of a 10-case service run, and every run duplicates its runner anyway.
+    if task_runner is not None and name == "suite_run" and task_runner != flow.task_runner:
         flow = flow.with_options(task_runner=task_runner)
     on_workers = api_for_workers(task_runner) if task_runner is not None else nullcontext()
     with tags(*labels), on_workers, in_this_process():

@@ -491,3 +491,32 @@ def test_the_cli_is_a_client_of_the_service_with_assay_url(
         .endswith("--workers is not available when calling a service")
     )
     assert missing.returncode == 2 and "HTTP 404" in missing.stderr.splitlines()[-1]
+
+
+def test_a_suite_file_is_read_as_a_local_run_reads_it_before_anything_is_sent(
+    service: Service, tmp_path: Path
+) -> None:
+    """Through the service, a suite file with a duplicate key or an alias bomb is refused in one
+    line naming the file and line, as a local run refuses it (it was parsed by a plain YAML load:
+    the duplicate silently kept its last value, and the bomb was expanded into the request)."""
+    env = {
+        **{k: v for k, v in __import__("os").environ.items() if not k.startswith("PREFECT_")},
+        "ASSAY_URL": service.url,
+        "ASSAY_TOKEN": service.tokens["operator"],
+        "NO_PROXY": "127.0.0.1",
+    }
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    text = (examples / "support-suite.yaml").read_text()
+    duplicated = tmp_path / "duplicated.yaml"
+    duplicated.write_text(text.replace("suite: support-bot\n", "suite: support-bot\nsuite: x\n", 1))
+    bomb = tmp_path / "bomb.yaml"
+    levels = [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 12)]
+    bomb.write_text("\n".join(['l0: &l0 ["lol"]', *levels, "suite: bomb", "cases: *l11", ""]))
+    v2 = str(examples / "outputs/support-bot-v2.jsonl")
+    for path, line in ((duplicated, 11), (bomb, None)):
+        ran = _cli("run", str(path), "--outputs", v2, "--subject", "agent:x", env=env)
+        assert ran.returncode == 2, ran.stderr[-2000:]
+        last = ran.stderr.strip().splitlines()[-1]
+        assert str(path) in last, last
+        if line is not None:
+            assert f"line {line}" in last and "duplicate key" in last, last

@@ -97,9 +97,11 @@ def _suite_ref(client: AssayClient, suite: str) -> str:
     path = Path(suite)
     if not path.is_file():
         return suite
-    import yaml
+    from assay.documents import parse_document, read_text
 
-    document = common.guarded(lambda: yaml.safe_load(path.read_text(encoding="utf-8")))
+    # Read as a local run reads it: a duplicate key or an alias bomb is refused here, naming
+    # the line, before anything is sent.
+    document = common.guarded(lambda: parse_document(read_text(path), suite))
     if not isinstance(document, dict):
         common.fail(f"{suite}: not a suite document")
     published = called(lambda: client.publish_suite(document))
