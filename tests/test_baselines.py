@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from uuid import uuid4
 
@@ -18,7 +19,7 @@ from assay.subject import Subject
 
 
 def _run(
-    store: FileStore,
+    store: ReadCountingStore,
     variant: str | None = None,
     subject: str = "bot",
     suite: str = "s",
@@ -57,12 +58,24 @@ def _run(
     return aggregate
 
 
+class ReadCountingStore(FileStore):
+    """A file store that keeps the keys it was asked for."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def get(self, key: str) -> bytes:
+        self.reads.append(key)
+        return super().get(key)
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> FileStore:
-    return FileStore(tmp_path / "evidence")
+def store(tmp_path: Path) -> ReadCountingStore:
+    return ReadCountingStore(tmp_path / "evidence")
 
 
-def test_automatic_picks_the_latest_earlier_completed_run(store: FileStore) -> None:
+def test_automatic_picks_the_latest_earlier_completed_run(store: ReadCountingStore) -> None:
     first = _run(store)
     second = _run(store)
     _run(store, finish=False)  # still running: never a baseline
@@ -74,7 +87,7 @@ def test_automatic_picks_the_latest_earlier_completed_run(store: FileStore) -> N
     assert first.run_id != second.run_id
 
 
-def test_noise_runs_are_skipped(store: FileStore) -> None:
+def test_noise_runs_are_skipped(store: ReadCountingStore) -> None:
     good = _run(store, status=RegressionStatus.NO_REGRESSION)
     _run(store, status=RegressionStatus.INCONCLUSIVE_NOISE)
     candidate = _run(store, finish=False)
@@ -82,7 +95,7 @@ def test_noise_runs_are_skipped(store: FileStore) -> None:
     assert select_baseline(store, candidate, None) == (good.run_id, BaselineSource.AUTOMATIC)
 
 
-def test_variant_is_respected_when_given(store: FileStore) -> None:
+def test_variant_is_respected_when_given(store: ReadCountingStore) -> None:
     v1 = _run(store, variant="v1")
     _run(store, variant="v2")
     candidate = _run(store, variant="v1", finish=False)
@@ -93,7 +106,7 @@ def test_variant_is_respected_when_given(store: FileStore) -> None:
     assert chosen is not None and chosen[0] != v1.run_id  # latest of any variant: v2
 
 
-def test_pinned_beats_automatic_and_explicit_beats_pinned(store: FileStore) -> None:
+def test_pinned_beats_automatic_and_explicit_beats_pinned(store: ReadCountingStore) -> None:
     old = _run(store, variant="v1")
     newer = _run(store, variant="v1")
     explicit = _run(store, variant="v9")
@@ -110,7 +123,7 @@ def test_pinned_beats_automatic_and_explicit_beats_pinned(store: FileStore) -> N
     assert len(list(store.list("baselines/"))) == 2  # pin and unpin both kept: append-only
 
 
-def test_only_completed_runs_can_be_baselines(store: FileStore) -> None:
+def test_only_completed_runs_can_be_baselines(store: ReadCountingStore) -> None:
     running = _run(store, finish=False)
     with pytest.raises(InputError, match="completed"):
         baselines.pin(store, running.run_id)
@@ -118,5 +131,39 @@ def test_only_completed_runs_can_be_baselines(store: FileStore) -> None:
         select_baseline(store, _run(store, finish=False), running.run_id)
 
 
-def test_no_earlier_run_means_no_baseline(store: FileStore) -> None:
+def test_no_earlier_run_means_no_baseline(store: ReadCountingStore) -> None:
     assert select_baseline(store, _run(store, finish=False), None) is None
+
+
+def test_the_automatic_baseline_reads_only_the_subject_s_own_runs(
+    store: ReadCountingStore,
+) -> None:
+    """It read every run in the store (a GET each: on S3 seconds per thousand runs, on every
+    run); now the runs of the candidate's suite and subject, newest first."""
+    for number in range(30):
+        _run(store, subject=f"other-{number}")
+    baseline = _run(store)
+    candidate = _run(store, finish=False)
+    select_baseline(store, _run(store, subject="first"), None)  # a store's first search
+    store.reads.clear()
+
+    assert select_baseline(store, candidate, None) == (baseline.run_id, BaselineSource.AUTOMATIC)
+    read_runs = {key.split("/")[1] for key in store.reads if key.startswith("runs/")}
+    assert read_runs <= {baseline.run_id, candidate.run_id}, len(read_runs)
+
+
+def test_runs_recorded_before_the_subject_index_are_indexed_once(
+    store: ReadCountingStore,
+) -> None:
+    earlier = _run(store)
+    for number in range(10):
+        _run(store, subject=f"other-{number}")
+    shutil.rmtree(store.root / "index" / "subjects")  # as a store written before the index
+    (store.root / "index" / "subjects.complete").unlink(missing_ok=True)
+    candidate = _run(store, finish=False)
+
+    assert select_baseline(store, candidate, None) == (earlier.run_id, BaselineSource.AUTOMATIC)
+    assert store.exists("index/subjects.complete")
+    store.reads.clear()
+    assert select_baseline(store, candidate, None) == (earlier.run_id, BaselineSource.AUTOMATIC)
+    assert len({key.split("/")[1] for key in store.reads if key.startswith("runs/")}) <= 2

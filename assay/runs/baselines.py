@@ -17,7 +17,14 @@ from uuid import uuid4
 from pydantic import BaseModel
 
 from assay.errors import InputError, NotFoundError
-from assay.runs.records import RunAggregate, RunStatus, list_runs, load_aggregate, load_result, now
+from assay.runs.records import (
+    RunAggregate,
+    RunStatus,
+    load_aggregate,
+    load_result,
+    now,
+    runs_of_subject,
+)
 from assay.store import EvidenceStore
 from assay.subject import Subject
 
@@ -93,7 +100,7 @@ def _was_noise(store: EvidenceStore, run_id: str) -> bool:
 def automatic(store: EvidenceStore, candidate: RunAggregate) -> str | None:
     """Latest earlier completed run of the same suite and subject (and variant, when the
     candidate has one) not recorded as `inconclusive_noise`."""
-    for run in list_runs(store):  # newest first
+    for run in runs_of_subject(store, candidate):  # newest first
         if (
             run.run_id == candidate.run_id
             or run.status is not RunStatus.COMPLETED

@@ -5,6 +5,9 @@ Layout in the evidence store:
     runs/<run_id>/cases/<000000>.json     EvidenceChunk (write-once, deterministic content)
     runs/<run_id>/result.json             EvalResult (write-once)
     index/runs/<run_id>.json              RunIndexEntry (write-once; what `runs list` reads)
+    index/subjects/<suite>/<kind>/<id>/<started>-<run_id>.json
+                                          the same entry, by suite and subject in start order
+                                          (write-once; what the automatic baseline reads)
 
 Chunk content carries no timestamps, so a retried or re-run write of the same chunk is byte-for-
 byte identical and therefore idempotent; different content under the same key is an integrity
@@ -279,15 +282,41 @@ def start_run(store: EvidenceStore, plan: RunPlan, owner: RunOwner | None = None
             }
         )
     store.put(aggregate_key(plan.run_id), aggregate.model_dump_json().encode())
-    entry = RunIndexEntry(
-        run_id=plan.run_id,
-        suite=plan.suite,
-        suite_version=plan.suite_version,
-        subject=plan.subject,
-        started_at=aggregate.started_at,
-    )
-    store.put_once_if_absent(f"index/runs/{plan.run_id}.json", entry.model_dump_json().encode())
+    _index_run(store, aggregate)
     return aggregate
+
+
+SUBJECT_INDEX_COMPLETE = "index/subjects.complete"
+"""Written once every run in the store has its subject index entry (`runs_of_subject`)."""
+
+
+def _index_run(store: EvidenceStore, run: RunAggregate) -> None:
+    entry = RunIndexEntry(
+        run_id=run.run_id,
+        suite=run.suite,
+        suite_version=run.suite_version,
+        subject=run.subject,
+        started_at=run.started_at,
+    ).model_dump_json()
+    store.put_once_if_absent(f"index/runs/{run.run_id}.json", entry.encode())
+    started = f"{run.started_at.astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{run.run_id}.json"
+    store.put_once_if_absent(_subject_index(run) + started, entry.encode())
+
+
+def _subject_index(run: _RunOf) -> str:
+    return f"index/subjects/{run.suite}/{run.subject_kind}/{run.subject_id}/"
+
+
+def runs_of_subject(store: EvidenceStore, run: _RunOf) -> Iterator[RunAggregate]:
+    """The runs of `run`'s suite and subject (every variant), newest first: only those are read
+    (the automatic baseline read every run in the store, a GET each, on every run). A store
+    whose runs predate this index gets it first, once (`SUBJECT_INDEX_COMPLETE`)."""
+    if not store.exists(SUBJECT_INDEX_COMPLETE):
+        for earlier in list_runs(store):
+            _index_run(store, earlier)
+        store.put_once_if_absent(SUBJECT_INDEX_COMPLETE, b"{}")
+    for key in reversed(list(store.list(_subject_index(run)))):
+        yield load_aggregate(store, key.rpartition("/")[2].removesuffix(".json").split("-", 1)[1])
 
 
 def write_chunk(store: EvidenceStore, chunk: EvidenceChunk) -> bool:
