@@ -9,15 +9,19 @@ aggregate). So Prefect's own flow-run heartbeat is off for these runs: it emits 
 runs that workers start keep Prefect's default. The settings without the heartbeat are built
 once per settings in force (Prefect's `temporary_settings` rebuilds them on every entry: 30–60 ms
 of a service's 10-case run).
+
+Each thread also keeps one Prefect API client per settings for the runs it starts: Prefect builds
+a client for every flow run that finds none, and each loads the CA bundle (15–35 ms of a
+service's 10-case run, whose API is plain http on this host).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
-from prefect.context import SettingsContext, get_settings_context
+from prefect.context import SettingsContext, SyncClientContext, get_settings_context
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, Settings
 
 from tasks.evidence import crash_flow_run
@@ -29,6 +33,7 @@ _without_heartbeat: dict[int, tuple[Settings, Settings]] = {}
 """By `id` of the settings in force: those settings (kept, so the id stays theirs) and the same
 without the heartbeat."""
 _lock = threading.Lock()
+_this_thread = threading.local()
 
 
 @contextmanager
@@ -43,5 +48,28 @@ def in_this_process() -> Iterator[None]:
             known = _without_heartbeat[id(current)] = (current, quiet)
             while len(_without_heartbeat) > 8:
                 del _without_heartbeat[next(iter(_without_heartbeat))]
-    with SettingsContext(profile=context.profile, settings=known[1]):
+    with SettingsContext(profile=context.profile, settings=known[1]), _client_of_this_thread():
         yield
+
+
+def _client_of_this_thread() -> AbstractContextManager[object]:
+    """This thread's client context for the settings in force, made on first use (none when a
+    client context is already active: the run uses that one). Its client is entered once more
+    than the context enters it, so leaving the context after a run leaves the client open for
+    the thread's next run; one context per thread, as Prefect contexts are entered by one thread
+    at a time."""
+    if SyncClientContext.get() is not None:
+        return nullcontext()
+    settings = get_settings_context().settings
+    if not hasattr(_this_thread, "clients"):
+        _this_thread.clients = {}
+    clients: dict[int, tuple[Settings, SyncClientContext]] = _this_thread.clients
+    known = clients.get(id(settings))
+    if known is None or known[0] is not settings:
+        context = SyncClientContext()
+        context.client.__enter__()
+        known = clients[id(settings)] = (settings, context)
+        while len(clients) > 8:
+            _, evicted = clients.pop(next(iter(clients)))
+            evicted.client.__exit__()
+    return known[1]

@@ -243,6 +243,36 @@ def test_flow_runs_started_in_this_process_send_no_prefect_heartbeat() -> None:
         assert _heartbeat_frequency() is None
 
 
+@flow
+def _client_of_the_run() -> Any:
+    return get_client(sync_client=True)
+
+
+def test_flow_runs_started_in_one_thread_share_one_open_prefect_client() -> None:
+    """Prefect builds an API client for every flow run that finds none (each loads the CA
+    bundle: 15–35 ms of a service's 10-case run); the runs a thread starts in this process
+    share one, left open between them, and a run in another thread has its own."""
+    import threading
+
+    from flows.local import in_this_process
+
+    clients = []
+    for _ in range(2):
+        with in_this_process():
+            clients.append(_client_of_the_run())
+    other: list[Any] = []
+
+    def in_another_thread() -> None:
+        with in_this_process():
+            other.append(_client_of_the_run())
+
+    thread = threading.Thread(target=in_another_thread)
+    thread.start()
+    thread.join()
+    assert clients[0] is clients[1] and other[0] is not clients[0]
+    assert clients[0].api_healthcheck() is None  # still open after both runs
+
+
 def test_a_deployment_run_s_options_are_validated_with_their_bounds() -> None:
     """Prefect validates the flow's one parameter on every run: a deployment run's parameters
     (plain JSON) with `judge_repeats=1000` are refused, as the CLI and the service refuse them."""
