@@ -201,10 +201,7 @@ def run(
             **({"chunk_size": chunk_size} if chunk_size is not None else {}),
         )
         result = execute_run(options, show_progress=not as_json)
-    if as_json:
-        common.print_json(_result_json(result))
-    else:
-        print_result(result)
+    _print_shown(result, as_json)
 
 
 @runs_app.command("list")
