@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from assay.errors import InputError, shown
 from assay.identifiers import Identifier, length_problem
-from assay.outputs import OutputsReference
+
+if TYPE_CHECKING:
+    from assay.outputs import OutputsReference
 
 KIND_ID = r"[a-z][a-z0-9_-]*:[^@\s]+"
 """`KIND:ID` without the variant, for patterns that embed a subject (budget scopes)."""
@@ -50,7 +53,10 @@ class Subject(BaseModel):
     @classmethod
     def default_for(cls, outputs: OutputsReference | str) -> Subject:
         """`agent:<name of the outputs file or folder>` when no subject is given."""
-        if not isinstance(outputs, OutputsReference):
+        if isinstance(outputs, str):
+            # Imported here: a client call that names its subject never needs the outputs model.
+            from assay.outputs import OutputsReference
+
             outputs = OutputsReference.parse(outputs)
         location = outputs.location
         name = PurePosixPath(location.rstrip("/")).stem or "unnamed"
