@@ -13,6 +13,7 @@ from prefect.runtime import flow_run
 
 from assay.calibration.render import calibration_verdict
 from assay.calibration.report import CalibrationReport
+from flows.launch import untagged_tasks
 from tasks._store import store_reference
 from tasks.calibration import calibrate_judge, publish_calibration_artifact
 from tasks.verdicts import verdict_state
@@ -43,7 +44,10 @@ def calibration(
         The report: agreement, kappa, sensitivity, specificity, verbosity bias, targets, and
         whether the judge (model pin, prompt version) is now calibrated.
     """
-    store_uri = store_reference(store, storage_block)
-    report = calibrate_judge(store_uri, calibration_set, str(flow_run.id), judge_block, fresh_judge)
-    publish_calibration_artifact(report)
-    return verdict_state(calibration_verdict(report), report)
+    with untagged_tasks():  # the flow run carries the tags
+        store_uri = store_reference(store, storage_block)
+        report = calibrate_judge(
+            store_uri, calibration_set, str(flow_run.id), judge_block, fresh_judge
+        )
+        publish_calibration_artifact(report)
+        return verdict_state(calibration_verdict(report), report)

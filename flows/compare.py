@@ -13,6 +13,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.pairwise.report import PairwiseReport
+from flows.launch import untagged_tasks
 from tasks._store import store_reference
 from tasks.compare import compare_pairwise, publish_comparison_artifact
 from tasks.suites import resolve_suite
@@ -56,18 +57,19 @@ def compare(
         The report: wins A / wins B / ties / inconsistent with their denominators, win rates
         and position consistency with Wilson intervals, calls, cache hits and cost.
     """
-    store_uri = store_reference(store, storage_block)
-    version = resolve_suite(store_uri, suite)
-    report = compare_pairwise(
-        store_uri,
-        version.ref,
-        outputs_a,
-        outputs_b,
-        str(flow_run.id),
-        label_a,
-        label_b,
-        judge_block,
-        fresh_judge,
-    )
-    publish_comparison_artifact(report)
-    return report
+    with untagged_tasks():  # the flow run carries the tags
+        store_uri = store_reference(store, storage_block)
+        version = resolve_suite(store_uri, suite)
+        report = compare_pairwise(
+            store_uri,
+            version.ref,
+            outputs_a,
+            outputs_b,
+            str(flow_run.id),
+            label_a,
+            label_b,
+            judge_block,
+            fresh_judge,
+        )
+        publish_comparison_artifact(report)
+        return report

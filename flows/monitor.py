@@ -16,6 +16,7 @@ from assay.errors import InputError
 from assay.monitor.report import MonitorReport
 from assay.monitor.thresholds import MonitorThresholds
 from assay.monitor.windows import parse_now, utc
+from flows.launch import untagged_tasks
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.monitor import assess_signals, publish_monitor_artifact, report_monitor_findings
@@ -74,18 +75,19 @@ def monitor(
         counts, rates with their denominators and intervals, cost, tokens, change and
         thresholds crossed.
     """
-    store_uri = store_reference(store, storage_block)
-    report = assess_signals(
-        store_uri,
-        signals,
-        window,
-        now or datetime.now(UTC),
-        str(flow_run.id),
-        thresholds or MonitorThresholds(),
-        expect or [],
-    )
-    publish_monitor_artifact(report)
-    findings = report_monitor_findings(store_uri, report)
-    if findings and notification_block:
-        notify_findings(notification_block, findings)
-    return report
+    with untagged_tasks():  # the flow run carries the tags
+        store_uri = store_reference(store, storage_block)
+        report = assess_signals(
+            store_uri,
+            signals,
+            window,
+            now or datetime.now(UTC),
+            str(flow_run.id),
+            thresholds or MonitorThresholds(),
+            expect or [],
+        )
+        publish_monitor_artifact(report)
+        findings = report_monitor_findings(store_uri, report)
+        if findings and notification_block:
+            notify_findings(notification_block, findings)
+        return report

@@ -13,6 +13,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from assay.outcome import OutcomeReport
+from flows.launch import untagged_tasks
 from tasks._store import store_reference
 from tasks.findings import notify_findings
 from tasks.outcome import (
@@ -57,13 +58,14 @@ def outcome(
         The report: per subject each dimension's mean with its coverage, the composite
         (complete, partial or incomplete), the band and its governance action.
     """
-    store_uri = store_reference(store, storage_block)
-    report = score_outcome_records(
-        store_uri, records, contract, str(flow_run.id), judge_block, fresh_judge
-    )
-    findings = record_governance(store_uri, report)
-    to_notify = alerting(findings)
-    if notification_block and to_notify:
-        notify_findings(notification_block, to_notify)
-    publish_outcome_artifact(report)
-    return report
+    with untagged_tasks():  # the flow run carries the tags
+        store_uri = store_reference(store, storage_block)
+        report = score_outcome_records(
+            store_uri, records, contract, str(flow_run.id), judge_block, fresh_judge
+        )
+        findings = record_governance(store_uri, report)
+        to_notify = alerting(findings)
+        if notification_block and to_notify:
+            notify_findings(notification_block, to_notify)
+        publish_outcome_artifact(report)
+        return report

@@ -13,6 +13,7 @@ from prefect.runtime import flow_run
 
 from assay.release import ReleaseReport
 from assay.release.render import release_verdict
+from flows.launch import untagged_tasks
 from tasks._store import store_reference
 from tasks.release import publish_release_artifact, release_report
 from tasks.verdicts import verdict_state
@@ -41,8 +42,9 @@ def release(
         The recorded report: per variant its signals with denominators, every gate's result and
         the first gate that stopped it.
     """
-    report = release_report(
-        store_reference(store, storage_block), trials, contract, str(flow_run.id)
-    )
-    publish_release_artifact(report)
-    return verdict_state(release_verdict(report), report)
+    with untagged_tasks():  # the flow run carries the tags
+        report = release_report(
+            store_reference(store, storage_block), trials, contract, str(flow_run.id)
+        )
+        publish_release_artifact(report)
+        return verdict_state(release_verdict(report), report)
