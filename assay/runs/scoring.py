@@ -269,12 +269,17 @@ def _label(outcomes: list[tuple[Scorer, Outcome]]) -> str:
     if unscored:
         text = f"incomplete: {len(unscored)} check{'s' if len(unscored) != 1 else ''} not scored"
     elif ran:
-        text = f"{ran} check{'s' if ran != 1 else ''} passed"
+        text = _all_passed(ran)
     else:
         text = "all checks skipped"
     if skipped:
         text += f"; {len(skipped)} skipped ({', '.join(sorted(set(skipped)))})"
     return clamp(text)
+
+
+def _all_passed(ran: int) -> str:
+    """`_label` of a case whose checks all ran and passed."""
+    return f"{ran} check{'s' if ran != 1 else ''} passed"
 
 
 def _no_output(case_id: str) -> CaseEvidence:
@@ -305,25 +310,46 @@ def score_case(
         return _no_output(case_id)
     text = output.output
     observed = Observation(text, output.trajectory)
-    decided = judged or {}
-    outcomes = [
-        (scorer, decided.get((case_id, position)) or scorer(observed))
-        for position, scorer in enumerate(scorers)
-    ]
-    statuses = [o.status for _, o in outcomes]
-    counted = [o.score for _, o in outcomes if o.status is not Status.SKIPPED]
-    unscored = any(o.status is Status.SKIPPED and o.reason not in LEFT_OUT for _, o in outcomes)
-    score = sum(counted) / len(counted) if counted else None
-    if Status.ERROR in statuses:
+    outcomes = (
+        [
+            (scorer, judged.get((case_id, position)) or scorer(observed))
+            for position, scorer in enumerate(scorers)
+        ]
+        if judged
+        else [(scorer, scorer(observed)) for scorer in scorers]
+    )
+    # One pass over the outcomes for the verdict and the checks (as plain dicts: one validation
+    # of the case with its checks costs less than building each `CheckResult` first).
+    checks = []
+    total = 0.0
+    counted = 0
+    failed = errored = unscored = False
+    for s, o in outcomes:
+        if o.status is Status.SKIPPED:
+            unscored = unscored or o.reason not in LEFT_OUT
+        else:
+            total += o.score
+            counted += 1
+            failed = failed or o.status is Status.FAIL
+            errored = errored or o.status is Status.ERROR
+        checks.append(
+            {
+                "scorer": s.label,
+                "status": o.status,
+                "score": o.score,
+                "kind": s.name,
+                "reason": clamp(o.reason),
+            }
+        )
+    score = total / counted if counted else None
+    if errored:
         status = Status.ERROR
-    elif Status.FAIL in statuses:
+    elif failed:
         status = Status.FAIL
     elif unscored or not counted:
         status, score = Status.SKIPPED, None
     else:
         status = Status.PASS
-    # One validation of the case with its checks as plain dicts: the same checks as building
-    # each `CheckResult` first, without their four `BaseModel.__init__` calls (≈ 35% of it).
     return CaseEvidence.model_validate(
         {
             "case_id": case_id,
@@ -333,17 +359,12 @@ def score_case(
             "missing": False,
             "not_judged": status is Status.SKIPPED and not unscored and bool(outcomes),
             "output_hmac": hasher(text),
-            "label": _label(outcomes),
-            "checks": [
-                {
-                    "scorer": s.label,
-                    "status": o.status,
-                    "score": o.score,
-                    "kind": s.name,
-                    "reason": clamp(o.reason),
-                }
-                for s, o in outcomes
-            ],
+            "label": (
+                _all_passed(counted)
+                if status is Status.PASS and counted == len(outcomes)
+                else _label(outcomes)
+            ),
+            "checks": checks,
         }
     )
 
