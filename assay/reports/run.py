@@ -53,6 +53,10 @@ class CaseInfo:
     query_class: str | None = None
 
 
+NO_INFO = CaseInfo()
+"""A case with neither tags nor a query class."""
+
+
 class _KRate(BaseModel):
     rate: float
     lo: float | None = None
@@ -130,7 +134,12 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
     """Read a finished run, compared with `against` (default: its recorded baseline)."""
     result = load_result(store, run_id)
     _, golden = registry.resolve(store, f"{result.suite}@{result.suite_version}")
-    info = {case.id: CaseInfo(tuple(case.tags), case.query_class) for case in golden.cases}
+    # Only cases with something to show: the others read as `NO_INFO`.
+    info = {
+        case.id: CaseInfo(tuple(case.tags), case.query_class)
+        for case in golden.cases
+        if case.tags or case.query_class
+    }
     comparison = result.regression
     if against is not None:
         # A stored RunMetrics leaves out its score sum (the EvalResult keeps the mean score).
@@ -174,13 +183,14 @@ def _read_cases(view: RunView, store: EvidenceStore, run_id: str) -> None:
     notable: list[tuple[int, int]] = []
     passing: list[tuple[int, int]] = []
     for chunk in range(load_aggregate(store, run_id).chunks):
-        for position, case in enumerate(read_statuses(store, run_id, chunk)):
-            view.cases += 1
+        statuses = read_statuses(store, run_id, chunk)
+        view.cases += len(statuses)
+        for position, case in enumerate(statuses):
             change = _change(view, case)
             if change in ("newly failing", "newly passing"):
                 view.flipped.setdefault(change, []).append(case.case_id)
-            if case.status is not Status.SKIPPED:
-                info = view.info.get(case.case_id, CaseInfo())
+            info = view.info.get(case.case_id, NO_INFO)
+            if info is not NO_INFO and case.status is not Status.SKIPPED:
                 groups = [tags[tag] for tag in info.tags]
                 if info.query_class:
                     groups.append(classes[info.query_class])
@@ -486,7 +496,7 @@ def _case_table(view: RunView) -> str:
     tags: set[str] = set()
     rows = []
     for case in view.rows:
-        info = view.info.get(case.case_id, CaseInfo())
+        info = view.info.get(case.case_id, NO_INFO)
         groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
         case_kinds = sorted({c.kind for c in case.checks if c.kind})
         kinds.update(case_kinds)

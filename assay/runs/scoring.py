@@ -23,13 +23,14 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
-from assay.scorers import Observation, Outcome, Scorer, ScorerSpec, Status, clamp
+from assay.scorers import PASS, Observation, Outcome, Scorer, ScorerSpec, Status, clamp
 from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
 
 NO_OUTPUT = "no output"
@@ -42,6 +43,8 @@ declared warning), not unscored."""
 
 class CheckResult(BaseModel):
     """One scorer's verdict on one case (label from configuration, never from the output)."""
+
+    model_config = ConfigDict(frozen=True)  # a shared scorer's passing check is one object
 
     scorer: str
     status: Status
@@ -203,6 +206,9 @@ class CaseScorers(Mapping[str, tuple[Scorer, ...]]):
         # (`ScorerSpec`); the suite holds its specs and each entry its own, so no id is reused.
         self._shared = shared
         self._built: dict[int, tuple[ScorerSpec, Scorer]] = {}
+        self.passed: dict[Scorer, CheckResult] = {}
+        """The passing check of each shared scorer kept, built once: most cases pass most
+        checks, and a case's evidence validates faster with the check built than as data."""
 
     def __getitem__(self, case_id: str) -> tuple[Scorer, ...]:
         case = self._cases[case_id]
@@ -225,7 +231,11 @@ class CaseScorers(Mapping[str, tuple[Scorer, ...]]):
         built = spec.build()
         if len(self._built) >= SHARED_SCORERS:
             self._built.clear()
+            self.passed.clear()
         self._built[key] = (spec, built)
+        self.passed[built] = CheckResult(
+            scorer=built.label, status=PASS.status, score=PASS.score, kind=built.name, reason=""
+        )
         return built
 
     def __iter__(self) -> Iterator[str]:
@@ -269,12 +279,17 @@ def _label(outcomes: list[tuple[Scorer, Outcome]]) -> str:
     if unscored:
         text = f"incomplete: {len(unscored)} check{'s' if len(unscored) != 1 else ''} not scored"
     elif ran:
-        text = f"{ran} check{'s' if ran != 1 else ''} passed"
+        text = _all_passed(ran)
     else:
         text = "all checks skipped"
     if skipped:
         text += f"; {len(skipped)} skipped ({', '.join(sorted(set(skipped)))})"
     return clamp(text)
+
+
+def _all_passed(ran: int) -> str:
+    """`_label` of a case whose checks all ran and passed."""
+    return f"{ran} check{'s' if ran != 1 else ''} passed"
 
 
 def _no_output(case_id: str) -> CaseEvidence:
@@ -295,35 +310,63 @@ def score_case(
     output: CandidateOutput | None,
     hasher: OutputHasher,
     judged: Mapping[tuple[str, int], Outcome] | None = None,
+    passed: Mapping[Scorer, CheckResult] | None = None,
 ) -> CaseEvidence:
     """Score one case under the SPEC §5 case rule.
 
     `judged` holds the outcomes of checks decided elsewhere (the judge), by (case id, position);
-    the other checks run here.
+    the other checks run here. `passed` holds, for some scorers, their passing check already
+    built (`CaseScorers.passed`).
     """
     if output is None:
         return _no_output(case_id)
     text = output.output
     observed = Observation(text, output.trajectory)
-    decided = judged or {}
-    outcomes = [
-        (scorer, decided.get((case_id, position)) or scorer(observed))
-        for position, scorer in enumerate(scorers)
-    ]
-    statuses = [o.status for _, o in outcomes]
-    counted = [o.score for _, o in outcomes if o.status is not Status.SKIPPED]
-    unscored = any(o.status is Status.SKIPPED and o.reason not in LEFT_OUT for _, o in outcomes)
-    score = sum(counted) / len(counted) if counted else None
-    if Status.ERROR in statuses:
+    outcomes = (
+        [
+            (scorer, judged.get((case_id, position)) or scorer(observed))
+            for position, scorer in enumerate(scorers)
+        ]
+        if judged
+        else [(scorer, scorer(observed)) for scorer in scorers]
+    )
+    # One pass over the outcomes for the verdict and the checks (as plain dicts: one validation
+    # of the case with its checks costs less than building each `CheckResult` first — unless
+    # it is built already, `passed`).
+    checks: list[CheckResult | dict[str, Any]] = []
+    total = 0.0
+    counted = 0
+    failed = errored = unscored = False
+    for s, o in outcomes:
+        if o.status is Status.SKIPPED:
+            unscored = unscored or o.reason not in LEFT_OUT
+        else:
+            total += o.score
+            counted += 1
+            failed = failed or o.status is Status.FAIL
+            errored = errored or o.status is Status.ERROR
+        built = passed.get(s) if o is PASS and passed else None
+        if built is not None:
+            checks.append(built)
+            continue
+        checks.append(
+            {
+                "scorer": s.label,
+                "status": o.status,
+                "score": o.score,
+                "kind": s.name,
+                "reason": clamp(o.reason),
+            }
+        )
+    score = total / counted if counted else None
+    if errored:
         status = Status.ERROR
-    elif Status.FAIL in statuses:
+    elif failed:
         status = Status.FAIL
     elif unscored or not counted:
         status, score = Status.SKIPPED, None
     else:
         status = Status.PASS
-    # One validation of the case with its checks as plain dicts: the same checks as building
-    # each `CheckResult` first, without their four `BaseModel.__init__` calls (≈ 35% of it).
     return CaseEvidence.model_validate(
         {
             "case_id": case_id,
@@ -333,17 +376,12 @@ def score_case(
             "missing": False,
             "not_judged": status is Status.SKIPPED and not unscored and bool(outcomes),
             "output_hmac": hasher(text),
-            "label": _label(outcomes),
-            "checks": [
-                {
-                    "scorer": s.label,
-                    "status": o.status,
-                    "score": o.score,
-                    "kind": s.name,
-                    "reason": clamp(o.reason),
-                }
-                for s, o in outcomes
-            ],
+            "label": (
+                _all_passed(counted)
+                if status is Status.PASS and counted == len(outcomes)
+                else _label(outcomes)
+            ),
+            "checks": checks,
         }
     )
 
@@ -410,7 +448,11 @@ def score_outputs(
     judged: Mapping[tuple[str, int], Outcome] | None = None,
 ) -> list[CaseEvidence]:
     """Score a stream of outputs (each for a case of the suite)."""
-    return [score_case(o.case_id, compiled.scorers[o.case_id], o, hasher, judged) for o in outputs]
+    scorers = compiled.scorers
+    return [
+        score_case(o.case_id, scorers[o.case_id], o, hasher, judged, scorers.passed)
+        for o in outputs
+    ]
 
 
 def score_missing(compiled: CompiledSuite, case_ids: Iterable[str]) -> list[CaseEvidence]:
@@ -420,38 +462,48 @@ def score_missing(compiled: CompiledSuite, case_ids: Iterable[str]) -> list[Case
 
 
 def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
-    """Count a batch of case evidence (in local counters: a pydantic attribute update costs
+    """Count a batch of case evidence (in local variables: a pydantic attribute update costs
     about a microsecond, and a case made some twenty)."""
-    counts: Counter[str] = Counter()
+    n = passed = failed = skipped = not_judged = missing = errors = skipped_checks = 0
     score_sum = 0.0
     kinds: dict[str, list[float]] = {}
     for case in cases:
         for check in case.checks:
             if check.status is Status.SKIPPED:
-                counts["skipped_checks"] += 1
+                skipped_checks += 1
             elif check.kind is not None:
-                kind = kinds.setdefault(check.kind, [0, 0, 0.0])
+                kind = kinds.get(check.kind)
+                if kind is None:
+                    kind = kinds[check.kind] = [0, 0, 0.0]
                 kind[0] += 1
                 kind[1] += check.status is Status.PASS
                 kind[2] += check.score
+        n += 1
         if case.status is Status.SKIPPED:
-            counts["skipped"] += 1
-            counts["not_judged" if case.not_judged else "incomplete"] += 1
+            skipped += 1
+            not_judged += case.not_judged
         elif case.status is Status.PASS:
-            counts["passed"] += 1
+            passed += 1
             score_sum += case.score or 0.0
         else:
-            counts["failed"] += 1
+            failed += 1
             score_sum += case.score or 0.0
-            counts["missing"] += case.missing
-            counts["errors"] += case.status is Status.ERROR
-        counts["cases"] += 1
+            missing += case.missing
+            errors += case.status is Status.ERROR
     return RunMetrics(
-        **counts,
-        scored=counts["passed"] + counts["failed"],
+        cases=n,
+        scored=passed + failed,
+        passed=passed,
+        failed=failed,
+        skipped=skipped,
+        not_judged=not_judged,
+        incomplete=skipped - not_judged,
+        missing=missing,
+        errors=errors,
+        skipped_checks=skipped_checks,
         score_sum=score_sum,
         checks_by_kind={
-            name: CheckTally(scored=int(n), passed=int(passed), score_sum=total)
-            for name, (n, passed, total) in kinds.items()
+            name: CheckTally(scored=int(count), passed=int(hits), score_sum=total)
+            for name, (count, hits, total) in kinds.items()
         },
     )

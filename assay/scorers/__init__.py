@@ -7,6 +7,7 @@ never from the output). Import this package to register every built-in family.
 from assay.scorers import judge, numeric, regex, structured, text, trajectory
 from assay.scorers._registry import (
     LABEL_LIMIT,
+    PASS,
     Observation,
     Outcome,
     Scorer,
@@ -21,6 +22,7 @@ from assay.scorers.spec import ScorerSpec, share_fields_set
 
 __all__ = [
     "LABEL_LIMIT",
+    "PASS",
     "Observation",
     "Outcome",
     "Scorer",

@@ -44,12 +44,6 @@ def share_fields_set(model: BaseModel) -> None:
         object.__setattr__(model, "__pydantic_fields_set__", shared)
 
 
-def _raw_key(value: Any) -> str:
-    """Identity of a raw scorer entry as parsed from YAML/JSON (plain data, so `repr` is exact:
-    it keeps `True`, `1` and `1.0` apart)."""
-    return f"{type(value).__name__}:{value!r}"
-
-
 def _describe(error: ValidationError, name: str) -> str:
     parts = []
     for item in error.errors(include_input=False, include_url=False):
@@ -77,7 +71,9 @@ class ScorerSpec(BaseModel):
         """
         if isinstance(raw, ScorerSpec):
             return raw
-        key = _raw_key(raw)
+        # The entry is plain data as parsed from YAML/JSON, so its `repr` is its identity: it
+        # keeps `True`, `1` and `1.0` apart, and a string's quotes apart from a mapping's braces.
+        key = repr(raw)
         spec = _SPECS.get(key)
         if spec is None:
             spec = handler(raw)

@@ -29,7 +29,7 @@ from pydantic import (
 from assay.canonical import canonical_json, content_hash, text_hash
 from assay.documents import field_path, line_of, parse_document, read_text
 from assay.errors import InputError, shown
-from assay.gcpause import gc_paused
+from assay.gcpause import gc_paused, kept_long
 from assay.scorers import ScorerSpec, share_fields_set
 from assay.trajectory import ExpectedStep, Trajectory, bare_single_calls, reference_trajectory
 
@@ -249,7 +249,7 @@ def load_published(data: bytes, digest: str, source: str) -> Suite:
         raise InputError(source, f"the stored suite does not match its address {digest}")
     text = data.decode("utf-8")
     try:
-        with gc_paused():
+        with kept_long():  # a published suite is cached for the process (`registry.resolve`)
             return _decoded_by_batch(text)
     except (ValueError, IndexError):  # a ValidationError is a ValueError too
         return parse_suite(text, source)
