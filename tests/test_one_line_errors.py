@@ -8,6 +8,7 @@ mistake can be seen before anything runs — an answer within a few seconds, wit
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -229,6 +230,23 @@ def test_a_refused_resume_inside_the_flow_is_one_line(recorded_run: str, prefect
     )
 
     assert f"run {recorded_run} was recorded with" in line
+
+
+def test_prefect_s_progress_while_it_sends_the_last_events_is_not_printed() -> None:
+    """A command that ends as soon as its flow run fails can leave Prefect's event worker a few
+    events to send at exit, and its "Still processing items" warning made a second stderr line
+    (the test above failed so under load); real warnings and run logs still show."""
+    from assay.cli.orchestration import shown_in_terminal
+
+    def record(name: str, level: int, message: str) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, message, None, None)
+
+    draining = "Still processing items: 2 items remaining..."
+    assert not shown_in_terminal(record("prefect.EventsWorker", logging.WARNING, draining))
+    full = "Service 'EventsWorker' queue is full (3 items), dropping item"
+    assert shown_in_terminal(record("prefect.EventsWorker", logging.WARNING, full))
+    assert not shown_in_terminal(record("prefect.flow_runs", logging.ERROR, "Finished: Failed"))
+    assert shown_in_terminal(record("prefect.flow_runs", logging.WARNING, "a warning"))
 
 
 def test_debug_prints_the_failing_run_s_traceback(recorded_run: str, prefect_api: str) -> None:

@@ -42,11 +42,21 @@ class ServerState(BaseModel):
         return f"{self.ui_url}/api"
 
 
-def _not_a_run_failure(record: logging.LogRecord) -> bool:
-    """Whether the terminal shows `record`: a failing flow or task run's ERROR (and traceback)
-    is kept for the run's Logs tab in the Prefect API, since the command ends with one line
-    saying what failed."""
-    return _debug or record.levelno < logging.ERROR or record.name not in RUN_LOGGERS
+DRAINING = "Still processing items"
+"""How Prefect's event and log workers begin the warning they log while the process's exit waits
+for their queues: progress, not a problem."""
+
+
+def shown_in_terminal(record: logging.LogRecord) -> bool:
+    """Whether the terminal shows `record` (always, with --debug). Not a failing flow or task
+    run's ERROR (and traceback): it is kept for the run's Logs tab in the Prefect API, and the
+    command ends with one line saying what failed. Not Prefect's progress while it sends the
+    last events at exit: how many are left depends only on how soon the command ended."""
+    if _debug:
+        return True
+    if record.levelno >= logging.ERROR and record.name in RUN_LOGGERS:
+        return False
+    return not record.getMessage().startswith(DRAINING)
 
 
 def prefect_home() -> Path:
@@ -112,7 +122,7 @@ def connect(*, verbose: bool = False, debug: bool = False) -> str | None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler):
             handler.setLevel(console_level)
-            handler.addFilter(_not_a_run_failure)
+            handler.addFilter(shown_in_terminal)
     api = PREFECT_API_URL.value()
     return str(api) if api else None
 
