@@ -18,8 +18,9 @@ service's 10-case run, whose API is plain http on this host).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Generic, TypeVar
 
 from prefect.context import SettingsContext, SyncClientContext, get_settings_context
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, Settings
@@ -29,9 +30,44 @@ from tasks.evidence import crash_flow_run
 __all__ = ["crash_flow_run", "in_this_process"]
 
 
-_without_heartbeat: dict[int, tuple[Settings, Settings]] = {}
-"""By `id` of the settings in force: those settings (kept, so the id stays theirs) and the same
-without the heartbeat."""
+T = TypeVar("T")
+KEPT_SETTINGS = 8
+"""How many settings objects a cache below keeps what it made for (a process rarely has more
+than one or two: tests switch APIs)."""
+
+
+class _PerSettings(Generic[T]):
+    """What was made for each settings object in force, by its `id` (the settings are kept with
+    it, so the id stays theirs); the oldest is dropped (and given to `dropped`) past
+    `KEPT_SETTINGS`."""
+
+    def __init__(self, make: Callable[[Settings], T], dropped: Callable[[T], None]) -> None:
+        self._made: dict[int, tuple[Settings, T]] = {}
+        self._make = make
+        self._dropped = dropped
+
+    def __call__(self, settings: Settings) -> T:
+        known = self._made.get(id(settings))
+        if known is None or known[0] is not settings:
+            known = self._made[id(settings)] = (settings, self._make(settings))
+            while len(self._made) > KEPT_SETTINGS:
+                self._dropped(self._made.pop(next(iter(self._made)))[1])
+        return known[1]
+
+
+def _open_client(settings: Settings) -> SyncClientContext:
+    """A client context for `settings` (the ones in force) whose client is entered once more
+    than the context enters it, so that leaving the context after a run leaves the client open
+    for the next one."""
+    context = SyncClientContext()
+    context.client.__enter__()
+    return context
+
+
+_without_heartbeat = _PerSettings(
+    lambda settings: settings.copy_with_update(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    lambda _: None,
+)
 _lock = threading.Lock()
 _this_thread = threading.local()
 
@@ -40,36 +76,19 @@ _this_thread = threading.local()
 def in_this_process() -> Iterator[None]:
     """Settings for the flow runs started inside this block (in this thread)."""
     context = get_settings_context()
-    current = context.settings
     with _lock:
-        known = _without_heartbeat.get(id(current))
-        if known is None or known[0] is not current:
-            quiet = current.copy_with_update(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
-            known = _without_heartbeat[id(current)] = (current, quiet)
-            while len(_without_heartbeat) > 8:
-                del _without_heartbeat[next(iter(_without_heartbeat))]
-    with SettingsContext(profile=context.profile, settings=known[1]), _client_of_this_thread():
+        quiet = _without_heartbeat(context.settings)
+    with SettingsContext(profile=context.profile, settings=quiet), _client_of_this_thread():
         yield
 
 
 def _client_of_this_thread() -> AbstractContextManager[object]:
     """This thread's client context for the settings in force, made on first use (none when a
-    client context is already active: the run uses that one). Its client is entered once more
-    than the context enters it, so leaving the context after a run leaves the client open for
-    the thread's next run; one context per thread, as Prefect contexts are entered by one thread
-    at a time."""
+    client context is already active: the run uses that one); one per thread, as a Prefect
+    context is entered by one thread at a time."""
     if SyncClientContext.get() is not None:
         return nullcontext()
-    settings = get_settings_context().settings
     if not hasattr(_this_thread, "clients"):
-        _this_thread.clients = {}
-    clients: dict[int, tuple[Settings, SyncClientContext]] = _this_thread.clients
-    known = clients.get(id(settings))
-    if known is None or known[0] is not settings:
-        context = SyncClientContext()
-        context.client.__enter__()
-        known = clients[id(settings)] = (settings, context)
-        while len(clients) > 8:
-            _, evicted = clients.pop(next(iter(clients)))
-            evicted.client.__exit__()
-    return known[1]
+        _this_thread.clients = _PerSettings(_open_client, lambda old: old.client.__exit__())
+    clients: _PerSettings[SyncClientContext] = _this_thread.clients
+    return clients(get_settings_context().settings)

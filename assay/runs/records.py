@@ -316,7 +316,8 @@ def runs_of_subject(store: EvidenceStore, run: _RunOf) -> Iterator[RunAggregate]
             _index_run(store, earlier)
         store.put_once_if_absent(SUBJECT_INDEX_COMPLETE, b"{}")
     for key in reversed(list(store.list(_subject_index(run)))):
-        yield load_aggregate(store, key.rpartition("/")[2].removesuffix(".json").split("-", 1)[1])
+        _started, _, run_id = key.rpartition("/")[2].removesuffix(".json").partition("-")
+        yield load_aggregate(store, run_id)
 
 
 def write_chunk(store: EvidenceStore, chunk: EvidenceChunk) -> bool:

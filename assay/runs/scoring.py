@@ -337,25 +337,25 @@ def score_case(
     total = 0.0
     counted = 0
     failed = errored = unscored = False
-    for s, o in outcomes:
-        if o.status is Status.SKIPPED:
-            unscored = unscored or o.reason not in LEFT_OUT
+    for scorer, outcome in outcomes:
+        if outcome.status is Status.SKIPPED:
+            unscored = unscored or outcome.reason not in LEFT_OUT
         else:
-            total += o.score
+            total += outcome.score
             counted += 1
-            failed = failed or o.status is Status.FAIL
-            errored = errored or o.status is Status.ERROR
-        built = passed.get(s) if o is PASS and passed else None
+            failed = failed or outcome.status is Status.FAIL
+            errored = errored or outcome.status is Status.ERROR
+        built = passed.get(scorer) if outcome is PASS and passed else None
         if built is not None:
             checks.append(built)
             continue
         checks.append(
             {
-                "scorer": s.label,
-                "status": o.status,
-                "score": o.score,
-                "kind": s.name,
-                "reason": clamp(o.reason),
+                "scorer": scorer.label,
+                "status": outcome.status,
+                "score": outcome.score,
+                "kind": scorer.name,
+                "reason": clamp(outcome.reason),
             }
         )
     score = total / counted if counted else None
