@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 from urllib.parse import parse_qsl, urlencode
@@ -25,14 +26,11 @@ from pydantic_core import CoreSchema, SchemaValidator
 
 from assay import schemes
 from assay.errors import InputError, OutputsChangedError, shown
+from assay.intake import messages as message_lists
+from assay.intake.conversation import MessagesError
+from assay.intake.record import AgentRecord, Evidence, UsageFigures, unseen_tools
 from assay.jsonl import numbered_lines, parse_record
-from assay.trajectory import (
-    ArgumentsError,
-    ChatMessage,
-    Trajectory,
-    final_text,
-    trajectory_from_messages,
-)
+from assay.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from assay.otel.outputs import TraceSlice
@@ -47,10 +45,16 @@ class Usage(BaseModel):
     cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
+OUTPUT_ONLY: Final = unseen_tools("a record with only `output` shows no tool calls")
+"""What a JSONL line without `messages` could not show."""
+
+
 class CandidateOutput(BaseModel):
     """One line of an outputs file. Only `case_id` and `output` are required; with `messages`
-    (OpenAI chat format), `output` defaults to the last assistant message's text, and the
-    messages' tool calls are the output's trajectory (see `assay.trajectory`)."""
+    (OpenAI Chat or Responses, Anthropic or LangChain: `assay.intake.messages`), `output`
+    defaults to the agent's last answer, and the messages' tool calls are the output's
+    trajectory. Outputs read from traces and transcripts carry the record their intake source
+    built (`with_record`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -62,14 +66,14 @@ class CandidateOutput(BaseModel):
     """A number too large for a float (`1e400`) reads as infinity, refused as not finite."""
     usage: Usage | None = None
     guardrail_triggers: int = Field(default=0, ge=0)
-    messages: list[ChatMessage] | None = None
+    messages: list[Any] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _text_from_messages(cls, data: Any) -> Any:
         if isinstance(data, dict) and "output" not in data:
             messages = data.get("messages")
-            text = final_text(messages) if isinstance(messages, list) else None
+            text = message_lists.final_text(messages) if isinstance(messages, list) else None
             if text is not None:
                 return {**data, "output": text}
         return data
@@ -78,19 +82,59 @@ class CandidateOutput(BaseModel):
     # once read or set, where pydantic neither validates, dumps nor compares it, while a private
     # attribute costs every instance pydantic's `init_private_attributes` (≈ 1.6 µs a line).
     @cached_property
-    def trajectory(self) -> Trajectory | None:
-        """The tool calls the agent made, when the output says (messages or tool spans); None
-        when it does not (a trajectory check then fails, saying so).
+    def record(self) -> AgentRecord | None:
+        """What the output's messages tell (None for a line with `output` only).
 
         Raises:
-            ArgumentsError: a call's arguments are not a JSON object (`parse_line` reports it).
+            MessagesError: the messages do not read as their format (`parse_line` reports it).
         """
-        return None if self.messages is None else trajectory_from_messages(self.messages)
+        if self.messages is None:
+            return None
+        found = message_lists.read(self.messages)
+        if Evidence.TEXT in found.unseen:  # the line's `output` is the text
+            found = replace(found, unseen=_without(found.unseen, Evidence.TEXT))
+        return found
 
-    def with_trajectory(self, trajectory: Trajectory | None) -> CandidateOutput:
-        """This output, carrying `trajectory` (read from tool spans, not messages)."""
-        self.trajectory = trajectory
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The tool calls the agent made, when the record shows them; None when it does not."""
+        record = self.record
+        if record is None or Evidence.TOOL_NAMES in record.unseen:
+            return None
+        return record.trajectory
+
+    @property
+    def unseen(self) -> Mapping[Evidence, str]:
+        """What this output's record could not show (a check that needs it is unavailable)."""
+        record = self.record
+        return OUTPUT_ONLY if record is None else record.unseen
+
+    def with_record(self, record: AgentRecord) -> CandidateOutput:
+        """This output, carrying the record a trace or transcript gave."""
+        self.record = record
         return self
+
+
+def _without(unseen: Mapping[Evidence, str], evidence: Evidence) -> dict[Evidence, str]:
+    return {key: why for key, why in unseen.items() if key is not evidence}
+
+
+def output_of(case_id: str, record: AgentRecord) -> CandidateOutput:
+    """A candidate output for a case read from a trace or transcript: its text ("" when the
+    record captured none, whose text checks are then unavailable), duration and usage."""
+    figures: UsageFigures = record.usage
+    return CandidateOutput(
+        case_id=case_id,
+        output=record.text or "",
+        duration_ms=record.duration_ms,
+        usage=Usage(
+            input_tokens=figures.input_tokens,
+            output_tokens=figures.output_tokens,
+            cost_usd=figures.cost_usd,
+        )
+        if figures.known
+        else None,
+    ).with_record(record)
 
 
 def _without_before_validator(model: type[BaseModel]) -> SchemaValidator:
@@ -186,8 +230,8 @@ class OutputsIndex(BaseModel):
     missing: list[str]
     """Selected case ids with no output, in the order given."""
     without_text: int = 0
-    """Traced cases whose case span and LLM spans below it carry no output text (each is also
-    a case with no output)."""
+    """Traced cases whose case span and LLM spans below it carry no output text (each is
+    scored, its text checks unavailable)."""
     without_text_example: str | None = None
     """One of them, to name in the warning."""
     trials: bool = False
@@ -199,8 +243,8 @@ class OutputsIndex(BaseModel):
             return None
         return (
             f"{self.without_text} traced case(s) carry no output text on the case span or any"
-            f" LLM span below it (e.g. {shown(self.without_text_example)}); each counts as"
-            " no output"
+            f" LLM span below it (e.g. {shown(self.without_text_example)}); their text checks"
+            " are unavailable (is content capture off?)"
         )
 
     def digest(self) -> str:
@@ -290,8 +334,8 @@ def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
         record = parse_record(CandidateOutput, raw, source, line)
     if record.messages is not None:
         try:
-            record.trajectory  # noqa: B018 - parsed here so that bad arguments are an input error
-        except ArgumentsError as exc:
+            record.record  # noqa: B018 - read here so that bad messages are an input error
+        except MessagesError as exc:
             raise InputError(source, exc.problem, line=line, field=exc.field) from None
     return record
 
@@ -375,15 +419,13 @@ def index_outputs(
         without_text = found.without_text
     for number, piece in enumerate(slices):
         piece.chunk = number
-    missing = [
-        c for c in selected if (c not in first_seen and c not in trialled) or c in without_text
-    ]
+    missing = [c for c in selected if c not in first_seen and c not in trialled]
     return OutputsIndex(
         slices=slices,
-        seen=len(first_seen) - len(without_text),
+        seen=len(first_seen),
         missing=missing,
         without_text=len(without_text),
-        without_text_example=next((c for c in missing if c in without_text), None)
+        without_text_example=next((c for c in selected if c in without_text), None)
         or min(without_text, default=None),
         trials=bool(trialled),
     )
@@ -426,21 +468,10 @@ def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[Cand
     ranges = [Range(r.path, r.start, r.end, r.first_line, r.sha256) for r in parts]
     traces = TraceSlice(case_ids=piece.case_ids, ranges=ranges)
     sources = {r.path: OutputSource.of(r) for r in parts}
-    for traced in read_trace_slice(traces, piece.case_attribute, selected, sources.__getitem__):
-        figures = traced.usage
-        known = (figures.input_tokens, figures.output_tokens, figures.cost_usd) != (None,) * 3
-        yield CandidateOutput(
-            case_id=traced.case_id,
-            output=traced.text,
-            duration_ms=traced.duration_ms,
-            usage=Usage(
-                input_tokens=figures.input_tokens,
-                output_tokens=figures.output_tokens,
-                cost_usd=figures.cost_usd,
-            )
-            if known
-            else None,
-        ).with_trajectory(traced.trajectory)
+    for case_id, record in read_trace_slice(
+        traces, piece.case_attribute, selected, sources.__getitem__
+    ):
+        yield output_of(case_id, record)
 
 
 class _SliceHasher:

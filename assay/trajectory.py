@@ -1,9 +1,9 @@
 """Tool-call trajectories: what an agent did, as steps of calls, and the reference a case expects.
 
-A trajectory is a sequence of *steps*; the calls of one step were made together (one assistant
-message's `tool_calls`, or tool spans that overlap in time under one parent), and steps follow one
-another. Each call has its tool's name, its parsed JSON arguments, its call id and whether it
-failed (a `tool` message with `is_error: true`, or a tool span with status ERROR).
+A trajectory is a sequence of *steps*; the calls of one step were made together (the calls one
+model response requested), and steps follow one another. Each call has its tool's name, its
+parsed JSON arguments, its call id and whether it failed. Reading them from what an agent left
+behind (messages, traces, transcripts) is `assay.intake`'s job.
 
 Tool arguments and results are candidate outputs: they live in memory only, for the checks of
 `assay.scorers.trajectory`, and never reach the evidence store, Prefect or a log.
@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -88,118 +88,6 @@ def parse_arguments(text: str, field: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ArgumentsError(field, "tool call arguments must be a JSON object")
     return value
-
-
-# --- OpenAI chat-format messages ------------------------------------------------------------
-
-
-class FunctionCall(BaseModel):
-    """`function` of a tool call: the tool's name and its arguments as a JSON string."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    name: str = Field(min_length=1)
-    arguments: str = ""
-
-
-class MessageToolCall(BaseModel):
-    """One entry of an assistant message's `tool_calls`."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str | None = None
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class ContentPart(BaseModel):
-    """One part of a message's content list (`{type: text, text}`; other parts carry no text)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    type: str
-    text: str | None = None
-
-
-class ChatMessage(BaseModel):
-    """One OpenAI chat-format message (system, user, assistant or tool)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    role: str
-    content: str | list[ContentPart] | None = None
-    tool_calls: list[MessageToolCall] | None = None
-    tool_call_id: str | None = None
-    is_error: bool = False
-    """The MCP / Anthropic convention for a tool result that reports a failed call."""
-
-    @property
-    def text(self) -> str:
-        """The message's text: its content string, or its text parts joined."""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(part.text or "" for part in self.content or [] if part.type == "text")
-
-
-def final_text(messages: Sequence[Any]) -> str | None:
-    """The text of the last assistant message in raw (not yet validated) messages, or None.
-
-    Read before validation so that a record may leave out `output`; a malformed message is then
-    reported by the validation itself.
-    """
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            return content_text(message.get("content"))
-    return None
-
-
-def content_text(content: Any) -> str:
-    """A chat message's text: the string itself, or its text parts joined ("" for neither)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type", "text") == "text"
-            and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
-def trajectory_from_messages(messages: Sequence[ChatMessage]) -> Trajectory:
-    """The trajectory of a conversation: each assistant message's tool calls are one step.
-
-    A call failed when a `tool` message answering its id says `is_error: true`.
-
-    Raises:
-        ArgumentsError: a call's arguments are not a JSON object, naming the field.
-    """
-    failed = {
-        message.tool_call_id
-        for message in messages
-        if message.role == "tool" and message.is_error and message.tool_call_id is not None
-    }
-    steps: list[tuple[ToolCall, ...]] = []
-    for i, message in enumerate(messages):
-        if message.role != "assistant" or not message.tool_calls:
-            continue
-        steps.append(
-            tuple(
-                ToolCall(
-                    tool=call.function.name,
-                    args=parse_arguments(
-                        call.function.arguments,
-                        f"messages[{i}].tool_calls[{j}].function.arguments",
-                    ),
-                    call_id=call.id,
-                    failed=call.id is not None and call.id in failed,
-                )
-                for j, call in enumerate(message.tool_calls)
-            )
-        )
-    return Trajectory(tuple(steps))
 
 
 # --- the reference a case expects -----------------------------------------------------------

@@ -125,8 +125,10 @@ def tool_agent_traces(
     `steps` (lists of `(tool, args, failed)`: the calls made together).
 
     `convention` "genai" writes `execute_tool` spans (a failure as `error.type`), "openinference"
-    writes `TOOL` spans under an intermediate agent span (a failure as status ERROR). The calls
-    of one step overlap in time under one parent; steps follow one another. The text is on a
+    writes `TOOL` spans under an intermediate agent span (a failure as status ERROR). Before each
+    step a model span's output requests its calls (GenAI `tool_call` parts with the call ids;
+    OpenInference's flattened `tool_calls`, whose TOOL spans carry no id). The calls of one step
+    overlap in time under one parent; steps follow one another. The text is on a
     child `chat` span (`text_on` "chat"), an OpenInference LLM span's flattened output messages
     ("openinference") or the root's LangGraph state in `output.value` ("langgraph").
     """
@@ -149,6 +151,26 @@ def tool_agent_traces(
             parent.set_attribute("openinference.span.kind", "AGENT")
         for k, step in enumerate(steps):
             base = start + (k + 1) * 1_000_000
+            # the model response that requested the step's calls, as the instrumentations
+            # record it: GenAI `tool_call` parts, OpenInference flattened `tool_calls`
+            ask = tracer.start_span("chat", context=_context(parent), start_time=base - 400_000)
+            if convention == "openinference":
+                ask.set_attribute("openinference.span.kind", "LLM")
+                ask.set_attribute("llm.output_messages.0.message.role", "assistant")
+                for j, (tool, args, _failed) in enumerate(step):
+                    prefix = f"llm.output_messages.0.message.tool_calls.{j}.tool_call"
+                    ask.set_attribute(f"{prefix}.function.name", tool)
+                    ask.set_attribute(f"{prefix}.function.arguments", json.dumps(args))
+            else:
+                ask.set_attribute("gen_ai.operation.name", "chat")
+                parts = [
+                    {"type": "tool_call", "id": f"call-{k}-{j}", "name": tool, "arguments": args}
+                    for j, (tool, args, _failed) in enumerate(step)
+                ]
+                ask.set_attribute(
+                    "gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": parts}])
+                )
+            ask.end(end_time=base - 100_000)
             for j, (tool, args, failed) in enumerate(step):
                 span = tracer.start_span(
                     f"execute_tool {tool}", context=_context(parent), start_time=base + j
@@ -173,6 +195,10 @@ def tool_agent_traces(
                 "messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": text}]
             }
             root.set_attribute("output.value", json.dumps(state))
+            answer = tracer.start_span("chat", context=_context(parent), start_time=end - 900_000)
+            answer.set_attribute("gen_ai.operation.name", "chat")
+            answer.set_attribute("gen_ai.output.messages", _messages(text))
+            answer.end(end_time=end - 100)
         else:  # a planning call first, then the answer: the last-ending one is the text
             for said, begin, finish in (
                 ("planning", start + 2, start + 500_000),

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.errors import InputError
+from assay.intake.record import Evidence
 from assay.outputs import CandidateOutput, OutputsIndex, index_outputs, read_slice
 from assay.runs.records import EvalResult, read_cases
 from assay.schemes import parse_s3_uri
@@ -268,11 +269,14 @@ def test_output_text_conventions(tmp_path: Path, attributes: dict[str, Any], tex
     assert (got.output, got.duration_ms, got.usage) == (text, 250.0, None)
 
 
-def test_a_traced_case_without_output_text_is_missing(tmp_path: Path) -> None:
+def test_a_traced_case_without_output_text_is_scored_with_its_text_unseen(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(span_document({"assay.case_id": "window-40-days"})))
-    got, missing = outputs_of(str(path))
-    assert got == [] and "window-40-days" in missing
+    (got,), missing = outputs_of(str(path))
+    assert "window-40-days" not in missing and got.output == ""
+    assert Evidence.TEXT in got.unseen and Evidence.TOOL_NAMES in got.unseen
 
 
 def test_deprecated_token_attributes_are_read(tmp_path: Path) -> None:
@@ -357,7 +361,8 @@ def test_a_trace_with_no_text_anywhere_says_so_with_the_count_and_an_example(
     assert (index.without_text, index.without_text_example) == (1, "window-40-days")
     assert index.warning() == (
         "1 traced case(s) carry no output text on the case span or any LLM span below it"
-        " (e.g. 'window-40-days'); each counts as no output"
+        " (e.g. 'window-40-days'); their text checks are unavailable (is content capture"
+        " off?)"
     )
     jsonl = write_jsonl(tmp_path / "o.jsonl", [{"case_id": "window-40-days", "output": "x"}])
     assert index_outputs(str(jsonl), set(ids), ids, 10).warning() is None

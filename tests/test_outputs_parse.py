@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from assay.errors import InputError
+from assay.intake.record import AgentRecord
 from assay.outputs import CandidateOutput, parse_line
 from assay.trajectory import ToolCall, Trajectory
 
@@ -115,7 +116,9 @@ def test_a_trajectory_is_neither_input_nor_dumped() -> None:
     record = parse_line(raw({"case_id": "c", "output": "x", "trajectory": given}), "o", 1)
     assert record.trajectory is None
     spans = Trajectory(((ToolCall("refund", {"note": CANARY}),),))
-    traced = CandidateOutput(case_id="c", output="x").with_trajectory(spans)
+    traced = CandidateOutput(case_id="c", output="x").with_record(
+        AgentRecord(source="otlp", text="x", trajectory=spans)
+    )
     assert traced.trajectory is spans
     assert CANARY not in traced.model_dump_json() and "trajectory" not in traced.model_dump()
     assert CANARY not in repr(traced)

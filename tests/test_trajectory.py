@@ -765,6 +765,7 @@ def test_a_judged_trajectory_rubric_sees_tool_names_and_redacted_arguments(
     evidence = next(store_dir.rglob("runs/*/cases/000000.json")).read_text()
     chunk = json.loads(evidence)
     statuses = {case["case_id"]: case["status"] for case in chunk["cases"]}
-    assert statuses == {"with-tools": "pass", "text-only": "fail"}
-    assert "no tool calls recorded" in evidence
+    # An output with only text shows no calls: the trajectory rubric is unavailable, not failed
+    assert statuses == {"with-tools": "pass", "text-only": "skipped"}
+    assert "unavailable: a record with only `output` shows no tool calls" in evidence
     assert "on trajectory" in evidence  # the check's label says what it grades

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from assay.otel.traces import AttributeValue, Span
-from assay.trajectory import content_text
 
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 OPENINFERENCE_OUTPUT: Final = "output.value"
@@ -22,10 +21,28 @@ _OPENINFERENCE_INDEXED: Final = re.compile(
     r"^llm\.output_messages\.(\d+)\.message\.(content|role)$"
 )
 """OpenInference's flattened output messages (the OpenAI Agents SDK, LlamaIndex, …)."""
+_OPENINFERENCE_CALLS: Final = re.compile(
+    r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\."
+    r"(id|function\.name|function\.arguments)$"
+)
+"""OpenInference's flattened tool calls of an LLM span's output messages."""
+_LEGACY_CALLS: Final = re.compile(
+    r"^gen_ai\.completion\.(\d+)\.tool_calls\.(\d+)\.(id|name|arguments)$"
+)
+"""OpenLLMetry's flattened tool calls of a completion."""
 LLM_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
 
-INPUT_TOKENS: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
-OUTPUT_TOKENS: Final = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+INPUT_TOKENS: Final = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+OUTPUT_TOKENS: Final = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
+"""The GenAI names, their deprecated forms and OpenInference's (`llm.token_count.*`)."""
 Number = TypeVar("Number", int, float)
 
 COST_USD: Final = "gen_ai.usage.cost"
@@ -33,10 +50,85 @@ COST_USD: Final = "gen_ai.usage.cost"
 
 
 def is_output_attribute(name: str) -> bool:
-    """Whether `output_text` may read the attribute `name`."""
+    """Whether `output_text` or `requested_calls` may read the attribute `name`."""
     return name in (OUTPUT_MESSAGES, OPENINFERENCE_OUTPUT, LEGACY_COMPLETION) or bool(
-        _LEGACY_INDEXED.match(name) or _OPENINFERENCE_INDEXED.match(name)
+        name.startswith(("llm.output_messages.", "gen_ai.completion."))
+        and (
+            _LEGACY_INDEXED.match(name)
+            or _OPENINFERENCE_INDEXED.match(name)
+            or _OPENINFERENCE_CALLS.match(name)
+            or _LEGACY_CALLS.match(name)
+        )
     )
+
+
+def output_captured(attributes: Mapping[str, AttributeValue]) -> bool:
+    """Whether a model span captured its output messages (content capture was on): then the
+    calls it requested are all in them, and none is evidence of none."""
+    return any(
+        name in (OUTPUT_MESSAGES, LEGACY_COMPLETION)
+        or name.startswith(("llm.output_messages.", "gen_ai.completion."))
+        for name in attributes
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedCall:
+    """A tool call a model span's output asked for: its tool, its arguments (None when not a
+    JSON object, or not given) and its call id."""
+
+    tool: str
+    arguments: dict[str, Any] | None
+    call_id: str | None
+
+
+def requested_calls(attributes: Mapping[str, AttributeValue]) -> list[RequestedCall]:
+    """The tool calls of a model span's output messages, in order: `tool_call` parts of
+    `gen_ai.output.messages`, else OpenInference's `llm.output_messages.N.message.tool_calls.M`,
+    else OpenLLMetry's `gen_ai.completion.N.tool_calls.M`."""
+    messages = _messages(attributes.get(OUTPUT_MESSAGES))
+    if messages is not None:
+        return [
+            RequestedCall(part["name"], _arguments(part.get("arguments")), _id(part.get("id")))
+            for message in filter(_assistant, messages)
+            for part in message.get("parts") or []
+            if isinstance(part, dict)
+            and part.get("type") == "tool_call"
+            and isinstance(part.get("name"), str)
+        ]
+    for pattern, name_key in ((_OPENINFERENCE_CALLS, "function.name"), (_LEGACY_CALLS, "name")):
+        entries: dict[tuple[int, int], dict[str, Any]] = {}
+        for key, value in attributes.items():
+            match = pattern.match(key)
+            if match:
+                entries.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+        if entries:
+            return [
+                RequestedCall(
+                    fields[name_key],
+                    _arguments(fields.get(name_key.replace("name", "arguments"))),
+                    _id(fields.get("id")),
+                )
+                for _, fields in sorted(entries.items())
+                if isinstance(fields.get(name_key), str)
+            ]
+    return []
+
+
+def _arguments(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except (ValueError, RecursionError):
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def _id(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def is_llm_span(attributes: Mapping[str, AttributeValue]) -> bool:
@@ -57,8 +149,9 @@ def output_text(attributes: Mapping[str, AttributeValue]) -> str | None:
     """A span's output: the text parts of the assistant messages in `gen_ai.output.messages`,
     joined by newlines; else OpenInference's `llm.output_messages.N.message.content`; else
     `output.value` (the last AI message when it holds a LangChain / LangGraph state with
-    `messages`); else the legacy `gen_ai.completion` (a string, a JSON list of messages, or
-    OpenLLMetry's `gen_ai.completion.N.content`)."""
+    `messages`, in any LangChain message shape; no text when the state has no AI message);
+    else the legacy `gen_ai.completion` (a string, a JSON list of messages, or OpenLLMetry's
+    `gen_ai.completion.N.content`)."""
     messages = _messages(attributes.get(OUTPUT_MESSAGES))
     if messages is not None:
         return _join(_text_parts(messages))
@@ -67,8 +160,12 @@ def output_text(attributes: Mapping[str, AttributeValue]) -> str | None:
         return indexed
     value = attributes.get(OPENINFERENCE_OUTPUT)
     if isinstance(value, str):
-        state = _last_ai_message(value)
-        return value if state is None else state
+        state = _state_messages(value)
+        if state is None:
+            return value
+        from assay.intake.messages import final_text
+
+        return final_text(state)
     legacy = attributes.get(LEGACY_COMPLETION)
     if isinstance(legacy, str):
         listed = _messages(legacy)
@@ -76,9 +173,9 @@ def output_text(attributes: Mapping[str, AttributeValue]) -> str | None:
     return _indexed(attributes, _LEGACY_INDEXED)
 
 
-def _last_ai_message(value: str) -> str | None:
-    """The text of the last AI message of a JSON state with `messages` (LangChain messages as
-    dicts, `{role, content}` or the `lc` constructor form); None when `value` is not one."""
+def _state_messages(value: str) -> list[Any] | None:
+    """The `messages` of a JSON state (a LangChain / LangGraph state: LangChain messages in any
+    of their dict shapes, or `{role, content}`); None when `value` is not one."""
     if not value.startswith("{"):
         return None
     try:
@@ -86,27 +183,7 @@ def _last_ai_message(value: str) -> str | None:
     except ValueError:
         return None
     messages = state.get("messages") if isinstance(state, dict) else None
-    if not isinstance(messages, list):
-        return None
-    for message in reversed(messages):
-        if not isinstance(message, dict):
-            continue
-        fields = message.get("kwargs") if message.get("lc") else message
-        if not isinstance(fields, dict):
-            continue
-        named = message.get("id") if message.get("lc") else None
-        ai = (
-            fields.get("type") == "ai"
-            or fields.get("role") == "assistant"
-            or (
-                isinstance(named, list)
-                and bool(named)
-                and named[-1] in ("AIMessage", "AIMessageChunk")
-            )
-        )
-        if ai:
-            return content_text(fields.get("content"))
-    return None
+    return messages if isinstance(messages, list) else None
 
 
 def _messages(value: AttributeValue) -> list[Any] | None:

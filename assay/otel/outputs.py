@@ -25,17 +25,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from assay.errors import InputError, OutputsChangedError
-from assay.otel.genai import (
-    SpanUsage,
-    is_llm_span,
-    is_output_attribute,
-    is_usage_attribute,
-    output_text,
-    usage,
-)
-from assay.otel.tools import TOOL_ATTRIBUTES, descendants, is_tool_span, tool_call, trajectory_of
-from assay.otel.traces import Document, Span, documents, json_spans
-from assay.trajectory import ArgumentsError, Trajectory
+from assay.intake import otlp
+from assay.intake.record import AgentRecord
+from assay.otel.genai import is_llm_span, is_output_attribute, is_usage_attribute, output_text
+from assay.otel.tools import TOOL_ATTRIBUTES, is_tool_span, tool_call
+from assay.otel.traces import Document, Span, document_spans, documents
+from assay.trajectory import ArgumentsError
 
 Claim = Callable[[str, str, int, str], None]
 """Registers a case id found at (source, line, field); raises InputError if unknown or taken."""
@@ -75,17 +70,6 @@ class TraceSlice:
 
     case_ids: list[str]
     ranges: list[Range]
-
-
-@dataclass(frozen=True)
-class TracedOutput:
-    """One case's output as its trace tells it."""
-
-    case_id: str
-    text: str
-    duration_ms: float | None
-    usage: SpanUsage
-    trajectory: Trajectory
 
 
 @dataclass(slots=True)
@@ -176,7 +160,7 @@ class TraceBook:
                 hashlib.sha256(document.raw).digest(),
             )
         )
-        for span in json_spans(document.raw, path, document.line, self._needed):
+        for span in document_spans(document.raw, path, document.line, self._needed):
             self._order += 1
             place = _Place(path, document.line, span.where, number, self._order)
             trace = self.traces.get(span.trace_id)
@@ -273,7 +257,8 @@ class TraceIndex:
 
     slices: list[TraceSlice]
     without_text: set[str]
-    """Case ids whose case span carries no output text: cases with no output."""
+    """Case ids whose case span, and every model span below it, carry no output text (scored:
+    their text checks are unavailable)."""
 
 
 def index_traces(
@@ -301,7 +286,6 @@ def index_traces(
         claim(case_id, place.source, place.line, place.where)
         if not trace.has_text():
             without_text.add(case_id)
-            continue
         if case_id not in wanted:
             continue
         if batch and (len(batch) == chunk_size or _home(book, batch[0]) != place.source):
@@ -347,12 +331,13 @@ def read_trace_slice(
     case_attribute: str,
     selected: Collection[str],
     open_source: Callable[[str], Source],
-) -> Iterator[TracedOutput]:
-    """The selected outputs of one trace slice, in the slice's order, read from its byte ranges.
+) -> Iterator[tuple[str, AgentRecord]]:
+    """The selected cases of one trace slice, each with its record, in the slice's order, read
+    from its byte ranges.
 
     Raises:
         OutputsChangedError: a range holds other documents than when it was indexed, or a case
-            id of the slice is no longer there with its output text.
+            id of the slice is no longer there.
     """
     book = TraceBook(case_attribute, keep_spans=True)
     for part in piece.ranges:
@@ -367,29 +352,9 @@ def read_trace_slice(
     for case_id in piece.case_ids:
         trace = found.get(case_id)
         span = None if trace is None else trace.case_span
-        text = None if trace is None or span is None else case_text(span, trace.spans)
-        if trace is None or span is None or text is None:
+        if trace is None or span is None:
             raise OutputsChangedError(
                 piece.ranges[0].path, "a case the index found in the range is no longer there"
             )
         if case_id in selected:
-            yield TracedOutput(
-                case_id,
-                text,
-                span.duration_ms,
-                usage(trace.spans),
-                trajectory_of(span, trace.spans),
-            )
-
-
-def case_text(case_span: Span, spans: Sequence[Span]) -> str | None:
-    """The case span's output text, else that of its last-ending LLM descendant with text."""
-    own = output_text(case_span.attributes)
-    if own is not None:
-        return own
-    texts = [
-        (span.end_ns, text)
-        for span in descendants(case_span, spans)
-        if is_llm_span(span.attributes) and (text := output_text(span.attributes)) is not None
-    ]
-    return max(texts, key=lambda pair: pair[0])[1] if texts else None
+            yield case_id, otlp.read(span, trace.spans)

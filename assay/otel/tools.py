@@ -1,20 +1,21 @@
-"""A case's tool calls as its trace tells them: the trajectory from tool spans.
+"""Tool spans: what one span that records a tool call says about it.
 
-A tool span is a descendant of the case span with `gen_ai.operation.name = execute_tool` (the
-GenAI conventions: `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.call.arguments`) or
-an OpenInference `TOOL` span (`tool.name`; arguments in `tool.parameters`, else `input.value`).
-A call failed when its span's status is ERROR or it carries `error.type`. Tool spans that
-overlap in time under the same parent are one parallel step; otherwise steps follow start time.
-The same trajectory as chat messages (`assay.trajectory`) gives the same steps.
+A tool span has `gen_ai.operation.name = execute_tool` (the GenAI conventions: `gen_ai.tool.name`,
+`gen_ai.tool.call.id`, `gen_ai.tool.call.arguments`) or is an OpenInference `TOOL` span
+(`tool.name`; the call's arguments in `input.value` — `tool.parameters` is the tool's JSON
+*schema*, never the arguments). A call failed when its span's status is ERROR or it carries
+`error.type`. How spans become a case's steps is `assay.intake.otlp`'s.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from assay.otel.traces import STATUS_ERROR, AttributeValue, Span
-from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
+from assay.trajectory import ArgumentsError, parse_arguments
 
 OPERATION: Final = "gen_ai.operation.name"
 EXECUTE_TOOL: Final = "execute_tool"
@@ -24,7 +25,7 @@ CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 ERROR_TYPE: Final = "error.type"
 SPAN_KIND: Final = "openinference.span.kind"
 OI_TOOL_NAME: Final = "tool.name"
-OI_PARAMETERS: Final = "tool.parameters"
+OI_CALL_ID: Final = "tool_call.id"
 OI_INPUT: Final = "input.value"
 
 TOOL_ATTRIBUTES: Final = frozenset(
@@ -36,11 +37,22 @@ TOOL_ATTRIBUTES: Final = frozenset(
         ERROR_TYPE,
         SPAN_KIND,
         OI_TOOL_NAME,
-        OI_PARAMETERS,
+        OI_CALL_ID,
         OI_INPUT,
     }
 )
-"""The attributes reading a trajectory needs."""
+"""The attributes reading a tool span needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpannedCall:
+    """The call a tool span records: its tool, its arguments (None when the span did not
+    capture them as a JSON object), its call id and whether it failed."""
+
+    tool: str
+    arguments: dict[str, Any] | None
+    call_id: str | None
+    failed: bool
 
 
 def is_tool_span(attributes: Mapping[str, AttributeValue]) -> bool:
@@ -48,34 +60,44 @@ def is_tool_span(attributes: Mapping[str, AttributeValue]) -> bool:
     return attributes.get(OPERATION) == EXECUTE_TOOL or attributes.get(SPAN_KIND) == "TOOL"
 
 
-def tool_call(span: Span) -> ToolCall:
+def tool_call(span: Span) -> SpannedCall:
     """The call a tool span records.
 
     Raises:
-        ArgumentsError: no tool name, or arguments that are not a JSON object — naming the
-            span's position and the attribute, never its value.
+        ArgumentsError: no tool name, or a GenAI `gen_ai.tool.call.arguments` that is not a JSON
+            object — naming the span's position and the attribute, never its value.
     """
     attributes = span.attributes
     name = attributes.get(TOOL_NAME) or attributes.get(OI_TOOL_NAME)
     if not isinstance(name, str) or not name:
         raise ArgumentsError(f"{span.where}.attributes", f"a tool span needs {TOOL_NAME}")
-    key = next(
-        (k for k in (CALL_ARGUMENTS, OI_PARAMETERS, OI_INPUT) if attributes.get(k) is not None),
-        None,
-    )
-    value = attributes.get(key) if key else None
-    field = f"{span.where}.attributes.{key}"
-    if isinstance(value, dict):
-        args = value
-    elif isinstance(value, str):
-        args = parse_arguments(value, field)
-    elif value is None:
-        args = {}
-    else:
+    given = attributes.get(CALL_ARGUMENTS)
+    field = f"{span.where}.attributes.{CALL_ARGUMENTS}"
+    arguments: dict[str, Any] | None
+    if isinstance(given, dict):
+        arguments = given
+    elif isinstance(given, str):
+        arguments = parse_arguments(given, field)
+    elif given is not None:
         raise ArgumentsError(field, "tool call arguments must be a JSON object")
-    call_id = attributes.get(CALL_ID)
+    else:
+        arguments = _json_object(attributes.get(OI_INPUT))
+    call_id = attributes.get(CALL_ID) or attributes.get(OI_CALL_ID)
     failed = span.status_code == STATUS_ERROR or bool(attributes.get(ERROR_TYPE))
-    return ToolCall(name, args, call_id if isinstance(call_id, str) else None, failed)
+    return SpannedCall(name, arguments, call_id if isinstance(call_id, str) else None, failed)
+
+
+def _json_object(value: AttributeValue) -> dict[str, Any] | None:
+    """OpenInference's `input.value` as arguments: a JSON object, else not captured as one."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value.lstrip().startswith("{"):
+        return None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def descendants(root: Span, spans: Iterable[Span]) -> Iterator[Span]:
@@ -92,23 +114,3 @@ def descendants(root: Span, spans: Iterable[Span]) -> Iterator[Span]:
                 seen.add(child.span_id)
                 pending.append(child.span_id)
                 yield child
-
-
-def trajectory_of(case_span: Span, spans: Iterable[Span]) -> Trajectory:
-    """The case's tool calls: its tool descendants, grouped into steps."""
-    tools = sorted(
-        (span for span in descendants(case_span, spans) if is_tool_span(span.attributes)),
-        key=lambda span: (span.start_ns, span.end_ns, span.span_id),
-    )
-    steps: list[list[Span]] = []
-    for span in tools:
-        step = steps[-1] if steps else None
-        if (
-            step is not None
-            and step[0].parent_span_id == span.parent_span_id
-            and span.start_ns < max(other.end_ns for other in step)
-        ):
-            step.append(span)
-        else:
-            steps.append([span])
-    return Trajectory(tuple(tuple(tool_call(span) for span in step) for step in steps))

@@ -36,6 +36,16 @@ _TOO_DEEP: Final = f"the document nests deeper than {MAX_DEPTH} levels"
 _SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
 _HEX: Final = re.compile(r"[0-9a-fA-F]*")
 _DOCUMENT_START: Final = re.compile(rb'^\s*\{\s*"(resourceSpans|resource_spans)"')
+CONTENT_EVENTS: Final = frozenset(
+    {
+        "gen_ai.content.completion",
+        "gen_ai.content.prompt",
+        "gen_ai.client.inference.operation.details",
+    }
+)
+"""Span events that carry message content as attributes (the older GenAI shape puts the
+completion on a `gen_ai.content.completion` event; the current one may put `gen_ai.output.messages`
+on an operation-details event). Their attributes are read as the span's own, never over them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +227,12 @@ def _walk(document: Any, keys: Container[str] | None) -> Iterator[Span]:
                     raise _Shape(where, str(exc)) from None
                 if trace_id is None or span_id is None:
                     raise _Shape(where, "span without an id")
+                attributes = _attributes(span, where, keys)
+                for e, event in enumerate(_list(span, "events", "events", f"{where}.")):
+                    event = _object(event, f"{where}.events[{e}]")
+                    if event.get("name") in CONTENT_EVENTS:
+                        found = _attributes(event, f"{where}.events[{e}]", keys)
+                        attributes = {**found, **attributes}
                 yield Span(
                     trace_id=trace_id,
                     span_id=span_id,
@@ -230,7 +246,7 @@ def _walk(document: Any, keys: Container[str] | None) -> Iterator[Span]:
                         f"{where}.endTimeUnixNano",
                     ),
                     status_code=_status_code(span, where),
-                    attributes=_attributes(span, where, keys),
+                    attributes=attributes,
                     resource=resource,
                     where=where,
                 )
@@ -286,8 +302,14 @@ class Document:
 
 def documents(blocks: Iterator[bytes]) -> Iterator[Document]:
     """The documents of a trace export: JSON Lines of documents (the Collector's file exporter),
-    or one document, possibly spread over many lines (`MessageToJson`, `json.dump(indent=…)`)."""
-    lines = numbered_lines(blocks)
+    one document, possibly spread over many lines (`MessageToJson`, `json.dump(indent=…)`), or
+    one OTLP/protobuf message (bytes that do not open with `{`: the whole file)."""
+    first_block = next(blocks, b"")
+    if first_block and first_block.lstrip()[:1] != b"{":
+        body = b"".join([first_block, *blocks])
+        yield Document(1, 0, len(body), body)
+        return
+    lines = numbered_lines(iter([first_block, *blocks]) if first_block else blocks)
     first = next(lines, None)
     if first is None:
         return
@@ -302,6 +324,34 @@ def documents(blocks: Iterator[bytes]) -> Iterator[Document]:
     for _number, _start, end, raw in lines:  # noqa: B007 - `end` is the last line's end
         parts.append(raw)
     yield Document(number, start, end, b"\n".join(parts))
+
+
+def document_spans(
+    raw: bytes, source: str, line: int, keys: Container[str] | None = None
+) -> list[Span]:
+    """The spans of one document: OTLP/JSON when it opens with `{`, else OTLP/protobuf.
+
+    Raises:
+        InputError: neither, naming the source and line, never a value.
+    """
+    if raw.lstrip()[:1] == b"{":
+        return json_spans(raw, source, line, keys)
+    try:
+        return decode_protobuf(raw, keys)
+    except ValueError:
+        raise InputError(source, NOT_TRACES, line=line) from None
+
+
+NOT_TRACES: Final = (
+    "not OTLP JSON, OTLP JSON Lines nor OTLP protobuf (an ExportTraceServiceRequest)"
+)
+
+
+def looks_like_protobuf(head: bytes) -> bool:
+    """Whether a file's first bytes could open an OTLP/protobuf `ExportTraceServiceRequest`:
+    field 1 (`resource_spans`, length-delimited, tag byte 0x0A) and no JSON after it (a JSON
+    Lines file may open with a blank line, which is the same byte)."""
+    return head[:1] == b"\x0a" and head.lstrip()[:1] not in (b"{", b"")
 
 
 def decode_protobuf(body: bytes, keys: Container[str] | None = None) -> list[Span]:
@@ -331,6 +381,10 @@ def decode_protobuf(body: bytes, keys: Container[str] | None = None) -> list[Spa
                 span_id = decode_id(span.span_id, 8, f"{where}.spanId")
                 if trace_id is None or span_id is None:
                     raise ValueError(f"{where}: span without an id")
+                attributes = _proto_attributes(span.attributes, keys)
+                for event in span.events:
+                    if event.name in CONTENT_EVENTS:
+                        attributes = {**_proto_attributes(event.attributes, keys), **attributes}
                 spans.append(
                     Span(
                         trace_id=trace_id,
@@ -339,7 +393,7 @@ def decode_protobuf(body: bytes, keys: Container[str] | None = None) -> list[Spa
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         status_code=span.status.code,
-                        attributes=_proto_attributes(span.attributes, keys),
+                        attributes=attributes,
                         resource=resource,
                         where=where,
                     )

@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Final
 
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher
+from assay.intake.record import Evidence
 from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import majority
@@ -26,10 +28,14 @@ from assay.judge.service import JudgeSetup, Spender, cache_key, judge_repeated
 from assay.outputs import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
+from assay.scorers._registry import UNAVAILABLE
 from assay.scorers.judge import LlmJudgeConfig
 from assay.scorers.trajectory import NO_TRAJECTORY
 from assay.store import EvidenceStore
 from assay.trajectory import rendered
+
+JUDGED_TRAJECTORY: Final = (Evidence.TOOL_NAMES, Evidence.TOOL_ARGUMENTS)
+"""What a judge of the trajectory reads: the calls and their arguments."""
 
 CheckKey = tuple[str, int]
 """(case id, position of the check among the case's scorers)."""
@@ -79,13 +85,18 @@ def judge_chunk(
     keys: list[CheckKey] = []
     requests: list[tuple[str, JudgeRequest]] = []
     unjudged: dict[CheckKey, Outcome] = {}
-    """Trajectory rubrics of outputs without a trajectory: failed, like every trajectory check."""
+    """Checks of outputs whose record did not capture what they judge: unavailable."""
     for output in outputs:
         case = compiled.cases[output.case_id]
         for position, spec in enumerate(suite.scorers_for(case)):
             if not isinstance(spec.config, LlmJudgeConfig):
                 continue
             judged = output.output
+            needs = JUDGED_TRAJECTORY if spec.config.on == "trajectory" else (Evidence.TEXT,)
+            why = next((output.unseen[e] for e in needs if e in output.unseen), None)
+            if why is not None:
+                unjudged[(case.id, position)] = Outcome(Status.SKIPPED, 0.0, UNAVAILABLE + why)
+                continue
             if spec.config.on == "trajectory":
                 if output.trajectory is None:
                     unjudged[(case.id, position)] = NO_TRAJECTORY

@@ -22,10 +22,14 @@ def warnings(result: EvalResult) -> list[str]:
             f"{m.skipped_checks} check(s) skipped and excluded from scores "
             "(each case's label says why)"
         )
+    for why, count in sorted(m.unavailable.items()):
+        kind, _, reason = why.partition(": ")
+        notes.append(f"{count} {kind} check{'s' if count != 1 else ''} unavailable: {reason}")
     if m.incomplete:
         notes.append(
-            f"{m.incomplete} case(s) incomplete: a check the configured judge could not score; "
-            "counted against coverage, never as passed"
+            f"{m.incomplete} case(s) incomplete: a check could not be scored (a judge that could"
+            " not answer, or evidence the record did not capture); counted against coverage,"
+            " never as passed"
         )
     if m.not_judged:
         notes.append(

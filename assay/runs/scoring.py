@@ -31,6 +31,7 @@ from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs import CandidateOutput
 from assay.scorers import PASS, Observation, Outcome, Scorer, ScorerSpec, Status, clamp
+from assay.scorers._registry import UNAVAILABLE
 from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
 
 NO_OUTPUT = "no output"
@@ -122,6 +123,9 @@ class RunMetrics(BaseModel):
     """How the evidence store kept writes write-once for this run (see EvidenceStore)."""
     checks_by_kind: dict[str, CheckTally] = Field(default_factory=dict)
     """Per check kind: how many checks were scored (not skipped) and passed."""
+    unavailable: dict[str, int] = Field(default_factory=dict)
+    """Checks whose evidence the record did not capture, by `KIND: why` (e.g. `tool_errors:
+    OpenAI messages cannot mark a failed call`): skipped, and against coverage."""
 
     def merge(self, other: RunMetrics) -> None:
         """Add another tally (e.g. one chunk's) into this one."""
@@ -129,6 +133,8 @@ class RunMetrics(BaseModel):
             value = getattr(self, name)
             if isinstance(value, int | float):
                 setattr(self, name, value + getattr(other, name))
+        for why, count in other.unavailable.items():
+            self.unavailable[why] = self.unavailable.get(why, 0) + count
         for kind, theirs in other.checks_by_kind.items():
             ours = self.checks_by_kind.setdefault(kind, CheckTally())
             ours.scored += theirs.scored
@@ -321,7 +327,7 @@ def score_case(
     if output is None:
         return _no_output(case_id)
     text = output.output
-    observed = Observation(text, output.trajectory)
+    observed = Observation(text, output.trajectory, output.unseen)
     outcomes = (
         [
             (scorer, judged.get((case_id, position)) or scorer(observed))
@@ -467,10 +473,14 @@ def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
     n = passed = failed = skipped = not_judged = missing = errors = skipped_checks = 0
     score_sum = 0.0
     kinds: dict[str, list[float]] = {}
+    unavailable: dict[str, int] = {}
     for case in cases:
         for check in case.checks:
             if check.status is Status.SKIPPED:
                 skipped_checks += 1
+                if check.reason.startswith(UNAVAILABLE):
+                    why = f"{check.kind}: {check.reason.removeprefix(UNAVAILABLE)}"
+                    unavailable[why] = unavailable.get(why, 0) + 1
             elif check.kind is not None:
                 kind = kinds.get(check.kind)
                 if kind is None:
@@ -506,4 +516,5 @@ def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
             name: CheckTally(scored=int(count), passed=int(hits), score_sum=total)
             for name, (count, hits, total) in kinds.items()
         },
+        unavailable=unavailable,
     )

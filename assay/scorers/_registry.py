@@ -8,13 +8,14 @@ runs once per case instead, with that case's `expected_trajectory` bound in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from assay.intake.record import Evidence
 from assay.trajectory import Trajectory
 
 LABEL_LIMIT = 120
@@ -59,19 +60,26 @@ class ScorerConfig(BaseModel):
 ConfigT = TypeVar("ConfigT", bound=ScorerConfig)
 
 
+UNAVAILABLE: Final = "unavailable: "
+"""How the reason of a check whose evidence the record did not capture begins."""
+TEXT_ONLY: Final = frozenset({Evidence.TEXT})
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """What a scorer looks at: the output's final text and, when the output carries one, the
-    tool-call trajectory the agent made (None: the output does not say what it did)."""
+    tool-call trajectory the agent made (None: the output does not say what it did), and what
+    the record could not show (`assay.intake.record`), with why."""
 
     text: str
     trajectory: Trajectory | None = None
+    unseen: Mapping[Evidence, str] = field(default_factory=dict)
 
 
 class Scorer:
     """A compiled scorer: its name, a redacted label of its configuration, and its check."""
 
-    __slots__ = ("label", "name", "observe")
+    __slots__ = ("label", "name", "needs", "observe")
 
     def __init__(
         self,
@@ -80,10 +88,14 @@ class Scorer:
         check: Callable[[str], Outcome] | None = None,
         *,
         observe: Callable[[Observation], Outcome] | None = None,
+        needs: frozenset[Evidence] = TEXT_ONLY,
     ) -> None:
-        """A scorer of the output's text (`check`), or of the whole observation (`observe`)."""
+        """A scorer of the output's text (`check`), or of the whole observation (`observe`),
+        which needs the evidence `needs` (a record that did not capture it makes the check
+        unavailable: skipped, against coverage, never a pass)."""
         self.name = name
         self.label = clamp(label)
+        self.needs = needs
         if observe is None:
             if check is None:
                 raise TypeError("a scorer needs a check or an observe function")
@@ -92,6 +104,11 @@ class Scorer:
 
     def __call__(self, output: str | Observation) -> Outcome:
         observed = output if isinstance(output, Observation) else Observation(output)
+        if observed.unseen:
+            for evidence in self.needs:
+                why = observed.unseen.get(evidence)
+                if why is not None:
+                    return Outcome(Status.SKIPPED, 0.0, UNAVAILABLE + why)
         try:
             return self.observe(observed)
         except Exception as exc:  # a scorer bug must not sink the run, nor pass the case

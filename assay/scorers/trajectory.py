@@ -12,12 +12,14 @@ one is not echoed.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import Field, field_validator
 
 from assay.errors import shown
+from assay.intake.record import Evidence
 from assay.scorers._registry import (
     PASS,
     Observation,
@@ -52,6 +54,8 @@ TRAJECTORY_KINDS: Final = frozenset(
 """The check kinds that judge what the agent did: a case's trajectory verdict is theirs."""
 
 NO_TRAJECTORY: Final = fail("no tool calls recorded (the output has no messages or tool spans)")
+NAMES: Final = frozenset({Evidence.TOOL_NAMES})
+WITH_ARGUMENTS: Final = frozenset({Evidence.TOOL_NAMES, Evidence.TOOL_ARGUMENTS})
 
 
 def _known(value: Any, allowed: tuple[str, ...], what: str) -> Any:
@@ -241,6 +245,18 @@ def _got(expected: str, got: str) -> str:
     return f"{got} with other arguments" if expected == got else got
 
 
+def _got_steps(expected: Sequence[ToolCall], steps: Sequence[Sequence[ToolCall]]) -> str:
+    """What the agent did instead, steps joined by `, ` and calls made together by `+`; when
+    the expected tools were all called, the arguments are named as the cause."""
+    if not steps:
+        return "nothing"
+    got = _steps_names(steps)
+    called = Counter(call.tool for step in steps for call in step)
+    if Counter(call.tool for call in expected) <= called:
+        return f"{got} (with other arguments)" if got != _step_names(expected) else _got(got, got)
+    return got
+
+
 def _where(reference: Trajectory, k: int) -> str:
     return f"after {_step_names(reference.steps[k - 1])}" if k else "first"
 
@@ -284,9 +300,12 @@ def _in_order(agent: Trajectory, reference: Trajectory, matches: Matches) -> str
         upto = sum(len(s) for s in reference.steps[: k + 1])
         low, high = (cuts[-1] if cuts else 0), len(agent.steps) - 1
         if high < low or feasible(upto, high) is None:
-            rest = [call for a, call in enumerate(calls) if step_of[a] >= low and a not in used]
+            rest = [
+                [call for a, call in enumerate(calls) if step_of[a] == s and a not in used]
+                for s in range(low, len(agent.steps))
+            ]
             names = _step_names(step)
-            got = _got(names, _step_names(rest)) if rest else "nothing"
+            got = _got_steps(step, [s for s in rest if s])
             return f"expected {names} {_where(reference, k)}; got {got}"
         while low < high:  # the smallest cut that still matches
             middle = (low + high) // 2
@@ -353,6 +372,14 @@ def trajectory_mismatch(
     return "; ".join(found) or None
 
 
+def _needs(config: ArgsConfig) -> frozenset[Evidence]:
+    """Names, and arguments unless every comparison ignores them."""
+    ignored = config.args == "ignore" and all(
+        mode == "ignore" for mode in config.args_by_tool.values()
+    )
+    return NAMES if ignored else WITH_ARGUMENTS
+
+
 def _args_label(config: ArgsConfig) -> str:
     by_tool = f", per tool for {len(config.args_by_tool)}" if config.args_by_tool else ""
     return f"args {config.args}{by_tool}"
@@ -377,7 +404,8 @@ def trajectory(config: TrajectoryConfig, reference: Trajectory) -> Scorer:
         return PASS if mismatch is None else fail(clamp(mismatch))
 
     label = f"trajectory {config.match} ({_args_label(config)})"
-    return Scorer("trajectory", label, observe=_observed(check))
+    needs = _needs(config) | ({Evidence.PARALLEL} if config.match == "exact" else set())
+    return Scorer("trajectory", label, observe=_observed(check), needs=needs)
 
 
 def _rate(name: str, config: RateConfig, reference: Trajectory, *, recall: bool) -> Scorer:
@@ -396,7 +424,10 @@ def _rate(name: str, config: RateConfig, reference: Trajectory, *, recall: bool)
         return Outcome(Status.FAIL, fraction, f"{matched}/{total} below {config.min:g}")
 
     return Scorer(
-        name, f"{name} >= {config.min:g} ({_args_label(config)})", observe=_observed(check)
+        name,
+        f"{name} >= {config.min:g} ({_args_label(config)})",
+        observe=_observed(check),
+        needs=_needs(config),
     )
 
 
@@ -437,7 +468,12 @@ def tool_called(config: ToolCalledConfig) -> Scorer:
 
     with_args = " with given args" if config.args else ""
     label = f"tool_called {config.tool}{with_args} {_bounds(config.min, config.max)}"
-    return Scorer("tool_called", label, observe=_observed(check))
+    return Scorer(
+        "tool_called",
+        label,
+        observe=_observed(check),
+        needs=WITH_ARGUMENTS if config.args else NAMES,
+    )
 
 
 @scorer("tool_not_called", ToolNotCalledConfig, shorthand="tool")
@@ -450,7 +486,7 @@ def tool_not_called(config: ToolNotCalledConfig) -> Scorer:
         return fail(clamp("called " + ", ".join(called))) if called else PASS
 
     label = "tool_not_called " + ", ".join(config.tool)
-    return Scorer("tool_not_called", label, observe=_observed(check))
+    return Scorer("tool_not_called", label, observe=_observed(check), needs=NAMES)
 
 
 @scorer("max_tool_calls", MaxToolCallsConfig, shorthand="max")
@@ -461,7 +497,9 @@ def max_tool_calls(config: MaxToolCallsConfig) -> Scorer:
         count = len(agent.calls)
         return PASS if count <= config.max else fail(f"{count} tool calls (max {config.max})")
 
-    return Scorer("max_tool_calls", f"max_tool_calls {config.max}", observe=_observed(check))
+    return Scorer(
+        "max_tool_calls", f"max_tool_calls {config.max}", observe=_observed(check), needs=NAMES
+    )
 
 
 @scorer("tool_errors", ToolErrorsConfig, shorthand="max")
@@ -476,4 +514,9 @@ def tool_errors(config: ToolErrorsConfig) -> Scorer:
         calls = "call" if len(failed) == 1 else "calls"
         return fail(clamp(f"{len(failed)} failed tool {calls} (max {config.max}): {names}"))
 
-    return Scorer("tool_errors", f"tool_errors max {config.max}", observe=_observed(check))
+    return Scorer(
+        "tool_errors",
+        f"tool_errors max {config.max}",
+        observe=_observed(check),
+        needs=NAMES | {Evidence.TOOL_STATUS},
+    )

@@ -1,0 +1,97 @@
+"""The one record every intake source yields per case, and what that record could show.
+
+Whatever the agent left behind — a JSONL line with `output`, an OpenAI Chat / Responses,
+Anthropic or LangChain message list, an OTLP trace, an ATIF, Claude Code or Codex transcript —
+an intake source turns it into an `AgentRecord`: the final text, the turns, the tool calls as a
+`Trajectory` (steps of calls one model response requested together), usage figures, and
+**what the record could show** (`Evidence`). A record that could not show some evidence names
+it in `unseen` with the reason, worded from the *format*, never from the content
+(`OpenAI messages cannot mark a failed call`). A check that needs unseen evidence is
+`unavailable` (see `assay.runs.scoring`): not scored and counted against coverage, never a pass.
+
+A record that *shows* zero calls (a complete message list; an LLM output captured with no tool
+call part) is evidence of zero: its tool names are seen and its trajectory is empty.
+
+Text, turns and arguments are candidate outputs: they live in memory only, for the checks, and
+never reach the evidence store, Prefect or a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final, Literal
+
+from assay.trajectory import Trajectory
+
+
+class Evidence(StrEnum):
+    """One kind of evidence a record may or may not show."""
+
+    TEXT = "text"
+    """The agent's final answer text."""
+    TOOL_NAMES = "tool names"
+    """Which tools were called (and that none were, when none were)."""
+    TOOL_ARGUMENTS = "tool arguments"
+    """The arguments of each call."""
+    TOOL_STATUS = "tool status"
+    """Whether each call failed."""
+    PARALLEL = "parallel structure"
+    """Which calls one model response requested together."""
+    USAGE = "usage"
+    """Token (and cost) figures."""
+
+
+TOOL_EVIDENCE: Final = (
+    Evidence.TOOL_NAMES,
+    Evidence.TOOL_ARGUMENTS,
+    Evidence.TOOL_STATUS,
+    Evidence.PARALLEL,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One message of the conversation: who said it and its text ("" when it carried none)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFigures:
+    """Token and cost figures; None where the record did not report the figure."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return (self.input_tokens, self.output_tokens, self.cost_usd) != (None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """One case as its record tells it, with what the record could not show."""
+
+    source: str
+    """The intake format that read it (`openai-chat`, `otlp`, `atif`, …)."""
+    text: str | None
+    """The final answer; None when the record did not capture text."""
+    trajectory: Trajectory
+    """The calls seen, step after step (empty when none were seen)."""
+    unseen: Mapping[Evidence, str] = field(default_factory=dict)
+    """Evidence this record could not show, each with why (worded from the format)."""
+    turns: tuple[Turn, ...] = ()
+    usage: UsageFigures = UsageFigures()
+    duration_ms: float | None = None
+
+    def shows(self, evidence: Evidence) -> bool:
+        return evidence not in self.unseen
+
+
+def unseen_tools(reason: str) -> dict[Evidence, str]:
+    """Every kind of tool evidence unseen, for one reason."""
+    return dict.fromkeys(TOOL_EVIDENCE, reason)

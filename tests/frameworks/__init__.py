@@ -1,0 +1,1 @@
+"""Recordings of real agent frameworks against a scripted local model server."""

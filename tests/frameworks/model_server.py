@@ -1,0 +1,350 @@
+"""A scripted local model server for the framework recordings: FastAPI + uvicorn on 127.0.0.1.
+
+Real agent frameworks talk to it with their real SDKs over real HTTP. It implements
+
+- OpenAI Chat Completions, `POST /v1/chat/completions` (the raw `openai` client, LangChain);
+- OpenAI Responses, `POST /v1/responses` (the OpenAI Agents SDK's default);
+- Anthropic Messages, `POST /v1/messages`;
+
+each non-streaming (a request asking to stream gets a 400 saying so), with usage figures in
+every answer. It keeps no conversation state: the case is the `[case:NAME]` marker found
+anywhere in the request (the scenario's prompt carries it), and the turn is read off the tool
+calls the request already holds: with none the model makes the scenario's first step of calls,
+after those the second, and so on; once all were made it answers the final text. The calls of
+one step come in ONE response (parallel tool calls). Token usage is `usage_for(turn)`.
+
+Tool call ids are deterministic: `call_<case>_<step>_<n>` (Chat Completions and the Responses
+`call_id`; the Responses item id is `fc_…`), `toolu_<case>_<step>_<n>` for Anthropic.
+
+Run one for a while with `python -m tests.frameworks.model_server` (prints its URL), or use
+`running_model_server()` / `ModelServer.start()` in code.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from tests.frameworks.scenarios import CASE_MARKER, SCENARIOS, Call, Scenario, usage_for
+
+START_TIMEOUT_SECONDS = 10.0
+
+
+class ScriptError(Exception):
+    """A request the script cannot answer (no case marker, unknown case, too many calls)."""
+
+
+def _case(body: dict[str, Any]) -> Scenario:
+    match = CASE_MARKER.search(json.dumps(body))
+    if match is None:
+        raise ScriptError("no [case:NAME] marker in the request")
+    scenario = SCENARIOS.get(match.group(1))
+    if scenario is None:
+        raise ScriptError(f"unknown case {match.group(1)!r}")
+    return scenario
+
+
+def _turn(scenario: Scenario, calls_made: int) -> int:
+    """The model turn whose answer is due once `calls_made` tool calls are in the conversation."""
+    made = 0
+    for turn, step in enumerate(scenario.steps):
+        if made == calls_made:
+            return turn
+        made += len(step)
+    if made == calls_made:
+        return len(scenario.steps)
+    raise ScriptError(
+        f"{calls_made} tool calls in the request; case {scenario.name} scripts steps of "
+        f"{[len(step) for step in scenario.steps]}"
+    )
+
+
+def _step(scenario: Scenario, turn: int) -> tuple[Call, ...]:
+    """The calls of `turn`, or () for the final text."""
+    return scenario.steps[turn] if turn < len(scenario.steps) else ()
+
+
+def _chat_calls_made(body: dict[str, Any]) -> int:
+    return sum(
+        len(message.get("tool_calls") or [])
+        for message in body.get("messages", [])
+        if isinstance(message, dict) and message.get("role") == "assistant"
+    )
+
+
+def _responses_calls_made(body: dict[str, Any]) -> int:
+    items = body.get("input")
+    if not isinstance(items, list):
+        return 0
+    return sum(
+        1 for item in items if isinstance(item, dict) and item.get("type") == "function_call"
+    )
+
+
+def _anthropic_calls_made(body: dict[str, Any]) -> int:
+    count = 0
+    for message in body.get("messages", []):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            content = message.get("content")
+            if isinstance(content, list):
+                count += sum(
+                    1
+                    for block in content
+                    if isinstance(block, dict) and block.get("type") == "tool_use"
+                )
+    return count
+
+
+def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
+    """The Chat Completions answer to `body`."""
+    scenario = _case(body)
+    turn = _turn(scenario, _chat_calls_made(body))
+    calls = _step(scenario, turn)
+    message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{scenario.name}_{turn}_{n}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for n, call in enumerate(calls)
+        ]
+    else:
+        message["content"] = scenario.final_text
+    prompt_tokens, completion_tokens = usage_for(turn)
+    return {
+        "id": f"chatcmpl-{scenario.name}-{turn}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model", "")),
+        "system_fingerprint": "fp_scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def response(body: dict[str, Any]) -> dict[str, Any]:
+    """The Responses API answer to `body`."""
+    scenario = _case(body)
+    turn = _turn(scenario, _responses_calls_made(body))
+    calls = _step(scenario, turn)
+    output: list[dict[str, Any]]
+    if calls:
+        output = [
+            {
+                "type": "function_call",
+                "id": f"fc_{scenario.name}_{turn}_{n}",
+                "call_id": f"call_{scenario.name}_{turn}_{n}",
+                "name": call.name,
+                "arguments": json.dumps(call.arguments),
+                "status": "completed",
+            }
+            for n, call in enumerate(calls)
+        ]
+    else:
+        output = [
+            {
+                "type": "message",
+                "id": f"msg_{scenario.name}_{turn}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": scenario.final_text, "annotations": []}
+                ],
+            }
+        ]
+    input_tokens, output_tokens = usage_for(turn)
+    return {
+        "id": f"resp_{scenario.name}_{turn}",
+        "object": "response",
+        "created_at": time.time(),
+        "status": "completed",
+        "model": str(body.get("model", "")),
+        "output": output,
+        "instructions": body.get("instructions"),
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice") or "auto",
+        "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "metadata": {},
+        "error": None,
+        "incomplete_details": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+def message(body: dict[str, Any]) -> dict[str, Any]:
+    """The Anthropic Messages answer to `body`."""
+    scenario = _case(body)
+    turn = _turn(scenario, _anthropic_calls_made(body))
+    calls = _step(scenario, turn)
+    content: list[dict[str, Any]]
+    if calls:
+        content = [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{scenario.name}_{turn}_{n}",
+                "name": call.name,
+                "input": dict(call.arguments),
+            }
+            for n, call in enumerate(calls)
+        ]
+    else:
+        content = [{"type": "text", "text": scenario.final_text}]
+    input_tokens, output_tokens = usage_for(turn)
+    return {
+        "id": f"msg_{scenario.name}_{turn}",
+        "type": "message",
+        "role": "assistant",
+        "model": str(body.get("model", "")),
+        "content": content,
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
+def app(requests: list[tuple[str, str]] | None = None) -> FastAPI:
+    """The FastAPI application; appends (path, case or error) of each request to `requests`."""
+    try:  # FastAPI >= 0.150 traces itself: keep its spans out of the recordings
+        application = FastAPI(telemetry={"tracing": False, "metrics": False, "logs": False})
+    except TypeError:
+        application = FastAPI()
+    answers = {
+        "/v1/chat/completions": chat_completion,
+        "/v1/responses": response,
+        "/v1/messages": message,
+    }
+
+    async def answer(request: Request) -> JSONResponse:
+        path = request.url.path
+        body = await request.json()
+        try:
+            if not isinstance(body, dict):
+                raise ScriptError("the body is not a JSON object")
+            if body.get("stream"):
+                raise ScriptError("this scripted server does not stream")
+            result = answers[path](body)
+        except ScriptError as error:
+            if requests is not None:
+                requests.append((path, f"error: {error}"))
+            if path == "/v1/messages":
+                detail = {"type": "invalid_request_error", "message": str(error)}
+                return JSONResponse({"type": "error", "error": detail}, status_code=400)
+            detail = {"message": str(error), "type": "invalid_request_error", "code": "400"}
+            return JSONResponse({"error": detail}, status_code=400)
+        if requests is not None:
+            requests.append((path, _case(body).name))
+        return JSONResponse(result)
+
+    for path in answers:
+        application.add_api_route(path, answer, methods=["POST"])
+    return application
+
+
+class ModelServer:
+    """The server running in a background thread; `url` is its root (`http://127.0.0.1:PORT`)."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.requests: list[tuple[str, str]] = []
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+
+    @property
+    def openai_base_url(self) -> str:
+        """The base URL an OpenAI client takes."""
+        return f"{self.url}/v1"
+
+    def start(self) -> ModelServer:
+        """Start serving on a free port; returns self once it accepts requests."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            app(self.requests),
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="model-server", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                sock.close()
+                raise RuntimeError("the scripted model server did not start")
+            time.sleep(0.01)
+        self._server, self._thread, self._sock = server, thread, sock
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._sock is not None:
+            self._sock.close()
+
+
+@contextmanager
+def running_model_server() -> Iterator[ModelServer]:
+    """A started `ModelServer`, stopped on exit."""
+    server = ModelServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    with running_model_server() as running:
+        print(running.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,568 @@
+"""Record every scenario through one real framework setup: its traces as the real OTLP exporter
+sends them, and its own conversation as ground truth.
+
+    python -m tests.frameworks.record SETUP OUTDIR --model-url URL
+
+runs in a fresh process (instrumentors and tracer providers are global) and writes into OUTDIR:
+
+- `traces.pb`: the raw bodies the real `OTLPSpanExporter` (OTLP/HTTP protobuf) POSTed to a tiny
+  receiver started here, concatenated: one valid, merged `ExportTraceServiceRequest`;
+- `traces.json`: the same requests as OTLP/JSON, one request per line (`MessageToJson`);
+- `logs.pb` / `logs.json`: likewise for OTLP log records, when the setup emitted any (the
+  OpenTelemetry GenAI event mode puts content there, not in the trace);
+- `messages.jsonl`: one `{"case_id", "messages"}` line per scenario, the framework's own
+  conversation in its native format (`messages_plain.jsonl` too for LangGraph);
+- `notes.json`: the instrumentation, its content mode, how the case id was attached.
+
+Each case runs inside a root span `case` with `assay.case_id` opened with the OpenTelemetry API;
+every instrumentation here starts its spans under the current context, so the whole case is
+one trace (`notes.json` says so per setup). The exporter flushes after each case. URL is the
+model server's root (`tests.frameworks.model_server`); without `--model-url` one is started here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tests.frameworks.scenarios import (
+    ANTHROPIC_MODEL,
+    INSTRUCTIONS,
+    MODEL,
+    SCENARIOS,
+    ToolFailure,
+    anthropic_tools,
+    chat_tools,
+    run_tool,
+)
+
+MAX_TURNS = 10
+CLEARED_ENV_PREFIXES = (
+    "OTEL_",
+    "OPENINFERENCE_",
+    "ANTHROPIC_OPEN_TELEMETRY",
+    "OPENAI_AGENTS_",
+    "LANGCHAIN_",
+    "LANGSMITH_",
+)
+"""Variables from the caller's environment that would change what a setup records."""
+
+Messages = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One framework with one instrumentation and content mode.
+
+    Attributes:
+        content_in: The recording the content (and so `CANARY`) goes to, None when it is off.
+    """
+
+    framework: str
+    instrumentation: str
+    content: str
+    content_in: str | None
+    env: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+_CASE_ID_NOTE = (
+    "root span 'case' opened with the OpenTelemetry API around the run "
+    "(tracer.start_as_current_span('case', attributes={'assay.case_id': NAME})); every span of "
+    "the instrumentation nests under it: one trace per case, 'case' its only root"
+)
+_GENAI_LATEST = "gen_ai_latest_experimental"
+_AGENTS = "openai-agents (Runner.run, Responses API, function tools)"
+_AGENTS_NOTES = {
+    "agents_tracing": "the Agents SDK's own trace processors (its OpenAI backend exporter) are "
+    "removed first: set_trace_processors([])",
+    "tool_errors": "the failing tool raises; failure_error_function returns "
+    "'Error running tool: <exception>' to the model (the SDK's default text hides the "
+    "exception); the SDK marks its function span with the error either way",
+}
+_AGENTS_GENAI = "opentelemetry-instrumentation-openai-agents-v2 (OpenAIAgentsInstrumentor)"
+_AGENTS_GENAI_NOTES = {
+    **_AGENTS_NOTES,
+    "content_default": "with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT (or "
+    "OTEL_INSTRUMENTATION_OPENAI_AGENTS_CAPTURE_CONTENT) unset this instrumentation DOES capture "
+    "content (span_and_event; its event half is a no-op in 0.1.0): off needs no_content/false",
+}
+_OPENAI = "raw openai client, chat.completions tool loop (the loop runs the tools)"
+_OPENAI_V2 = "opentelemetry-instrumentation-openai-v2 (OpenAIInstrumentor)"
+_OPENAI_V2_NOTES = {
+    "semconv": "opentelemetry-util-genai 1.x always takes the latest experimental GenAI "
+    "conventions (is_experimental_mode() is True) whatever OTEL_SEMCONV_STABILITY_OPT_IN says "
+    "(set anyway, as documented); OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT takes "
+    "no_content/span_only/event_only/span_and_event ('true' warns and captures nothing)",
+    "tool_spans": "none: openai-v2 traces the client's calls only",
+    "tool_errors": "the failing tool's error goes back as a `tool` message 'Error: ...' "
+    "(Chat Completions has no error flag)",
+}
+
+SETUPS: dict[str, Setup] = {
+    "agents-openinference": Setup(
+        _AGENTS,
+        "openinference-instrumentation-openai-agents (OpenAIAgentsInstrumentor)",
+        "on (TraceConfig defaults: nothing hidden)",
+        "traces",
+        notes=_AGENTS_NOTES,
+    ),
+    "agents-genai": Setup(
+        _AGENTS,
+        _AGENTS_GENAI,
+        "on, in span attributes (span_only)",
+        "traces",
+        {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only"},
+        _AGENTS_GENAI_NOTES,
+    ),
+    "agents-genai-nocontent": Setup(
+        _AGENTS,
+        _AGENTS_GENAI,
+        "off (no_content)",
+        None,
+        {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "no_content"},
+        _AGENTS_GENAI_NOTES,
+    ),
+    "langgraph-openinference": Setup(
+        "langgraph.prebuilt create_react_agent + langchain-openai ChatOpenAI (Chat Completions)",
+        "openinference-instrumentation-langchain (LangChainInstrumentor)",
+        "on (TraceConfig defaults: nothing hidden)",
+        "traces",
+        notes={
+            "tool_errors": "ToolNode(tools, handle_tool_errors=True): the failing tool raises; "
+            "its ToolMessage has status 'error', content 'Error: ToolFailure(...)'",
+            "messages": "messages.jsonl: langchain_core.messages.messages_to_dict (type/data); "
+            "messages_plain.jsonl: [m.model_dump() for m in state['messages']]",
+        },
+    ),
+    "openai-v2-attributes": Setup(
+        _OPENAI,
+        _OPENAI_V2,
+        "on, in span attributes (span_only)",
+        "traces",
+        {
+            "OTEL_SEMCONV_STABILITY_OPT_IN": _GENAI_LATEST,
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
+        },
+        _OPENAI_V2_NOTES,
+    ),
+    "openai-v2-events": Setup(
+        _OPENAI,
+        _OPENAI_V2,
+        "on, in events (event_only): OTLP log records in logs.pb / logs.json, not the trace",
+        "logs",
+        {
+            "OTEL_SEMCONV_STABILITY_OPT_IN": _GENAI_LATEST,
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "event_only",
+        },
+        {
+            **_OPENAI_V2_NOTES,
+            "events": "one OTLP log record per model call, event_name "
+            "gen_ai.client.inference.operation.details, its trace_id/span_id those of the chat "
+            "span; the messages are structured log attributes (AnyValue kvlists, not JSON "
+            "strings); exported by the real OTLPLogExporter",
+        },
+    ),
+    "openai-v2-nocontent": Setup(
+        _OPENAI,
+        _OPENAI_V2,
+        "off (its default: no content variable set)",
+        None,
+        notes=_OPENAI_V2_NOTES,
+    ),
+    "anthropic": Setup(
+        "anthropic SDK (Anthropic.messages.create) tool loop (the loop runs the tools)",
+        "the anthropic SDK's own OpenTelemetry spans (2.x; no instrumentation package)",
+        "on (ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE=content)",
+        "traces",
+        {"ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE": "content"},
+        {"tool_errors": "the failing tool's tool_result block has is_error: true"},
+    ),
+}
+ALL_SETUPS: tuple[str, ...] = tuple(SETUPS)
+
+
+class OtlpReceiver:
+    """A tiny OTLP/HTTP receiver: keeps the raw body of every POST by path."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, list[bytes]] = {}
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                with receiver._lock:
+                    receiver.bodies.setdefault(self.path, []).append(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class Telemetry:
+    """The real OpenTelemetry SDK exporting to an `OtlpReceiver`, set as the global providers."""
+
+    def __init__(self, setup: str) -> None:
+        from opentelemetry import trace
+        from opentelemetry._logs import set_logger_provider
+        from opentelemetry.exporter.otlp.proto.http import Compression
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        self.receiver = OtlpReceiver()
+        resource = Resource.create({"service.name": f"assay-frameworks-{setup}"})
+        self.tracer_provider = TracerProvider(resource=resource)
+        span_exporter = OTLPSpanExporter(
+            endpoint=f"{self.receiver.url}/v1/traces", compression=Compression.NoCompression
+        )
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        trace.set_tracer_provider(self.tracer_provider)
+        self.logger_provider = LoggerProvider(resource=resource)
+        log_exporter = OTLPLogExporter(
+            endpoint=f"{self.receiver.url}/v1/logs", compression=Compression.NoCompression
+        )
+        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
+        set_logger_provider(self.logger_provider)
+        self.tracer = trace.get_tracer("assay.frameworks.record")
+
+    @contextmanager
+    def case(self, case_id: str) -> Iterator[None]:
+        """The root span of one case; flushes the exporters after it ends."""
+        with self.tracer.start_as_current_span("case", attributes={"assay.case_id": case_id}):
+            yield
+        self.flush()
+
+    def flush(self) -> None:
+        self.tracer_provider.force_flush()
+        self.logger_provider.force_flush()
+
+    def shutdown(self) -> None:
+        self.flush()
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+        self.receiver.stop()
+
+    def write(self, out: Path) -> dict[str, int]:
+        """traces.pb/.json (always) and logs.pb/.json (when any); returns request counts."""
+        from google.protobuf.json_format import MessageToJson
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+            ExportLogsServiceRequest,
+        )
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        counts = {}
+        kinds: tuple[tuple[str, str, Any], ...] = (
+            ("traces", "/v1/traces", ExportTraceServiceRequest),
+            ("logs", "/v1/logs", ExportLogsServiceRequest),
+        )
+        for name, path, message_type in kinds:
+            bodies = self.receiver.bodies.get(path, [])
+            counts[name] = len(bodies)
+            if not bodies and name == "logs":
+                continue
+            (out / f"{name}.pb").write_bytes(b"".join(bodies))
+            lines = [
+                MessageToJson(message_type.FromString(body), indent=None) + "\n" for body in bodies
+            ]
+            (out / f"{name}.json").write_text("".join(lines), encoding="utf-8")
+        return counts
+
+
+def _configure_environment(setup: Setup) -> None:
+    for name in list(os.environ):
+        if name.startswith(CLEARED_ENV_PREFIXES):
+            del os.environ[name]
+    os.environ.update(setup.env)
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+
+# --- OpenAI Agents SDK ------------------------------------------------------------------------
+
+
+def _agents_error(context: Any, error: Exception) -> str:
+    return f"Error running tool: {error}"
+
+
+def _record_agents(
+    setup: str, telemetry: Telemetry, model_url: str
+) -> tuple[dict[str, Messages], None]:
+    from agents import Agent, Runner, function_tool, set_trace_processors
+    from agents.models.openai_responses import OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    from tests.frameworks.scenarios import TOOLS
+
+    set_trace_processors([])
+    if setup == "agents-openinference":
+        from openinference.instrumentation.openai_agents import (
+            OpenAIAgentsInstrumentor as OpenInferenceAgents,
+        )
+
+        OpenInferenceAgents().instrument(tracer_provider=telemetry.tracer_provider)
+    else:
+        from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+        OpenAIAgentsInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
+
+    client = AsyncOpenAI(base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)
+    agent = Agent(
+        name="support-agent",
+        instructions=INSTRUCTIONS,
+        model=OpenAIResponsesModel(model=MODEL, openai_client=client),
+        tools=[function_tool(t, failure_error_function=_agents_error) for t in TOOLS.values()],
+    )
+
+    async def run_all() -> dict[str, Messages]:
+        conversations = {}
+        for name, scenario in SCENARIOS.items():
+            with telemetry.case(name):
+                result = await Runner.run(agent, scenario.prompt, max_turns=MAX_TURNS)
+            conversations[name] = [dict(item) for item in result.to_input_list()]
+        return conversations
+
+    return asyncio.run(run_all()), None
+
+
+# --- LangGraph ---------------------------------------------------------------------------------
+
+
+def _record_langgraph(
+    setup: str, telemetry: Telemetry, model_url: str
+) -> tuple[dict[str, Messages], dict[str, Messages]]:
+    from langchain_core.messages import messages_to_dict
+    from langchain_core.tools import StructuredTool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import ToolNode, create_react_agent
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    from tests.frameworks.scenarios import TOOLS
+
+    LangChainInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
+    model = ChatOpenAI(model=MODEL, base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)  # type: ignore[arg-type]
+    tools = ToolNode(
+        [StructuredTool.from_function(t) for t in TOOLS.values()], handle_tool_errors=True
+    )
+    with warnings.catch_warnings():  # moved to langchain.agents; the brief is langgraph.prebuilt
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(model, tools, prompt=INSTRUCTIONS)
+    native: dict[str, Messages] = {}
+    plain: dict[str, Messages] = {}
+    for name, scenario in SCENARIOS.items():
+        with telemetry.case(name):
+            state = agent.invoke(
+                {"messages": [("user", scenario.prompt)]}, {"recursion_limit": 2 * MAX_TURNS}
+            )
+        native[name] = messages_to_dict(state["messages"])
+        plain[name] = [m.model_dump() for m in state["messages"]]
+    return native, plain
+
+
+# --- raw openai client -------------------------------------------------------------------------
+
+
+def _record_openai(
+    setup: str, telemetry: Telemetry, model_url: str
+) -> tuple[dict[str, Messages], None]:
+    from openai import OpenAI
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(
+        tracer_provider=telemetry.tracer_provider, logger_provider=telemetry.logger_provider
+    )
+    client = OpenAI(base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)
+    conversations = {}
+    for name, scenario in SCENARIOS.items():
+        messages: Messages = [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": scenario.prompt},
+        ]
+        with telemetry.case(name):
+            for _ in range(MAX_TURNS):
+                completion = client.chat.completions.create(
+                    model=MODEL,
+                    messages=messages,  # type: ignore[arg-type]
+                    tools=chat_tools(),  # type: ignore[arg-type]
+                )
+                reply = completion.choices[0].message
+                assistant: dict[str, Any] = {"role": "assistant", "content": reply.content}
+                calls = [call for call in reply.tool_calls or [] if call.type == "function"]
+                if calls:
+                    assistant["tool_calls"] = [
+                        {
+                            "id": call.id,
+                            "type": "function",
+                            "function": {
+                                "name": call.function.name,
+                                "arguments": call.function.arguments,
+                            },
+                        }
+                        for call in calls
+                    ]
+                messages.append(assistant)
+                if not calls:
+                    break
+                for call in calls:
+                    try:
+                        result = run_tool(call.function.name, json.loads(call.function.arguments))
+                    except ToolFailure as error:
+                        result = f"Error: {error}"
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        conversations[name] = messages
+    return conversations, None
+
+
+# --- anthropic ---------------------------------------------------------------------------------
+
+
+def _record_anthropic(
+    setup: str, telemetry: Telemetry, model_url: str
+) -> tuple[dict[str, Messages], None]:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=model_url, api_key="sk-ant-test", max_retries=0)
+    conversations = {}
+    for name, scenario in SCENARIOS.items():
+        messages: Messages = [{"role": "user", "content": scenario.prompt}]
+        with telemetry.case(name):
+            for _ in range(MAX_TURNS):
+                reply = client.messages.create(
+                    model=ANTHROPIC_MODEL,
+                    max_tokens=1024,
+                    system=INSTRUCTIONS,
+                    tools=anthropic_tools(),  # type: ignore[arg-type]
+                    messages=messages,  # type: ignore[arg-type]
+                )
+                content: list[dict[str, Any]] = []
+                results: list[dict[str, Any]] = []
+                for block in reply.content:
+                    if block.type == "text":
+                        content.append({"type": "text", "text": block.text})
+                    elif block.type == "tool_use":
+                        content.append(
+                            {
+                                "type": "tool_use",
+                                "id": block.id,
+                                "name": block.name,
+                                "input": block.input,
+                            }
+                        )
+                        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.id}
+                        try:
+                            result["content"] = run_tool(block.name, dict(block.input))  # type: ignore[call-overload]
+                        except ToolFailure as error:
+                            result.update(content=f"Error: {error}", is_error=True)
+                        results.append(result)
+                messages.append({"role": "assistant", "content": content})
+                if not results:
+                    break
+                messages.append({"role": "user", "content": results})
+        conversations[name] = messages
+    return conversations, None
+
+
+Recorder = Callable[[str, Telemetry, str], tuple[dict[str, Messages], dict[str, Messages] | None]]
+RECORDERS: dict[str, Recorder] = {
+    "agents-openinference": _record_agents,
+    "agents-genai": _record_agents,
+    "agents-genai-nocontent": _record_agents,
+    "langgraph-openinference": _record_langgraph,
+    "openai-v2-attributes": _record_openai,
+    "openai-v2-events": _record_openai,
+    "openai-v2-nocontent": _record_openai,
+    "anthropic": _record_anthropic,
+}
+
+
+def _write_jsonl(path: Path, conversations: dict[str, Messages]) -> None:
+    lines = [
+        json.dumps({"case_id": name, "messages": messages}, default=str) + "\n"
+        for name, messages in conversations.items()
+    ]
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def record(setup_name: str, out: Path, model_url: str) -> None:
+    """Run every scenario through `setup_name` and write the recordings into `out`."""
+    setup = SETUPS[setup_name]
+    _configure_environment(setup)
+    out.mkdir(parents=True, exist_ok=True)
+    telemetry = Telemetry(setup_name)
+    try:
+        url = model_url.rstrip("/").removesuffix("/v1")
+        native, plain = RECORDERS[setup_name](setup_name, telemetry, url)
+    finally:
+        telemetry.shutdown()
+    counts = telemetry.write(out)
+    _write_jsonl(out / "messages.jsonl", native)
+    if plain is not None:
+        _write_jsonl(out / "messages_plain.jsonl", plain)
+    notes = {
+        "setup": setup_name,
+        "framework": setup.framework,
+        "instrumentation": setup.instrumentation,
+        "content": setup.content,
+        "env": setup.env,
+        "content_in": setup.content_in,
+        "case_id": _CASE_ID_NOTE,
+        "requests": counts,
+        **setup.notes,
+    }
+    (out / "notes.json").write_text(json.dumps(notes, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.frameworks.record", description=__doc__)
+    parser.add_argument("setup", choices=ALL_SETUPS)
+    parser.add_argument("outdir", type=Path)
+    parser.add_argument("--model-url", help="the model server's root URL (default: start one)")
+    args = parser.parse_args(argv)
+    server: AbstractContextManager[Any]
+    if args.model_url:
+        server = nullcontext(None)
+    else:
+        from tests.frameworks.model_server import running_model_server
+
+        server = running_model_server()
+    with server as running:
+        url = args.model_url or running.url
+        record(args.setup, args.outdir, url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
