@@ -10,7 +10,7 @@ export NO_MKDOCS_2_WARNING := 1
 $(BIN)/assay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,serve,dask,docs]'
+	$(BIN)/pip install --quiet -e '.[dev,serve,dask,docs,frameworks]'
 	touch $@
 
 setup: $(BIN)/assay

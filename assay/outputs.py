@@ -1,5 +1,6 @@
-"""Candidate outputs: JSON Lines (or OTLP trace exports, read through `assay.otel.outputs`) from
-a file, a folder or an S3 prefix, streamed and validated.
+"""Candidate outputs: JSON Lines (with messages in any format `assay.intake.messages` reads), OTLP
+trace exports (`assay.intake.otlp`) or agent transcripts (`assay.intake.transcripts`) from a
+file, a folder or an S3 prefix, streamed and validated.
 
 Outputs never travel as data between pipeline steps. `index_outputs` validates the whole input in
 one streaming pass and returns an `OutputsIndex` of byte ranges (`OutputSlice`s); each scoring
@@ -18,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 from urllib.parse import parse_qsl, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -33,7 +34,7 @@ from assay.jsonl import numbered_lines, parse_record
 from assay.trajectory import Trajectory
 
 if TYPE_CHECKING:
-    from assay.otel.outputs import TraceSlice
+    from assay.intake.otlp.index import TraceSlice
     from assay.s3 import ObjectPin
 
 
@@ -88,9 +89,17 @@ class CandidateOutput(BaseModel):
         Raises:
             MessagesError: the messages do not read as their format (`parse_line` reports it).
         """
+        return self.read_messages(None)
+
+    def read_messages(self, named: str | None) -> AgentRecord | None:
+        """The record of the output's messages, read as the format `named` (None: by shape).
+
+        Raises:
+            MessagesError: the messages do not read as their format.
+        """
         if self.messages is None:
             return None
-        found = message_lists.read(self.messages)
+        found = message_lists.read(self.messages, named)
         if Evidence.TEXT in found.unseen:  # the line's `output` is the text
             found = replace(found, unseen=_without(found.unseen, Evidence.TEXT))
         return found
@@ -171,19 +180,39 @@ class OutputSlice(ByteRange):
     """The outputs of one scoring chunk: a run of whole lines in one outputs object.
 
     A slice of trace exports (`format` "otlp") also names its case ids and the other byte
-    ranges that hold spans of its traces (see `assay.otel.outputs`).
+    ranges that hold spans of its traces (see `assay.intake.otlp.index`); a slice of transcripts
+    (`format` "transcript"), one whole file per case, names its case ids and the files after
+    its first as `extra` ranges.
     """
 
     chunk: int = 0
     """Its place in the index, which is the chunk number of the run that scores it."""
     cases: int
-    format: Literal["jsonl", "otlp"] = "jsonl"
+    format: Literal["jsonl", "otlp", "transcript"] = "jsonl"
+    reader: str | None = None
+    """The format named for its records (`--outputs-format`): a message-list format for JSON
+    Lines, the transcript format for transcripts; None: told by shape."""
     case_attribute: str | None = None
     case_ids: list[str] | None = None
     extra: list[ByteRange] = []
 
 
-OutputsFormat = Literal["auto", "jsonl", "otlp"]
+OutputsFormat = Literal[
+    "auto",
+    "jsonl",
+    "otlp",
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "langchain",
+    "atif",
+    "claude-code",
+    "codex",
+]
+"""`auto` tells each file's format by its content; `jsonl` is outputs lines whose `messages`
+are told by shape; a message-list format is outputs lines whose `messages` must be in it;
+`otlp` is OTLP trace exports (JSON, JSON Lines or protobuf); the rest are transcripts."""
+FORMAT_NAMES: Final = ", ".join(get_args(OutputsFormat))
 DEFAULT_CASE_ATTRIBUTE: Final = "assay.case_id"
 
 
@@ -210,7 +239,7 @@ class OutputsReference(BaseModel):
         try:
             return cls(location=location, **options)
         except ValueError:
-            raise InputError(uri, "format must be auto, jsonl or otlp") from None
+            raise InputError(uri, f"format must be one of {FORMAT_NAMES}") from None
 
     def __str__(self) -> str:
         options = {
@@ -315,9 +344,10 @@ def output_sources(
     return [OutputSource(name) for name in schemes.objects(uri, what, suffixes, accepted)]
 
 
-def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
-    """Validate one outputs line; errors name file, line and field, and never echo the text
-    (nor a tool call's arguments)."""
+def parse_line(raw: bytes, source: str, line: int, named: str | None = None) -> CandidateOutput:
+    """Validate one outputs line (its `messages` read as the format `named`, else told by
+    shape); errors name file, line and field, and never echo the text (nor a tool call's
+    arguments)."""
     # A line that gives `output` and is valid reads through `_GIVEN_OUTPUT`; any other line, and
     # every failure, through the full model (which derives the text or reports the problem), so
     # a line reads and fails exactly as with the model alone. The test on the bytes only picks
@@ -333,29 +363,56 @@ def parse_line(raw: bytes, source: str, line: int) -> CandidateOutput:
     if record is None:
         record = parse_record(CandidateOutput, raw, source, line)
     if record.messages is not None:
-        try:
-            record.record  # noqa: B018 - read here so that bad messages are an input error
+        try:  # read here so that bad messages are an input error
+            found = record.record = record.read_messages(named)
         except MessagesError as exc:
             raise InputError(source, exc.problem, line=line, field=exc.field) from None
+        if record.usage is None and found is not None and found.usage.known:
+            record.usage = Usage(  # the messages' own figures (LangChain's usage_metadata)
+                input_tokens=found.usage.input_tokens,
+                output_tokens=found.usage.output_tokens,
+                cost_usd=found.usage.cost_usd,
+            )
     return record
 
 
-def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, bool]]:
-    """Each object behind `reference` and whether it is an OTLP trace export.
+TRACE_SUFFIXES: Final = (".jsonl", ".json", ".pb", ".binpb", ".protobuf")
+UNKNOWN_FORMAT: Final = (
+    "not a known outputs format: not outputs JSON Lines, OTLP JSON, OTLP protobuf, ATIF,"
+    " a Claude Code session nor a Codex rollout"
+)
+
+
+def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, str]]:
+    """Each object behind `reference` and how to read it: `jsonl`, `otlp` or a transcript
+    format (`assay.intake.transcripts`).
 
     Auto-detection reads the first bytes of each object. A folder or prefix also offers its
-    `.json` objects, which are taken only when they are trace exports (or OTLP is forced).
+    `.json` and protobuf (`.pb`, `.binpb`) objects, which are taken only when they are trace
+    exports or transcripts (or a format is named).
     """
-    from assay.otel.traces import looks_like_traces
+    from assay.intake import messages, transcripts
+    from assay.otel.traces import looks_like_protobuf, looks_like_traces
 
-    if reference.format == "jsonl":
-        return [(source, False) for source in output_sources(reference.location)]
-    sources = output_sources(reference.location, (".jsonl", ".json"))
-    chosen: list[tuple[OutputSource, bool]] = []
+    named = reference.format
+    if named == "jsonl" or named in messages.READERS:
+        return [(source, "jsonl") for source in output_sources(reference.location)]
+    if named in transcripts.READERS:
+        return [(s, named) for s in output_sources(reference.location, (".jsonl", ".json"))]
+    sources = output_sources(reference.location, TRACE_SUFFIXES)
+    if named == "otlp":
+        return [(source, "otlp") for source in sources]
+    chosen: list[tuple[OutputSource, str]] = []
     for source in sources:
-        traces = reference.format == "otlp" or looks_like_traces(source.read(0, 256))
-        if traces or len(sources) == 1 or source.name.endswith(".jsonl"):
-            chosen.append((source, traces))
+        head = source.read(0, transcripts.HEAD_BYTES)
+        if looks_like_traces(head[:256]) or looks_like_protobuf(head):
+            chosen.append((source, "otlp"))
+        elif (transcript := transcripts.detect(head)) is not None:
+            chosen.append((source, transcript))
+        elif source.name.endswith(".jsonl") or len(sources) == 1:
+            if len(sources) == 1 and head.strip() and head.lstrip()[:1] != b"{":
+                raise InputError(source.name, UNKNOWN_FORMAT)
+            chosen.append((source, "jsonl"))
     return chosen
 
 
@@ -404,14 +461,19 @@ def index_outputs(
 
     slices: list[OutputSlice] = []
     traces: list[OutputSource] = []
-    for output, is_traces in formatted_sources(reference):
-        if is_traces:
+    transcribed: list[tuple[OutputSource, str]] = []
+    named = reference.format if reference.format not in ("auto", "jsonl", "otlp") else None
+    for output, kind in formatted_sources(reference):
+        if kind == "otlp":
             traces.append(output)
+        elif kind == "jsonl":
+            slices.extend(_index_jsonl(output, wanted, chunk_size, claim, named))
         else:
-            slices.extend(_index_jsonl(output, wanted, chunk_size, claim))
+            transcribed.append((output, kind))
+    slices.extend(_index_transcripts(transcribed, wanted, chunk_size, claim))
     without_text: set[str] = set()
     if traces:
-        from assay.otel.outputs import index_traces
+        from assay.intake.otlp.index import index_traces
 
         found = index_traces(traces, reference.case_attribute, wanted, chunk_size, claim)
         pins = {source.name: source.pins() for source in traces}
@@ -461,7 +523,7 @@ def _trace_slice(
 
 
 def _read_traces(piece: OutputSlice, selected: Collection[str]) -> Iterator[CandidateOutput]:
-    from assay.otel.outputs import Range, TraceSlice, read_trace_slice
+    from assay.intake.otlp.index import Range, TraceSlice, read_trace_slice
 
     assert piece.case_attribute is not None and piece.case_ids is not None
     parts = [piece, *piece.extra]
@@ -538,11 +600,69 @@ class _SliceHasher:
             self._held.popleft()
 
 
+def _index_transcripts(
+    transcribed: list[tuple[OutputSource, str]],
+    wanted: Collection[str],
+    chunk_size: int,
+    claim: Callable[[str, str, int, str, int | None], None],
+) -> Iterator[OutputSlice]:
+    """Transcripts, one case per file (read whole, to validate), cut into slices of up to
+    `chunk_size` files of one format: the first file's range, the others as `extra`."""
+    from assay.intake import transcripts
+
+    batch: list[tuple[str, ByteRange]] = []
+    batch_format = ""
+
+    def cut() -> OutputSlice:
+        (_, first), *others = batch
+        return OutputSlice(
+            **first.model_dump(),
+            cases=len(batch),
+            format="transcript",
+            reader=batch_format,
+            case_ids=[case_id for case_id, _ in batch],
+            extra=[part for _, part in others],
+        )
+
+    for output, kind in transcribed:
+        raw = b"".join(output.blocks())
+        transcripts.READERS[kind].read(raw, output.name)
+        case_id = transcripts.case_id_of(output.name)
+        claim(case_id, output.name, 1, "(file name)", None)
+        if case_id not in wanted:
+            continue
+        if batch and (len(batch) == chunk_size or kind != batch_format):
+            yield cut()
+            batch = []
+        batch_format = kind
+        part = ByteRange(
+            path=output.name,
+            start=0,
+            end=len(raw),
+            first_line=1,
+            sha256=hashlib.sha256(raw).hexdigest(),
+            **output.pins(),
+        )
+        batch.append((case_id, part))
+    if batch:
+        yield cut()
+
+
+def _read_transcripts(piece: OutputSlice) -> Iterator[CandidateOutput]:
+    from assay.intake import transcripts
+
+    assert piece.reader is not None and piece.case_ids is not None
+    reader = transcripts.READERS[piece.reader]
+    for case_id, part in zip(piece.case_ids, [piece, *piece.extra], strict=True):
+        yield output_of(case_id, reader.read(_pinned_bytes(part), part.path))
+
+
 def _index_jsonl(
     output: OutputSource,
     wanted: Collection[str],
     chunk_size: int,
     claim: Callable[[str, str, int, str, int | None], None],
+    named: str | None = None,
 ) -> Iterator[OutputSlice]:
     source = output.name
     hasher = _SliceHasher()
@@ -558,10 +678,11 @@ def _index_jsonl(
             sha256=hasher.close(),
             **output.pins(),
             cases=count,
+            reader=named,
         )
 
     for number, line_start, end, raw in numbered_lines(hasher.stream(output.blocks())):
-        record = parse_line(raw, source, number)
+        record = parse_line(raw, source, number, named)
         claim(record.case_id, source, number, "case_id", record.trial)
         if record.case_id not in wanted:
             hasher.passed(end)
@@ -596,6 +717,9 @@ def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[Candid
         if piece.format == "otlp":
             yield from _read_traces(piece, selected)
             return
+        if piece.format == "transcript":
+            yield from (o for o in _read_transcripts(piece) if o.case_id in selected)
+            return
         data = _pinned_bytes(piece)
     except OutputsChangedError as exc:
         raise OutputsChangedError(exc.source, exc.problem, chunk=piece.chunk) from None
@@ -603,7 +727,7 @@ def read_slice(piece: OutputSlice, selected: Collection[str]) -> Iterator[Candid
         stripped = raw.strip()
         if not stripped:
             continue
-        record = parse_line(stripped, piece.path, number)
+        record = parse_line(stripped, piece.path, number, piece.reader)
         if record.case_id in selected:
             yield record
 

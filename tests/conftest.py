@@ -22,6 +22,7 @@ os.environ.pop("ASSAY_STORE", None)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
 from tests.dask_cluster import dask_cluster  # noqa: E402
+from tests.frameworks.fixtures import framework_recordings  # noqa: E402
 from tests.judge_server import judge_env, judge_server, judge_server_session  # noqa: E402
 from tests.prefect_server import postgres_url, prefect_server  # noqa: E402
 from tests.servers import (  # noqa: E402 - fixtures for every test module; env is set first
@@ -34,6 +35,7 @@ from tests.servers import (  # noqa: E402 - fixtures for every test module; env 
 
 __all__ = [
     "dask_cluster",
+    "framework_recordings",
     "judge_env",
     "judge_server",
     "judge_server_session",

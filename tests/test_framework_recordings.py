@@ -9,12 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.frameworks import fixtures
 from tests.frameworks.record import ALL_SETUPS, SETUPS
 from tests.frameworks.scenarios import CANARY, CASE_IDS
-
-# The session fixture, until tests/conftest.py imports it (then drop this line).
-framework_recordings = fixtures.framework_recordings
 
 
 def _trace_request(folder: Path) -> object:

@@ -348,7 +348,7 @@ def test_cli_rejects_an_unknown_outputs_format(tmp_path: Path) -> None:
         app, ["run", "support-bot", "--outputs", str(V2), "--outputs-format", "xml"]
     )
     assert invoked.exit_code == 2
-    assert "--outputs-format must be auto, jsonl or otlp" in invoked.output
+    assert "--outputs-format must be one of auto, jsonl, otlp, openai-chat" in invoked.output
 
 
 def test_a_trace_with_no_text_anywhere_says_so_with_the_count_and_an_example(

@@ -130,6 +130,10 @@ COMMANDS: Final[dict[str, Listed]] = {
         "suites",
         "Publish, show and list versioned golden suites.",
     ),
+    "outputs": Listed(
+        "outputs",
+        "Inspect what Assay reads from your records (no scoring, no storing, no Prefect).",
+    ),
 }
 
 OPTION_HELP: Final[dict[str, str]] = {

@@ -164,7 +164,10 @@ OutputsFormatOption = Annotated[
     str,
     typer.Option(
         "--outputs-format",
-        help="auto (by content), jsonl, or otlp (OTLP/JSON trace exports).",
+        help="auto (by content); jsonl; openai-chat, openai-responses, anthropic or langchain"
+        " (outputs lines whose messages are in that format); otlp (OTLP trace exports: JSON,"
+        " JSON Lines or protobuf); atif, claude-code or codex (one transcript file per case,"
+        " named after it). docs/records.md.",
     ),
 ]
 CaseAttributeOption = Annotated[
@@ -244,10 +247,10 @@ def print_json(value: Any) -> None:
 
 def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> OutputsReference:
     """The outputs a run reads: the location, the format and the case attribute."""
-    from assay.outputs import OutputsFormat, OutputsReference
+    from assay.outputs import FORMAT_NAMES, OutputsFormat, OutputsReference
 
     if outputs_format not in get_args(OutputsFormat):
-        fail("--outputs-format must be auto, jsonl or otlp")
+        fail(f"--outputs-format must be one of {FORMAT_NAMES}")
     return guarded(
         lambda: OutputsReference(
             location=outputs, format=outputs_format, case_attribute=case_attribute

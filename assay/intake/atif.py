@@ -14,7 +14,8 @@ Mapping (what maps to what):
   JSON string is parsed too); `tool_call_id` is the call id.
 - Turns: `system` / `user` steps are system / user turns, an `agent` step an assistant turn
   (its `message`: a string, or the `text` of its ContentPart array), and each
-  `observation.results[]` entry a tool turn (its `content`).
+  `observation.results[]` entry of an agent step a tool turn (its `content`; a system step's
+  results, from system-initiated operations such as context compaction, are system turns).
 - The final text is the message of the last agent step that has text; None when no agent step
   has any.
 - Usage: `final_metrics.total_prompt_tokens` / `total_completion_tokens` / `total_cost_usd`
@@ -22,7 +23,8 @@ Mapping (what maps to what):
   absent, the sum of the steps' `metrics.prompt_tokens` / `completion_tokens` / `cost_usd`.
 - Duration: from the first to the last step `timestamp` (ISO 8601), when two steps have one.
 - Steps marked `is_copied_context: true` were copied from an earlier trajectory for context
-  (RFC: "not a new interaction") and are left out: no turn, no call, no text, no usage.
+  (RFC: "not a new interaction") and are left out: no turn, no call, no text, and their
+  metrics are not summed (`final_metrics`, when given, is the producer's own total).
 - Subagents (`observation.results[].subagent_trajectory_ref`, root `subagent_trajectories`)
   are not followed: the parent's delegating call is its call; the subagent's own calls are not
   this trajectory's.
@@ -46,7 +48,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from assay.errors import InputError
@@ -56,10 +58,11 @@ from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_argumen
 FORMAT: Final = "atif"
 DESCRIBED_BY: Final = (
     "Harbor RFC 0001 'Agent Trajectory Interchange Format (ATIF) Specification', v1.7 "
-    "(laude-institute/harbor docs/rfcs/0001-trajectory-format.md, April 2026 revision), "
-    "checked against the pydantic models in harbor 0.26.0 (src/harbor/models/trajectories/); "
-    "example shapes from Harbor's golden trajectories as copied into "
-    "meridianlabs-ai/inspect_scout tests/sources/atif_source/fixtures @ 63b481d6"
+    "(harbor-framework/harbor, formerly laude-institute/harbor, "
+    "docs/rfcs/0001-trajectory-format.md, April 2026 revision), checked against the "
+    "pydantic models of harbor 0.26.0 on PyPI (harbor/models/trajectories/); example shapes "
+    "from Harbor's golden trajectories as copied into meridianlabs-ai/inspect_scout "
+    "tests/sources/atif_source/fixtures @ 63b481d6"
 )
 
 NO_STATUS: Final = "ATIF observation results cannot mark a failed tool call"
@@ -203,15 +206,13 @@ class _Reader:
             raise self.fail(field, "must be a cost in USD, 0 or more")
         return float(value)
 
-    def moment(self, value: Any, field: str) -> float | None:
+    def moment(self, value: Any, field: str) -> datetime | None:
         if value is None:
             return None
-        if isinstance(value, str):
-            try:
-                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                pass
-        raise self.fail(field, "must be an ISO 8601 timestamp")
+        moment = _instant(value) if isinstance(value, str) else None
+        if moment is None:
+            raise self.fail(field, "must be an ISO 8601 timestamp")
+        return moment
 
 
 def _document(raw: bytes, source: str) -> dict[str, Any]:
@@ -228,6 +229,22 @@ def _document(raw: bytes, source: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InputError(source, "an ATIF trajectory must be a JSON object")
     return value
+
+
+def _instant(value: str) -> datetime | None:
+    """An ISO 8601 timestamp (`Z` read as UTC, no offset as UTC), or None."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _duration_ms(moments: list[datetime]) -> float | None:
+    """From the first to the last moment, in milliseconds; None for fewer than two."""
+    if len(moments) < 2:
+        return None
+    return (max(moments) - min(moments)).total_seconds() * 1000
 
 
 def _reject_constant(name: str) -> Any:
@@ -276,8 +293,10 @@ def read(raw: bytes, source: str) -> AgentRecord:
     prompt: list[int] = []
     completion: list[int] = []
     costs: list[float] = []
-    moments: list[float] = []
-    for i, entry in enumerate(reader.items(root.get("steps"), "steps", "steps")):
+    moments: list[datetime] = []
+    if "steps" not in root:
+        raise reader.fail("steps", "an ATIF trajectory needs steps")
+    for i, entry in enumerate(reader.items(root["steps"], "steps", "steps")):
         where = f"steps[{i}]"
         step = reader.obj(entry, where, "a step")
         source_role = step.get("source")
@@ -320,10 +339,10 @@ def read(raw: bytes, source: str) -> AgentRecord:
             results = reader.items(observation.get("results"), f"{at}.results", "results")
             for k, result in enumerate(results):
                 result = reader.obj(result, f"{at}.results[{k}]", "an observation result")
-                content = result.get("content")
-                turns.append(
-                    Turn("tool", reader.text(content, f"{at}.results[{k}].content", "content"))
+                content = reader.text(
+                    result.get("content"), f"{at}.results[{k}].content", "content"
                 )
+                turns.append(Turn("tool" if role == "assistant" else "system", content))
     usage = _usage(reader, root.get("final_metrics"), prompt, completion, costs)
     unseen: dict[Evidence, str] = {}
     if steps:
@@ -341,7 +360,7 @@ def read(raw: bytes, source: str) -> AgentRecord:
         unseen=unseen,
         turns=tuple(turns),
         usage=usage,
-        duration_ms=(max(moments) - min(moments)) * 1000 if len(moments) > 1 else None,
+        duration_ms=_duration_ms(moments),
     )
 
 

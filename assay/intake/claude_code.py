@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from assay.errors import InputError
@@ -80,6 +80,12 @@ USAGE_FIELDS: Final = (
     "cache_read_input_tokens",
     "output_tokens",
 )
+
+LEADING_LINES: Final = 5
+"""How many lines of the head detection looks at for a conversation line."""
+FOREIGN: Final = frozenset({"payload", "case_id", "resourceSpans", "schema_version", "messages"})
+"""Top-level keys of other formats' lines (Codex, outputs, OTLP, ATIF): such a line first is no
+session."""
 
 _DECODER: Final = json.JSONDecoder()
 _CUT: Final = object()
@@ -123,24 +129,53 @@ def _leading_members(text: str) -> dict[str, Any]:
         at += 1
 
 
-def detect(head: bytes) -> bool:
-    """The first line is a Claude Code line: a conversation line (`parentUuid` beside
-    `isSidechain`, `sessionId` or `uuid`), a `summary` with `leafUuid`, a
-    `file-history-snapshot` with `messageId` or a `queue-operation` with `sessionId`.
-
-    Conversation lines put `parentUuid` first, so a first line longer than the head still
-    shows it.
-    """
-    text = head.decode("utf-8", "replace").lstrip("\ufeff").lstrip()
-    members = _leading_members(text.split("\n", 1)[0])
+def _claude_line(members: dict[str, Any]) -> bool:
+    """A Claude Code line, by its top-level members."""
     kind = members.get("type")
     if "parentUuid" in members:
         return not members.keys().isdisjoint({"isSidechain", "sessionId", "uuid"})
     return (
-        (kind == "summary" and "leafUuid" in members)
+        ("sessionId" in members and "uuid" in members)
+        or (kind == "summary" and "leafUuid" in members)
         or (kind == "file-history-snapshot" and "messageId" in members)
         or (kind == "queue-operation" and "sessionId" in members)
     )
+
+
+def detect(head: bytes) -> bool:
+    """A Claude Code line within the first few lines: a conversation line (`parentUuid`
+    beside `isSidechain`, `sessionId` or `uuid`; or `sessionId` beside `uuid`), a `summary`
+    with `leafUuid`, a `file-history-snapshot` with `messageId`, a `queue-operation` with
+    `sessionId`. Lines before it may only be typed objects of other kinds (metadata lines a
+    newer Claude Code writes first); any other line first means it is not a session.
+
+    Conversation lines put `parentUuid` first, so a line longer than the head still shows it.
+    """
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    lines = [line for line in text.split("\n") if line.strip()]
+    for line in lines[:LEADING_LINES]:
+        members = _leading_members(line)
+        if _claude_line(members):
+            return True
+        if not isinstance(members.get("type"), str) or not members.keys().isdisjoint(FOREIGN):
+            return False
+    return False
+
+
+def _instant(value: str) -> datetime | None:
+    """An ISO 8601 timestamp (`Z` read as UTC, no offset as UTC), or None."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _duration_ms(moments: list[datetime]) -> float | None:
+    """From the first to the last moment, in milliseconds; None for fewer than two."""
+    if len(moments) < 2:
+        return None
+    return (max(moments) - min(moments)).total_seconds() * 1000
 
 
 def _reject_constant(name: str) -> Any:
@@ -201,7 +236,7 @@ class _Session:
         self.failed: set[str] = set()
         self.side: dict[str, _Response] = {}
         """Subagent responses, counted for usage only."""
-        self.moments: list[float] = []
+        self.moments: list[datetime] = []
         self.ungrouped = False
 
     def fail(self, line: int, field: str | None, problem: str) -> InputError:
@@ -220,15 +255,10 @@ class _Session:
         value = line.get("timestamp")
         if value is None:
             return
-        if isinstance(value, str):
-            try:
-                self.moments.append(
-                    datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-                )
-                return
-            except ValueError:
-                pass
-        raise self.fail(number, "timestamp", "must be an ISO 8601 timestamp")
+        moment = _instant(value) if isinstance(value, str) else None
+        if moment is None:
+            raise self.fail(number, "timestamp", "must be an ISO 8601 timestamp")
+        self.moments.append(moment)
 
     def response(
         self, number: int, line: dict[str, Any], message: dict[str, Any], *, main: bool = True
@@ -286,10 +316,16 @@ class _Session:
             self.turns.append(Turn("user", "".join(texts)))
 
     def calls(self, response: _Response) -> list[ToolCall]:
+        """The response's calls, each once (a block repeated under its id is one call)."""
         calls = []
+        ids: set[str] = set()
         for number, j, block in response.blocks:
             if not isinstance(block, dict) or block.get("type") not in CALL_BLOCKS:
                 continue
+            if isinstance(block.get("id"), str):
+                if block["id"] in ids:
+                    continue
+                ids.add(block["id"])
             where = f"message.content[{j}]"
             name, call_id, args = block.get("name"), block.get("id"), block.get("input", {})
             if not isinstance(name, str) or not name:
@@ -391,7 +427,7 @@ def _record(session: _Session) -> AgentRecord:
         unseen=unseen,
         turns=tuple(turns),
         usage=usage,
-        duration_ms=(max(moments) - min(moments)) * 1000 if len(moments) > 1 else None,
+        duration_ms=_duration_ms(moments),
     )
 
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from assay.errors import InputError
@@ -142,6 +142,22 @@ def detect(head: bytes) -> bool:
     return members.get("type") in LINE_TYPES and "payload" in members
 
 
+def _instant(value: str) -> datetime | None:
+    """An ISO 8601 timestamp (`Z` read as UTC, no offset as UTC), or None."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _duration_ms(moments: list[datetime]) -> float | None:
+    """From the first to the last moment, in milliseconds; None for fewer than two."""
+    if len(moments) < 2:
+        return None
+    return (max(moments) - min(moments)).total_seconds() * 1000
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(name)
 
@@ -200,7 +216,7 @@ class _Rollout:
         self.text: str | None = None
         self.agent_message: str | None = None
         self.usage = UsageFigures()
-        self.moments: list[float] = []
+        self.moments: list[datetime] = []
 
     def fail(self, line: int, field: str | None, problem: str) -> InputError:
         return InputError(self.source, problem, line=line, field=field)
@@ -215,15 +231,10 @@ class _Rollout:
         value = line.get("timestamp")
         if value is None:
             return
-        if isinstance(value, str):
-            try:
-                self.moments.append(
-                    datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-                )
-                return
-            except ValueError:
-                pass
-        raise self.fail(number, "timestamp", "must be an ISO 8601 timestamp")
+        moment = _instant(value) if isinstance(value, str) else None
+        if moment is None:
+            raise self.fail(number, "timestamp", "must be an ISO 8601 timestamp")
+        self.moments.append(moment)
 
     def string(self, number: int, payload: dict[str, Any], key: str, what: str) -> str:
         value = payload.get(key)
@@ -240,7 +251,8 @@ class _Rollout:
     def item(self, number: int, payload: dict[str, Any]) -> None:
         kind = payload.get("type")
         if kind == "message":
-            role = _ROLES.get(payload.get("role"))  # type: ignore[arg-type]
+            given = payload.get("role")
+            role = _ROLES.get(given) if isinstance(given, str) else None
             if role is None:
                 raise self.fail(number, "payload.role", "a message needs a known role")
             content = payload.get("content")
@@ -276,9 +288,9 @@ class _Rollout:
             call_id = self.string(number, payload, "call_id", "a custom_tool_call")
             self.pending.append(_Call(name, {"input": tool_input}, call_id))
         elif kind == "local_shell_call":
-            call_id = payload.get("call_id")
-            call = call_id if isinstance(call_id, str) else None
-            self.pending.append(_Call("local_shell", self.action(number, payload), call))
+            shell_id = payload.get("call_id")
+            shell_call = shell_id if isinstance(shell_id, str) else None
+            self.pending.append(_Call("local_shell", self.action(number, payload), shell_call))
         elif kind == "web_search_call":
             status = payload.get("status")
             failed = status == "failed" if status in ("completed", "failed") else None
@@ -292,15 +304,17 @@ class _Rollout:
         call_id = payload.get("call_id")
         output = payload.get("output")
         said = _text(output)
-        if isinstance(output, str) and output.startswith("{"):
+        if isinstance(output, str) and output[:1] in ("{", "["):
             try:
                 parsed = json.loads(output, parse_constant=_reject_constant)
             except (ValueError, RecursionError):
                 parsed = None
-            if isinstance(parsed, dict):
+            if isinstance(parsed, list):  # an MCP result's content blocks, as JSON text
+                said = _text(parsed) or said
+            elif isinstance(parsed, dict):
                 metadata = parsed.get("metadata")
                 code = metadata.get("exit_code") if isinstance(metadata, dict) else None
-                if isinstance(code, int) and isinstance(call_id, str):
+                if type(code) is int and isinstance(call_id, str):
                     self.status[call_id] = code != 0
                 if isinstance(parsed.get("output"), str):
                     said = parsed["output"]
@@ -332,7 +346,7 @@ class _Rollout:
                 self.status[call_id] = ok.get("isError", ok.get("is_error")) is True
         elif kind == "patch_apply_end" and isinstance(payload.get("success"), bool):
             self.status[call_id] = not payload["success"]
-        elif kind == "exec_command_end" and isinstance(payload.get("exit_code"), int):
+        elif kind == "exec_command_end" and type(payload.get("exit_code")) is int:
             self.status[call_id] = payload["exit_code"] != 0
 
     def tokens(self, number: int, info: Any) -> None:
@@ -369,12 +383,14 @@ def read(raw: bytes, source: str) -> AgentRecord:
         if not isinstance(kind, str):
             raise rollout.fail(number, "type", "a rollout line needs a type")
         payload = line.get("payload")
-        if kind in LINE_TYPES and not isinstance(payload, dict):
+        if kind not in LINE_TYPES:
+            continue
+        if not isinstance(payload, dict):
             raise rollout.fail(number, "payload", "payload must be a JSON object")
         if kind == "response_item":
-            rollout.item(number, payload)  # type: ignore[arg-type]
+            rollout.item(number, payload)
         elif kind == "event_msg":
-            rollout.event(number, payload)  # type: ignore[arg-type]
+            rollout.event(number, payload)
         elif kind == "turn_context":
             rollout.close()
     rollout.close()
@@ -409,5 +425,5 @@ def _record(rollout: _Rollout) -> AgentRecord:
         unseen=unseen,
         turns=tuple(rollout.turns),
         usage=rollout.usage,
-        duration_ms=(max(moments) - min(moments)) * 1000 if len(moments) > 1 else None,
+        duration_ms=_duration_ms(moments),
     )

@@ -30,8 +30,7 @@ from typing import Final
 
 from pydantic import BaseModel, ValidationError
 
-from assay.monitor.signals import SUBJECT_RULE, SessionSignal, checked_subject
-from assay.otel.genai import (
+from assay.intake.otlp.conventions import (
     COST_USD,
     INPUT_TOKENS,
     OUTPUT_TOKENS,
@@ -39,6 +38,7 @@ from assay.otel.genai import (
     combined,
     span_usage,
 )
+from assay.monitor.signals import SUBJECT_RULE, SessionSignal, checked_subject
 from assay.otel.traces import STATUS_ERROR, Span
 
 SUBJECT_ATTRIBUTE: Final = "assay.subject"

@@ -95,6 +95,14 @@ _AGENTS_NOTES = {
 _AGENTS_GENAI = "opentelemetry-instrumentation-openai-agents-v2 (OpenAIAgentsInstrumentor)"
 _AGENTS_GENAI_NOTES = {
     **_AGENTS_NOTES,
+    "observed": "execute_tool spans carry no gen_ai.tool.call.id (the call ids are only in "
+    "messages.jsonl); a chat span's gen_ai.output.messages renders function calls as text "
+    "parts holding the Python repr 'ResponseFunctionToolCall(...)', and its "
+    "gen_ai.input.messages holds only the user message on every turn; no system instructions; "
+    "server.address/port are the defaults api.openai.com:443; turn/task spans are named "
+    "'unknown'; a failed tool is status ERROR, description 'Error running tool (non-fatal): "
+    "{... 'error': <exception text>}', no error.type, no event: the exception text is there "
+    "even with no_content",
     "content_default": "with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT (or "
     "OTEL_INSTRUMENTATION_OPENAI_AGENTS_CAPTURE_CONTENT) unset this instrumentation DOES capture "
     "content (span_and_event; its event half is a no-op in 0.1.0): off needs no_content/false",
@@ -107,6 +115,9 @@ _OPENAI_V2_NOTES = {
     "(set anyway, as documented); OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT takes "
     "no_content/span_only/event_only/span_and_event ('true' warns and captures nothing)",
     "tool_spans": "none: openai-v2 traces the client's calls only",
+    "observed": "call ids only inside the messages: output parts {type: tool_call, id, name, "
+    "arguments}, input parts {type: tool_call_response, id, response}; the system prompt is a "
+    "role 'system' input message",
     "tool_errors": "the failing tool's error goes back as a `tool` message 'Error: ...' "
     "(Chat Completions has no error flag)",
 }
@@ -117,7 +128,15 @@ SETUPS: dict[str, Setup] = {
         "openinference-instrumentation-openai-agents (OpenAIAgentsInstrumentor)",
         "on (TraceConfig defaults: nothing hidden)",
         "traces",
-        notes=_AGENTS_NOTES,
+        notes={
+            **_AGENTS_NOTES,
+            "observed": "spans: 'Agent workflow' (AGENT) > 'Agent workflow' (CHAIN) > "
+            "'support-agent' (AGENT) > 'turn' (CHAIN) > 'response' (LLM) and one TOOL span per "
+            "call, named after the tool; TOOL spans carry no call id (LLM spans do, in "
+            "llm.output_messages.N.message.tool_calls.M.tool_call.id and "
+            "llm.input_messages.N.message.tool_call_id); a failed tool is status ERROR with "
+            "the exception text in the description, no exception event",
+        },
     ),
     "agents-genai": Setup(
         _AGENTS,
@@ -143,6 +162,12 @@ SETUPS: dict[str, Setup] = {
         notes={
             "tool_errors": "ToolNode(tools, handle_tool_errors=True): the failing tool raises; "
             "its ToolMessage has status 'error', content 'Error: ToolFailure(...)'",
+            "observed": "each parallel call is its own 'tools' CHAIN span (a LangGraph Send) "
+            "with a TOOL child, overlapping in time; TOOL spans carry no call id attribute (the "
+            "ToolMessage in output.value has tool_call_id; LLM spans have "
+            "llm.*_messages.N.message.tool_calls.M.tool_call.id); a one-argument tool's "
+            "input.value is the bare value, not JSON; a failed tool is a TOOL span with status "
+            "ERROR and an exception event, its 'tools' parent OK",
             "messages": "messages.jsonl: langchain_core.messages.messages_to_dict (type/data); "
             "messages_plain.jsonl: [m.model_dump() for m in state['messages']]",
         },
@@ -188,7 +213,13 @@ SETUPS: dict[str, Setup] = {
         "on (ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE=content)",
         "traces",
         {"ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE": "content"},
-        {"tool_errors": "the failing tool's tool_result block has is_error: true"},
+        {
+            "tool_errors": "the failing tool's tool_result block has is_error: true; the trace "
+            "does not show it (its tool_call_response part has no error flag)",
+            "observed": "one 'anthropic.messages.create' CLIENT span per call; call ids only in "
+            "gen_ai.output.messages / gen_ai.input.messages parts; the system prompt in "
+            "gen_ai.system_instructions",
+        },
     ),
 }
 ALL_SETUPS: tuple[str, ...] = tuple(SETUPS)
@@ -373,7 +404,7 @@ def _record_langgraph(
     from tests.frameworks.scenarios import TOOLS
 
     LangChainInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
-    model = ChatOpenAI(model=MODEL, base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)  # type: ignore[arg-type]
+    model = ChatOpenAI(model=MODEL, base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)
     tools = ToolNode(
         [StructuredTool.from_function(t) for t in TOOLS.values()], handle_tool_errors=True
     )
@@ -401,7 +432,7 @@ def _record_openai(
     from openai import OpenAI
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-    OpenAIInstrumentor().instrument(
+    OpenAIInstrumentor().instrument(  # type: ignore[no-untyped-call]
         tracer_provider=telemetry.tracer_provider, logger_provider=telemetry.logger_provider
     )
     client = OpenAI(base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)
@@ -483,7 +514,7 @@ def _record_anthropic(
                         )
                         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.id}
                         try:
-                            result["content"] = run_tool(block.name, dict(block.input))  # type: ignore[call-overload]
+                            result["content"] = run_tool(block.name, dict(block.input))
                         except ToolFailure as error:
                             result.update(content=f"Error: {error}", is_error=True)
                         results.append(result)

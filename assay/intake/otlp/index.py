@@ -3,11 +3,9 @@
 Per trace, the *case span* names the case: the span that carries the case attribute
 (`assay.case_id` unless configured) itself, the root first, else the earliest; failing that,
 the root span whose resource carries it. A trace with no such span is an input error, and so are
-spans of one trace naming two cases. The case's output text is the case span's
-(`assay.otel.genai.output_text`), else that of its last-ending LLM descendant (a child `chat`
-span); a case with no text on either is a case with no output. Its `duration_ms` is the case
-span's; `usage` is summed over every span of the trace; its trajectory is its tool descendants
-(`assay.otel.tools`), whose arguments are checked when indexing like an outputs line.
+spans of one trace naming two cases. What the case's record holds — text, calls, usage, and
+what it could not show — is `assay.intake.otlp.record`'s; a tool span's arguments are checked
+when indexing, like an outputs line's.
 
 Indexing streams every document once and keeps, per trace, only ids, numbers and the positions
 of the documents holding its spans. A slice names its case ids and the byte ranges of those
@@ -25,10 +23,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from assay.errors import InputError, OutputsChangedError
-from assay.intake import otlp
+from assay.intake.otlp import record as otlp
+from assay.intake.otlp.conventions import (
+    is_llm_span,
+    is_output_attribute,
+    is_usage_attribute,
+    output_text,
+)
+from assay.intake.otlp.tools import TOOL_ATTRIBUTES, is_tool_span, tool_call
 from assay.intake.record import AgentRecord
-from assay.otel.genai import is_llm_span, is_output_attribute, is_usage_attribute, output_text
-from assay.otel.tools import TOOL_ATTRIBUTES, is_tool_span, tool_call
 from assay.otel.traces import Document, Span, document_spans, documents
 from assay.trajectory import ArgumentsError
 
@@ -229,7 +232,7 @@ class TraceBook:
         )
 
 
-def _read(book: TraceBook, source: Source, part: Range | None) -> str:
+def read_documents(book: TraceBook, source: Source, part: Range | None) -> str:
     """Add the documents of `source` (or of one range of it) to `book`; their digest."""
     first = len(book.located)
     if part is None:
@@ -276,7 +279,7 @@ def index_traces(
     """
     book = TraceBook(case_attribute, keep_spans=False)
     for source in sources:
-        _read(book, source, None)
+        read_documents(book, source, None)
     slices: list[TraceSlice] = []
     batch: list[_Trace] = []
     without_text: set[str] = set()
@@ -341,7 +344,7 @@ def read_trace_slice(
     """
     book = TraceBook(case_attribute, keep_spans=True)
     for part in piece.ranges:
-        digest = _read(book, open_source(part.path), part)
+        digest = read_documents(book, open_source(part.path), part)
         if part.sha256 is not None and digest != part.sha256:
             raise OutputsChangedError(
                 part.path, "the byte range holds other documents than when it was indexed"

@@ -2,7 +2,7 @@
 spans below it.
 
 Mapping, for the GenAI conventions (older and current shapes), OpenInference and OpenLLMetry:
-- **text**: the case span's output (`assay.otel.genai.output_text`), else that of its
+- **text**: the case span's output (`assay.intake.otlp.conventions.output_text`), else that of its
   last-ending model span with text; none captured is `text` unseen.
 - **calls**: every *model* span below the case span (GenAI `chat`/…, OpenInference `LLM`) whose
   output messages were captured lists the calls it requested (`tool_call` parts of
@@ -13,10 +13,11 @@ Mapping, for the GenAI conventions (older and current shapes), OpenInference and
   else as the first not yet matched call to the same tool requested by the model span that
   ended last before it started; it adds the call's status (ERROR, `error.type`) and, when the
   output did not carry them, its arguments. A tool span that matches no requested call is a call
-  of its own: tool spans after one model span whose output was not captured are one step (that
-  response requested them); otherwise spans overlapping in time under one parent are one step —
-  the only clue left, which cannot tell parallel from sequential calls, so with more than one
-  such call the parallel structure is unseen.
+  of its own: the tool spans between one model span and the next are one step (an agent loop
+  asks the model, runs the calls that response asked for, then asks again); before any model
+  span, spans overlapping in time under one parent are one step — the only clue left, which
+  cannot tell parallel from sequential calls, so with more than one such call the parallel
+  structure is unseen.
 - **what it could show**: tool names are seen when the trace has a tool span or a model span
   with captured output (a complete account of the calls: none is evidence of none); arguments
   when every call has them; status when every call has its tool span (output messages cannot
@@ -31,8 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from assay.intake.record import AgentRecord, Evidence, UsageFigures
-from assay.otel.genai import (
+from assay.intake.otlp.conventions import (
     SpanUsage,
     combined,
     is_llm_span,
@@ -41,7 +41,8 @@ from assay.otel.genai import (
     requested_calls,
     span_usage,
 )
-from assay.otel.tools import descendants, is_tool_span, tool_call
+from assay.intake.otlp.tools import descendants, is_tool_span, tool_call
+from assay.intake.record import AgentRecord, Evidence, UsageFigures
 from assay.otel.traces import Span
 from assay.trajectory import ToolCall, Trajectory
 
@@ -148,15 +149,14 @@ def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = Non
             target.arguments = spanned.arguments
     parallel_seen = True
     if loose:
-        # A loose tool span's requester is the model span that ended last before it, when that
-        # span's output was not captured (had it been, it would list the call); else only time
-        # tells, which cannot tell calls made together from calls made one after another.
-        uncaptured = {m.span_id for m in models if not output_captured(m.attributes)}
+        # A loose tool span was requested by the model response before it: an agent loop asks
+        # the model, runs the calls it asked for, then asks again. With no model span before
+        # it only time is left, which cannot tell calls made together from calls in a row.
         groups: dict[str, list[Span]] = {}
         timed: list[Span] = []
         for span in loose:
             before = [m for m in models if m.end_ns <= span.start_ns]
-            if before and before[-1].span_id in uncaptured:
+            if before:
                 groups.setdefault(before[-1].span_id, []).append(span)
             else:
                 timed.append(span)
