@@ -222,3 +222,63 @@ def test_canary_in_tool_arguments_and_results_never_written_by_a_run(
     assert _files_containing(database, needle) == []
     captured = capfd.readouterr()
     assert CANARY not in result.output + captured.out + captured.err + caplog.text
+
+
+@pytest.mark.parametrize(
+    ("setup", "recorded"),
+    [
+        ("agents-openinference", "traces.pb"),
+        ("openai-v2-attributes", "traces.json"),
+        ("langgraph-openinference", "messages.jsonl"),
+        ("anthropic", "messages.jsonl"),
+    ],
+)
+def test_canary_recorded_by_real_frameworks_never_written_by_a_run_or_its_report(
+    store_dir: Path,
+    tmp_path: Path,
+    framework_recordings: dict[str, Path],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    setup: str,
+    recorded: str,
+) -> None:
+    """Every text, argument and tool result of the recordings carries the frameworks' canary."""
+    from tests.frameworks.scenarios import CANARY as RECORDED_CANARY
+    from tests.frameworks.scenarios import EXPECTED
+
+    caplog.set_level(logging.DEBUG)
+    outputs = framework_recordings[setup] / recorded
+    needle = RECORDED_CANARY.encode()
+    assert needle in outputs.read_bytes()
+    checks = [
+        {"trajectory": {"match": "in_order", "args": "ignore"}},
+        {"tool_not_called": "delete_account"},
+        "tool_errors",
+        {"contains": "refunded"},
+    ]
+    cases = [
+        {
+            "id": case_id,
+            "input": "q",  # the recorded prompts carry the canary: a suite may, outputs not
+            "expected_trajectory": [{"tool": c["name"]} for step in e["steps"] for c in step],
+            "scorers": checks,
+        }
+        for case_id, e in EXPECTED.items()
+    ]
+    suite_file = tmp_path / "frameworks.json"
+    suite_file.write_text(json.dumps({"suite": "frameworks", "cases": cases}))
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", str(suite_file), "--outputs", str(outputs), "--json"])
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    shown = runner.invoke(app, ["report", run_id, "--output", str(store_dir / "report.html")])
+    assert shown.exit_code == 0, shown.output
+    _flush_prefect_logs()
+
+    assert (store_dir / "report.html").is_file()
+    assert _files_containing(store_dir, needle) == []
+    assert _files_containing(PREFECT_HOME, needle) == []
+    assert _files_containing(_prefect_database_dir(), needle) == []
+    captured = capfd.readouterr()
+    assert RECORDED_CANARY not in result.output + shown.output + captured.out + captured.err
+    assert RECORDED_CANARY not in caplog.text

@@ -48,11 +48,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from assay.errors import InputError
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
+from assay.intake.transcript_json import (
+    duration_ms,
+    leading_members,
+    reject_constant,
+    timestamp,
+)
 from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
 
 FORMAT: Final = "atif"
@@ -92,47 +98,6 @@ _ROLES: Final[Mapping[str, Literal["system", "user", "assistant"]]] = {
     "agent": "assistant",
 }
 
-_DECODER: Final = json.JSONDecoder()
-_CUT: Final = object()
-"""A member whose value the head cut off."""
-
-
-def _skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
-
-
-def _leading_members(text: str) -> dict[str, Any]:
-    """The top-level members of the JSON object `text` begins, as far as `text` goes (a member
-    whose value is cut off maps to `_CUT`); {} when `text` does not begin an object."""
-    members: dict[str, Any] = {}
-    at = _skip_space(text, 0)
-    if not text.startswith("{", at):
-        return members
-    at += 1
-    while True:
-        at = _skip_space(text, at)
-        if not text.startswith('"', at):
-            return members
-        try:
-            key, at = _DECODER.raw_decode(text, at)
-        except ValueError:
-            return members
-        at = _skip_space(text, at)
-        if not text.startswith(":", at):
-            return members
-        at = _skip_space(text, at + 1)
-        try:
-            members[key], at = _DECODER.raw_decode(text, at)
-        except ValueError:
-            members[key] = _CUT
-            return members
-        at = _skip_space(text, at)
-        if not text.startswith(",", at):
-            return members
-        at += 1
-
 
 def detect(head: bytes) -> bool:
     """A JSON object whose top-level `schema_version` is `ATIF-v1.N`.
@@ -142,7 +107,7 @@ def detect(head: bytes) -> bool:
     holds an ATIF `schema_version`.
     """
     text = head.decode("utf-8", "replace").lstrip("\ufeff")
-    members = _leading_members(text)
+    members = leading_members(text)
     if not members:
         return False
     version = members.get("schema_version")
@@ -206,14 +171,6 @@ class _Reader:
             raise self.fail(field, "must be a cost in USD, 0 or more")
         return float(value)
 
-    def moment(self, value: Any, field: str) -> datetime | None:
-        if value is None:
-            return None
-        moment = _instant(value) if isinstance(value, str) else None
-        if moment is None:
-            raise self.fail(field, "must be an ISO 8601 timestamp")
-        return moment
-
 
 def _document(raw: bytes, source: str) -> dict[str, Any]:
     try:
@@ -221,7 +178,7 @@ def _document(raw: bytes, source: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise InputError(source, "not UTF-8 text") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(source, "malformed JSON", line=exc.lineno) from None
     except (ValueError, RecursionError):
@@ -229,26 +186,6 @@ def _document(raw: bytes, source: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InputError(source, "an ATIF trajectory must be a JSON object")
     return value
-
-
-def _instant(value: str) -> datetime | None:
-    """An ISO 8601 timestamp (`Z` read as UTC, no offset as UTC), or None."""
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _duration_ms(moments: list[datetime]) -> float | None:
-    """From the first to the last moment, in milliseconds; None for fewer than two."""
-    if len(moments) < 2:
-        return None
-    return (max(moments) - min(moments)).total_seconds() * 1000
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
 
 
 def _calls(reader: _Reader, step: dict[str, Any], where: str) -> list[ToolCall]:
@@ -308,7 +245,7 @@ def read(raw: bytes, source: str) -> AgentRecord:
         message = reader.text(step["message"], f"{where}.message", "message")
         if step.get("is_copied_context") is True:
             continue
-        moment = reader.moment(step.get("timestamp"), f"{where}.timestamp")
+        moment = timestamp(step.get("timestamp"), source, f"{where}.timestamp")
         if moment is not None:
             moments.append(moment)
         turns.append(Turn(role, message))
@@ -360,7 +297,7 @@ def read(raw: bytes, source: str) -> AgentRecord:
         unseen=unseen,
         turns=tuple(turns),
         usage=usage,
-        duration_ms=_duration_ms(moments),
+        duration_ms=duration_ms(moments),
     )
 
 

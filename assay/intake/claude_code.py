@@ -47,14 +47,19 @@ Errors name the line and the field within it (`message.content[1].input`), never
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from assay.errors import InputError
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
-from assay.jsonl import numbered_lines
+from assay.intake.transcript_json import (
+    content_text,
+    duration_ms,
+    json_lines,
+    leading_members,
+    timestamp,
+)
 from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
 
 FORMAT: Final = "claude-code"
@@ -87,47 +92,6 @@ FOREIGN: Final = frozenset({"payload", "case_id", "resourceSpans", "schema_versi
 """Top-level keys of other formats' lines (Codex, outputs, OTLP, ATIF): such a line first is no
 session."""
 
-_DECODER: Final = json.JSONDecoder()
-_CUT: Final = object()
-"""A member whose value the head cut off."""
-
-
-def _skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
-
-
-def _leading_members(text: str) -> dict[str, Any]:
-    """The top-level members of the JSON object `text` begins, as far as `text` goes (a member
-    whose value is cut off maps to `_CUT`); {} when `text` does not begin an object."""
-    members: dict[str, Any] = {}
-    at = _skip_space(text, 0)
-    if not text.startswith("{", at):
-        return members
-    at += 1
-    while True:
-        at = _skip_space(text, at)
-        if not text.startswith('"', at):
-            return members
-        try:
-            key, at = _DECODER.raw_decode(text, at)
-        except ValueError:
-            return members
-        at = _skip_space(text, at)
-        if not text.startswith(":", at):
-            return members
-        at = _skip_space(text, at + 1)
-        try:
-            members[key], at = _DECODER.raw_decode(text, at)
-        except ValueError:
-            members[key] = _CUT
-            return members
-        at = _skip_space(text, at)
-        if not text.startswith(",", at):
-            return members
-        at += 1
-
 
 def _claude_line(members: dict[str, Any]) -> bool:
     """A Claude Code line, by its top-level members."""
@@ -154,64 +118,12 @@ def detect(head: bytes) -> bool:
     text = head.decode("utf-8", "replace").lstrip("\ufeff")
     lines = [line for line in text.split("\n") if line.strip()]
     for line in lines[:LEADING_LINES]:
-        members = _leading_members(line)
+        members = leading_members(line)
         if _claude_line(members):
             return True
         if not isinstance(members.get("type"), str) or not members.keys().isdisjoint(FOREIGN):
             return False
     return False
-
-
-def _instant(value: str) -> datetime | None:
-    """An ISO 8601 timestamp (`Z` read as UTC, no offset as UTC), or None."""
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _duration_ms(moments: list[datetime]) -> float | None:
-    """From the first to the last moment, in milliseconds; None for fewer than two."""
-    if len(moments) < 2:
-        return None
-    return (max(moments) - min(moments)).total_seconds() * 1000
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-def _lines(raw: bytes, source: str) -> list[tuple[int, dict[str, Any]]]:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(source, "not UTF-8 text") from None
-    lines = []
-    for number, _, _, line in numbered_lines([raw.removeprefix(b"\xef\xbb\xbf")]):
-        try:
-            value = json.loads(line, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            raise InputError(source, "malformed JSON", line=number) from None
-        if not isinstance(value, dict):
-            raise InputError(source, "each line must be a JSON object", line=number)
-        lines.append((number, value))
-    return lines
-
-
-def _text(content: Any) -> str:
-    """A message's or tool result's text: the string itself, or its `text` blocks joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            block["text"]
-            for block in content
-            if isinstance(block, dict)
-            and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        )
-    return ""
 
 
 @dataclass
@@ -252,13 +164,9 @@ class _Session:
         return message
 
     def moment(self, number: int, line: dict[str, Any]) -> None:
-        value = line.get("timestamp")
-        if value is None:
-            return
-        moment = _instant(value) if isinstance(value, str) else None
-        if moment is None:
-            raise self.fail(number, "timestamp", "must be an ISO 8601 timestamp")
-        self.moments.append(moment)
+        moment = timestamp(line.get("timestamp"), self.source, "timestamp", number)
+        if moment is not None:
+            self.moments.append(moment)
 
     def response(
         self, number: int, line: dict[str, Any], message: dict[str, Any], *, main: bool = True
@@ -309,7 +217,7 @@ class _Session:
                     raise self.fail(number, field, "a tool_result needs a tool_use_id")
                 if block.get("is_error") is True:
                     self.failed.add(call_id)
-                self.turns.append(Turn("tool", _text(block.get("content"))))
+                self.turns.append(Turn("tool", content_text(block.get("content"))))
             elif block.get("type") == "text" and isinstance(block.get("text"), str):
                 texts.append(block["text"])
         if texts and line.get("isMeta") is not True:
@@ -353,7 +261,7 @@ def read(raw: bytes, source: str) -> AgentRecord:
         InputError: not UTF-8, a line that is not a JSON object, or a user / assistant line of
             the wrong shape — naming the line and the field, never a value.
     """
-    lines = _lines(raw, source)
+    lines = json_lines(raw, source)
     session = _Session(source)
     seen: set[str] = set()
     conversation = []
@@ -404,7 +312,7 @@ def _record(session: _Session) -> AgentRecord:
             turns.append(entry)
             continue
         response = session.responses[entry]
-        said = _text([block for _, _, block in response.blocks])
+        said = content_text([block for _, _, block in response.blocks])
         turns.append(Turn("assistant", said))
         if said:
             text = said
@@ -427,7 +335,7 @@ def _record(session: _Session) -> AgentRecord:
         unseen=unseen,
         turns=tuple(turns),
         usage=usage,
-        duration_ms=_duration_ms(moments),
+        duration_ms=duration_ms(moments),
     )
 
 

@@ -52,12 +52,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from assay.errors import InputError
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
-from assay.jsonl import numbered_lines
+from assay.intake.transcript_json import (
+    content_text,
+    duration_ms,
+    json_lines,
+    leading_members,
+    reject_constant,
+    timestamp,
+)
 from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
 
 FORMAT: Final = "codex"
@@ -91,107 +98,14 @@ _ROLES: Final[dict[str, Literal["system", "user", "assistant"]]] = {
     "system": "system",
 }
 
-_DECODER: Final = json.JSONDecoder()
-_CUT: Final = object()
-"""A member whose value the head cut off."""
-
-
-def _skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
-
-
-def _leading_members(text: str) -> dict[str, Any]:
-    """The top-level members of the JSON object `text` begins, as far as `text` goes (a member
-    whose value is cut off maps to `_CUT`); {} when `text` does not begin an object."""
-    members: dict[str, Any] = {}
-    at = _skip_space(text, 0)
-    if not text.startswith("{", at):
-        return members
-    at += 1
-    while True:
-        at = _skip_space(text, at)
-        if not text.startswith('"', at):
-            return members
-        try:
-            key, at = _DECODER.raw_decode(text, at)
-        except ValueError:
-            return members
-        at = _skip_space(text, at)
-        if not text.startswith(":", at):
-            return members
-        at = _skip_space(text, at + 1)
-        try:
-            members[key], at = _DECODER.raw_decode(text, at)
-        except ValueError:
-            members[key] = _CUT
-            return members
-        at = _skip_space(text, at)
-        if not text.startswith(",", at):
-            return members
-        at += 1
-
 
 def detect(head: bytes) -> bool:
     """The first line is a rollout line: a `type` of the rollout's (`session_meta`,
     `response_item`, `event_msg`, `turn_context`, `compacted`) beside a `payload` (the head may
     cut a long `session_meta` payload: its members before it still show)."""
     text = head.decode("utf-8", "replace").lstrip("\ufeff").lstrip()
-    members = _leading_members(text.split("\n", 1)[0])
+    members = leading_members(text.split("\n", 1)[0])
     return members.get("type") in LINE_TYPES and "payload" in members
-
-
-def _instant(value: str) -> datetime | None:
-    """An ISO 8601 timestamp (`Z` read as UTC, no offset as UTC), or None."""
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _duration_ms(moments: list[datetime]) -> float | None:
-    """From the first to the last moment, in milliseconds; None for fewer than two."""
-    if len(moments) < 2:
-        return None
-    return (max(moments) - min(moments)).total_seconds() * 1000
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-def _lines(raw: bytes, source: str) -> list[tuple[int, dict[str, Any]]]:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(source, "not UTF-8 text") from None
-    lines = []
-    for number, _, _, line in numbered_lines([raw.removeprefix(b"\xef\xbb\xbf")]):
-        try:
-            value = json.loads(line, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            raise InputError(source, "malformed JSON", line=number) from None
-        if not isinstance(value, dict):
-            raise InputError(source, "each line must be a JSON object", line=number)
-        lines.append((number, value))
-    return lines
-
-
-def _text(content: Any) -> str:
-    """A message's or output's text: the string itself, or its text parts joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type") in TEXT_PARTS
-            and isinstance(part.get("text"), str)
-        )
-    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +142,9 @@ class _Rollout:
             self.pending = []
 
     def moment(self, number: int, line: dict[str, Any]) -> None:
-        value = line.get("timestamp")
-        if value is None:
-            return
-        moment = _instant(value) if isinstance(value, str) else None
-        if moment is None:
-            raise self.fail(number, "timestamp", "must be an ISO 8601 timestamp")
-        self.moments.append(moment)
+        moment = timestamp(line.get("timestamp"), self.source, "timestamp", number)
+        if moment is not None:
+            self.moments.append(moment)
 
     def string(self, number: int, payload: dict[str, Any], key: str, what: str) -> str:
         value = payload.get(key)
@@ -258,7 +168,7 @@ class _Rollout:
             content = payload.get("content")
             if content is not None and not isinstance(content, list | str):
                 raise self.fail(number, "payload.content", "content must be a list of parts")
-            said = _text(content)
+            said = content_text(content, TEXT_PARTS)
             if role == "assistant":
                 if said:
                     self.text = said
@@ -303,14 +213,14 @@ class _Rollout:
         """A tool output: a tool turn, and the call's status where the output carries one."""
         call_id = payload.get("call_id")
         output = payload.get("output")
-        said = _text(output)
+        said = content_text(output, TEXT_PARTS)
         if isinstance(output, str) and output[:1] in ("{", "["):
             try:
-                parsed = json.loads(output, parse_constant=_reject_constant)
+                parsed = json.loads(output, parse_constant=reject_constant)
             except (ValueError, RecursionError):
                 parsed = None
             if isinstance(parsed, list):  # an MCP result's content blocks, as JSON text
-                said = _text(parsed) or said
+                said = content_text(parsed, TEXT_PARTS) or said
             elif isinstance(parsed, dict):
                 metadata = parsed.get("metadata")
                 code = metadata.get("exit_code") if isinstance(metadata, dict) else None
@@ -319,7 +229,7 @@ class _Rollout:
                 if isinstance(parsed.get("output"), str):
                     said = parsed["output"]
         elif isinstance(output, dict):
-            said = _text(output.get("content"))
+            said = content_text(output.get("content"), TEXT_PARTS)
             if isinstance(output.get("success"), bool) and isinstance(call_id, str):
                 self.status[call_id] = not output["success"]
         self.turns.append(Turn("tool", said))
@@ -377,7 +287,7 @@ def read(raw: bytes, source: str) -> AgentRecord:
             a value.
     """
     rollout = _Rollout(source)
-    for number, line in _lines(raw, source):
+    for number, line in json_lines(raw, source):
         rollout.moment(number, line)
         kind = line.get("type")
         if not isinstance(kind, str):
@@ -425,5 +335,5 @@ def _record(rollout: _Rollout) -> AgentRecord:
         unseen=unseen,
         turns=tuple(rollout.turns),
         usage=rollout.usage,
-        duration_ms=_duration_ms(moments),
+        duration_ms=duration_ms(moments),
     )
