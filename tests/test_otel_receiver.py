@@ -239,3 +239,22 @@ def test_findings_count_and_severity_attributes_reach_the_signal(tmp_path: Path)
     reasons = " | ".join(receipt.batch.rejected)
     assert "findings_count and max_severity disagree" in reasons
     assert "assay.max_severity: Input should be" in reasons and CANARY not in reasons
+
+
+@pytest.mark.parametrize(
+    "setup", ["agents-openinference", "agents-genai", "langgraph-openinference", "anthropic"]
+)
+def test_tokens_recorded_by_real_instrumentations_reach_the_monitor(
+    tmp_path: Path, framework_recordings: dict[str, Path], setup: str
+) -> None:
+    """OpenInference's `llm.token_count.*` and the GenAI `gen_ai.usage.*` figures, as the real
+    instrumentations export them, become the sessions' tokens."""
+    from tests.frameworks.scenarios import EXPECTED
+
+    body = (framework_recordings[setup] / "traces.pb").read_bytes()
+    receipt = receive(FileStore(tmp_path), body, PROTOBUF, None, PendingUsage(), limit=LIMIT)
+    assert receipt.batch.rejected_spans == 0
+    totals = sum(s.input_tokens or 0 for s in receipt.batch.signals)
+    sent = sum(turn[0] for case in EXPECTED.values() for turn in case["usage"])
+    assert totals == sent  # every model call's prompt tokens, counted once
+    assert all(s.input_tokens for s in receipt.batch.signals)

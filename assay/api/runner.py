@@ -36,7 +36,9 @@ from assay.api.problems import Problem, as_problem, unexpected, without_store_lo
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.identifiers import Identifier
-from assay.outputs import CandidateOutput, OutputsReference, output_sources
+from assay.intake import messages as message_lists
+from assay.intake.conversation import MessagesError
+from assay.outputs import CandidateOutput, OutputsFormat, OutputsReference, output_sources
 from assay.runs.lifecycle import settled
 from assay.runs.options import GateOptions, RunOptions, option_field
 from assay.runs.records import (
@@ -72,7 +74,15 @@ class RunRequest(BaseModel):
         default=None, description="Inline outputs: scored, never stored."
     )
     outputs_uri: str | None = Field(
-        default=None, description="`s3://bucket/prefix`: every `.jsonl` object under it."
+        default=None,
+        description="`s3://bucket/prefix`: every outputs object under it (JSON Lines, OTLP "
+        "traces, transcripts; `?format=NAME` names the format, docs/records.md).",
+    )
+    outputs_format: OutputsFormat = Field(
+        default="auto",
+        description="How to read the outputs (`--outputs-format`): `auto` tells each file by "
+        "its content; a message format (`openai-chat`, `openai-responses`, `anthropic`, "
+        "`langchain`) is what inline outputs' `messages` must be in.",
     )
     # The run options this service exposes, with RunOptions' bounds and descriptions.
     sample: int | None = option_field("sample")
@@ -85,6 +95,7 @@ class RunRequest(BaseModel):
     def _one_source(self) -> RunRequest:
         if (self.outputs is None) == (self.outputs_uri is None):
             raise ValueError("give exactly one of outputs (inline) and outputs_uri")
+        named = self.outputs_format if self.outputs_format in message_lists.READERS else None
         for index, output in enumerate(self.outputs or []):
             try:
                 output.case_id.encode()
@@ -94,9 +105,14 @@ class RunRequest(BaseModel):
                 raise ValueError(
                     f"outputs[{index}]: not valid Unicode (a lone surrogate)"
                 ) from None
+            try:
+                output.record = output.read_messages(named)
+            except MessagesError as exc:
+                raise ValueError(f"outputs[{index}].{exc.field}: {exc.problem}") from None
         if self.outputs_uri is not None:
             # A service must not read its host's files on a caller's say-so.
-            schemes.locate(self.outputs_uri, ("s3",), "outputs_uri", paths=False)
+            location = OutputsReference.parse(self.outputs_uri).location
+            schemes.locate(location, ("s3",), "outputs_uri", paths=False)
         return self
 
     def options(
@@ -106,11 +122,14 @@ class RunRequest(BaseModel):
         (the S3 prefix, or the staged inline outputs) and the run id the service chose (an
         asynchronous run is named before its flow run exists)."""
         model = GateOptions if flow == "gate" else RunOptions
+        reference = OutputsReference.parse(outputs)
+        if self.outputs_format != "auto":
+            reference.format = self.outputs_format
         return model(
             store=store.uri,
-            outputs=OutputsReference(location=outputs),
+            outputs=reference,
             run_id=run_id,
-            **self.model_dump(exclude={"outputs", "outputs_uri"}),
+            **self.model_dump(exclude={"outputs", "outputs_uri", "outputs_format"}),
         )
 
     def staged_bytes(self) -> bytes:

@@ -17,7 +17,11 @@ from assay.intake.record import AgentRecord, Turn
 from assay.trajectory import ToolCall
 
 FORMAT: Final = "anthropic"
-TOOL_BLOCKS: Final = frozenset({"tool_use", "tool_result", "server_tool_use"})
+TOOL_BLOCKS: Final = (
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+)
 
 
 def detect(messages: Sequence[Any]) -> bool:

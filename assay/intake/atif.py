@@ -54,12 +54,12 @@ from typing import Any, Final, Literal
 from assay.errors import InputError
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.intake.transcript_json import (
-    duration_ms,
     leading_members,
     reject_constant,
     timestamp,
+    transcript_record,
 )
-from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
+from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
 FORMAT: Final = "atif"
 DESCRIBED_BY: Final = (
@@ -286,18 +286,8 @@ def read(raw: bytes, source: str) -> AgentRecord:
         unseen[Evidence.TOOL_STATUS] = NO_STATUS
         if merged:
             unseen[Evidence.PARALLEL] = MERGED_STEPS
-    if not usage.known:
-        unseen[Evidence.USAGE] = NO_USAGE
-    if text is None:
-        unseen[Evidence.TEXT] = NO_TEXT
-    return AgentRecord(
-        source=FORMAT,
-        text=text,
-        trajectory=Trajectory(tuple(steps)),
-        unseen=unseen,
-        turns=tuple(turns),
-        usage=usage,
-        duration_ms=duration_ms(moments),
+    return transcript_record(
+        FORMAT, steps, turns, text, usage, moments, unseen, no_usage=NO_USAGE, no_text=NO_TEXT
     )
 
 

@@ -55,12 +55,12 @@ from assay.errors import InputError
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.intake.transcript_json import (
     content_text,
-    duration_ms,
     json_lines,
     leading_members,
     timestamp,
+    transcript_record,
 )
-from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
+from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
 FORMAT: Final = "claude-code"
 DESCRIBED_BY: Final = (
@@ -78,7 +78,10 @@ NO_GROUPING: Final = (
 NO_USAGE: Final = "the session's assistant messages carry no usage"
 NO_TEXT: Final = "the session has no assistant message with text"
 
-CALL_BLOCKS: Final = frozenset({"tool_use", "server_tool_use"})
+CALL_BLOCKS: Final = (
+    "tool_use",
+    "server_tool_use",
+)
 USAGE_FIELDS: Final = (
     "input_tokens",
     "cache_creation_input_tokens",
@@ -323,19 +326,16 @@ def _record(session: _Session) -> AgentRecord:
     unseen: dict[Evidence, str] = {}
     if steps and session.ungrouped:
         unseen[Evidence.PARALLEL] = NO_GROUPING
-    if not usage.known:
-        unseen[Evidence.USAGE] = NO_USAGE
-    if text is None:
-        unseen[Evidence.TEXT] = NO_TEXT
-    moments = session.moments
-    return AgentRecord(
-        source=FORMAT,
-        text=text,
-        trajectory=Trajectory(tuple(steps)),
-        unseen=unseen,
-        turns=tuple(turns),
-        usage=usage,
-        duration_ms=duration_ms(moments),
+    return transcript_record(
+        FORMAT,
+        steps,
+        turns,
+        text,
+        usage,
+        session.moments,
+        unseen,
+        no_usage=NO_USAGE,
+        no_text=NO_TEXT,
     )
 
 

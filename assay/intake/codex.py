@@ -59,13 +59,13 @@ from assay.errors import InputError
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.intake.transcript_json import (
     content_text,
-    duration_ms,
     json_lines,
     leading_members,
     reject_constant,
     timestamp,
+    transcript_record,
 )
-from assay.trajectory import ArgumentsError, ToolCall, Trajectory, parse_arguments
+from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
 FORMAT: Final = "codex"
 DESCRIBED_BY: Final = (
@@ -84,12 +84,24 @@ NO_STATUS: Final = (
 NO_USAGE: Final = "the rollout has no token_count event with usage"
 NO_TEXT: Final = "the rollout has no assistant message with text"
 
-LINE_TYPES: Final = frozenset(
-    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+LINE_TYPES: Final = (
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
 )
-TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text"})
-TURN_STARTS: Final = frozenset(
-    {"task_started", "turn_started", "task_complete", "turn_complete", "turn_aborted"}
+TEXT_PARTS: Final = (
+    "input_text",
+    "output_text",
+    "text",
+)
+TURN_STARTS: Final = (
+    "task_started",
+    "turn_started",
+    "task_complete",
+    "turn_complete",
+    "turn_aborted",
 )
 _ROLES: Final[dict[str, Literal["system", "user", "assistant"]]] = {
     "user": "user",
@@ -323,17 +335,14 @@ def _record(rollout: _Rollout) -> AgentRecord:
     unseen: dict[Evidence, str] = {}
     if unmarked:
         unseen[Evidence.TOOL_STATUS] = NO_STATUS
-    if not rollout.usage.known:
-        unseen[Evidence.USAGE] = NO_USAGE
-    if text is None:
-        unseen[Evidence.TEXT] = NO_TEXT
-    moments = rollout.moments
-    return AgentRecord(
-        source=FORMAT,
-        text=text,
-        trajectory=Trajectory(tuple(steps)),
-        unseen=unseen,
-        turns=tuple(rollout.turns),
-        usage=rollout.usage,
-        duration_ms=duration_ms(moments),
+    return transcript_record(
+        FORMAT,
+        steps,
+        rollout.turns,
+        text,
+        rollout.usage,
+        rollout.moments,
+        unseen,
+        no_usage=NO_USAGE,
+        no_text=NO_TEXT,
     )

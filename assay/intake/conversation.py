@@ -31,7 +31,7 @@ def text_of(content: Any, kinds: Iterable[str] = ("text",), key: str = "text") -
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        wanted = frozenset(kinds)
+        wanted = tuple(kinds)  # compared, never hashed: a part's `type` may be any JSON
         return "".join(
             part[key]
             for part in content

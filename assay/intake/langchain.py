@@ -43,10 +43,13 @@ def _fields(message: Any) -> tuple[str, dict[str, Any]] | None:
         return None
     if message.get("lc") and isinstance(message.get("kwargs"), dict):
         named = message.get("id")
-        kind = _CLASSES.get(named[-1]) if isinstance(named, list) and named else None
+        last = named[-1] if isinstance(named, list) and named else None
+        kind = _CLASSES.get(last) if isinstance(last, str) else None
         return (kind, message["kwargs"]) if kind else None
     data = message.get("data")
     kind = message.get("type")
+    if not isinstance(kind, str):
+        return None
     if isinstance(data, dict) and kind in TYPES:
         return str(kind), data
     if kind in TYPES and "role" not in message:

@@ -24,7 +24,6 @@ from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
 FORMAT: Final = "openai-chat"
 NO_STATUS: Final = "OpenAI messages cannot mark a failed call"
-ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
 class FunctionCall(BaseModel):

@@ -22,8 +22,12 @@ from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
 FORMAT: Final = "openai-responses"
 NO_STATUS: Final = "OpenAI Responses items cannot mark a failed call"
-ITEM_TYPES: Final = frozenset(
-    {"function_call", "function_call_output", "reasoning", "web_search_call", "file_search_call"}
+ITEM_TYPES: Final = (
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "web_search_call",
+    "file_search_call",
 )
 _TEXT_PARTS: Final = ("output_text", "input_text", "text")
 

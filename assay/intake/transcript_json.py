@@ -1,5 +1,6 @@
 """The JSON and JSON Lines reading the transcript readers (`atif`, `claude_code`, `codex`) share:
-a head's leading members for detection, lines parsed into objects, timestamps, content text.
+a head's leading members for detection, lines parsed into objects, timestamps, content text, and
+the record each ends in.
 
 Errors are one-line `InputError`s that name the line and the field, never a value.
 """
@@ -7,12 +8,14 @@ Errors are one-line `InputError`s that name the line and the field, never a valu
 from __future__ import annotations
 
 import json
-from collections.abc import Container
+from collections.abc import Container, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from assay.errors import InputError
+from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.jsonl import numbered_lines
+from assay.trajectory import ToolCall, Trajectory
 
 CUT: Final = object()
 """A member whose value the head cut off."""
@@ -102,13 +105,6 @@ def timestamp(value: Any, source: str, field: str, line: int | None = None) -> d
     raise InputError(source, "must be an ISO 8601 timestamp", line=line, field=field)
 
 
-def duration_ms(moments: list[datetime]) -> float | None:
-    """From the first to the last moment, in milliseconds; None for fewer than two."""
-    if len(moments) < 2:
-        return None
-    return (max(moments) - min(moments)).total_seconds() * 1000
-
-
 def content_text(content: Any, part_types: Container[str] = ("text",)) -> str:
     """A message's or tool output's text: the string itself, or the `text` of its parts whose
     `type` is one of `part_types`, joined; "" for anything else."""
@@ -123,3 +119,35 @@ def content_text(content: Any, part_types: Container[str] = ("text",)) -> str:
             and isinstance(part.get("text"), str)
         )
     return ""
+
+
+def transcript_record(
+    source: str,
+    steps: Sequence[tuple[ToolCall, ...]],
+    turns: Sequence[Turn],
+    text: str | None,
+    usage: UsageFigures,
+    moments: list[datetime],
+    unseen: Mapping[Evidence, str],
+    *,
+    no_usage: str,
+    no_text: str,
+) -> AgentRecord:
+    """One transcript's record. `unseen` holds what the format itself cannot show; usage that is
+    not known and a missing text join it with the reasons `no_usage` and `no_text`. The duration
+    runs from the first to the last of `moments` (None for fewer than two)."""
+    gaps = dict(unseen)
+    if not usage.known:
+        gaps[Evidence.USAGE] = no_usage
+    if text is None:
+        gaps[Evidence.TEXT] = no_text
+    duration = (max(moments) - min(moments)).total_seconds() * 1000 if len(moments) > 1 else None
+    return AgentRecord(
+        source=source,
+        text=text,
+        trajectory=Trajectory(tuple(steps)),
+        unseen=gaps,
+        turns=tuple(turns),
+        usage=usage,
+        duration_ms=duration,
+    )

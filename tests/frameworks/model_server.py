@@ -68,9 +68,13 @@ def _turn(scenario: Scenario, calls_made: int) -> int:
     )
 
 
-def _step(scenario: Scenario, turn: int) -> tuple[Call, ...]:
-    """The calls of `turn`, or () for the final text."""
-    return scenario.steps[turn] if turn < len(scenario.steps) else ()
+def _due(body: dict[str, Any], calls_made: int) -> tuple[Scenario, int, list[tuple[str, Call]]]:
+    """The case `body` is for, the model turn due once it holds `calls_made` tool calls, and that
+    turn's calls (none for the final text), each with its id's stem `<case>_<step>_<n>`."""
+    scenario = _case(body)
+    turn = _turn(scenario, calls_made)
+    calls = scenario.steps[turn] if turn < len(scenario.steps) else ()
+    return scenario, turn, [(f"{scenario.name}_{turn}_{n}", call) for n, call in enumerate(calls)]
 
 
 def _chat_calls_made(body: dict[str, Any]) -> int:
@@ -106,18 +110,16 @@ def _anthropic_calls_made(body: dict[str, Any]) -> int:
 
 def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions answer to `body`."""
-    scenario = _case(body)
-    turn = _turn(scenario, _chat_calls_made(body))
-    calls = _step(scenario, turn)
+    scenario, turn, calls = _due(body, _chat_calls_made(body))
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     if calls:
         message["tool_calls"] = [
             {
-                "id": f"call_{scenario.name}_{turn}_{n}",
+                "id": f"call_{stem}",
                 "type": "function",
                 "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
             }
-            for n, call in enumerate(calls)
+            for stem, call in calls
         ]
     else:
         message["content"] = scenario.final_text
@@ -146,21 +148,19 @@ def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
 
 def response(body: dict[str, Any]) -> dict[str, Any]:
     """The Responses API answer to `body`."""
-    scenario = _case(body)
-    turn = _turn(scenario, _responses_calls_made(body))
-    calls = _step(scenario, turn)
+    scenario, turn, calls = _due(body, _responses_calls_made(body))
     output: list[dict[str, Any]]
     if calls:
         output = [
             {
                 "type": "function_call",
-                "id": f"fc_{scenario.name}_{turn}_{n}",
-                "call_id": f"call_{scenario.name}_{turn}_{n}",
+                "id": f"fc_{stem}",
+                "call_id": f"call_{stem}",
                 "name": call.name,
                 "arguments": json.dumps(call.arguments),
                 "status": "completed",
             }
-            for n, call in enumerate(calls)
+            for stem, call in calls
         ]
     else:
         output = [
@@ -205,22 +205,16 @@ def response(body: dict[str, Any]) -> dict[str, Any]:
 
 def message(body: dict[str, Any]) -> dict[str, Any]:
     """The Anthropic Messages answer to `body`."""
-    scenario = _case(body)
-    turn = _turn(scenario, _anthropic_calls_made(body))
-    calls = _step(scenario, turn)
-    content: list[dict[str, Any]]
-    if calls:
-        content = [
-            {
-                "type": "tool_use",
-                "id": f"toolu_{scenario.name}_{turn}_{n}",
-                "name": call.name,
-                "input": dict(call.arguments),
-            }
-            for n, call in enumerate(calls)
-        ]
-    else:
-        content = [{"type": "text", "text": scenario.final_text}]
+    scenario, turn, calls = _due(body, _anthropic_calls_made(body))
+    content = [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{stem}",
+            "name": call.name,
+            "input": dict(call.arguments),
+        }
+        for stem, call in calls
+    ] or [{"type": "text", "text": scenario.final_text}]
     input_tokens, output_tokens = usage_for(turn)
     return {
         "id": f"msg_{scenario.name}_{turn}",
