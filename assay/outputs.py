@@ -410,7 +410,8 @@ def formatted_sources(reference: OutputsReference) -> list[tuple[OutputSource, s
         elif (transcript := transcripts.detect(head)) is not None:
             chosen.append((source, transcript))
         elif source.name.endswith(".jsonl") or len(sources) == 1:
-            if len(sources) == 1 and head.strip() and head.lstrip()[:1] != b"{":
+            opening = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # a BOM is named later
+            if len(sources) == 1 and opening and opening[:1] != b"{":
                 raise InputError(source.name, UNKNOWN_FORMAT)
             chosen.append((source, "jsonl"))
     return chosen

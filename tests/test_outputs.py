@@ -120,7 +120,7 @@ def test_folder_of_jsonl_files_is_indexed_every_output_once(tmp_path: Path) -> N
 
 def test_folder_without_jsonl_files_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "readme.txt").write_text("nothing")
-    with pytest.raises(InputError, match=r"no \.jsonl (or \.json )?files"):
+    with pytest.raises(InputError, match=r"no \.jsonl (or \.json )?(or \.pb .*)?files"):
         index_outputs(str(tmp_path), set(IDS), IDS, 10)
 
 

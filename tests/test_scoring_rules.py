@@ -363,6 +363,7 @@ def test_merge_adds_every_count() -> None:
         "judge_calls_over_bound": 0,
         "write_guard": None,  # set by the store when the run finishes, never summed
         "checks_by_kind": {},
+        "unavailable": {},
     }
     assert first.score == pytest.approx(2.5 / 4)
     assert first.pass_rate == 0.5
@@ -497,3 +498,18 @@ def test_evidence_bytes_of_a_failed_and_an_incomplete_case() -> None:
     assert incomplete.label == (
         "incomplete: 1 check not scored; 2 skipped (judge error, no judge configured)"
     )
+
+
+def test_merge_adds_unavailable_checks_by_kind_and_reason() -> None:
+    first = RunMetrics(unavailable={"tool_errors: OpenAI messages cannot mark a failed call": 2})
+    second = RunMetrics(
+        unavailable={
+            "tool_errors: OpenAI messages cannot mark a failed call": 3,
+            "contains: the trace captured no output text (content capture off?)": 1,
+        }
+    )
+    first.merge(second)
+    assert first.unavailable == {
+        "tool_errors: OpenAI messages cannot mark a failed call": 5,
+        "contains: the trace captured no output text (content capture off?)": 1,
+    }
