@@ -22,7 +22,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import CoreSchema, SchemaValidator
 
 from assay import schemes
@@ -46,6 +53,8 @@ class Usage(BaseModel):
     cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
+MAX_TRIAL: Final = 1_000_000
+"""The highest trial number an output may carry."""
 OUTPUT_ONLY: Final = unseen_tools("a record with only `output` shows no tool calls")
 """What a JSONL line without `messages` could not show."""
 
@@ -61,13 +70,21 @@ class CandidateOutput(BaseModel):
 
     case_id: str = Field(min_length=1)
     output: str
-    trial: int | None = Field(default=None, ge=1)
-    """Which repeated trial of the case this is; `(case_id, trial)` is unique (none reads as 1)."""
+    trial: int | None = Field(default=None, ge=1, le=MAX_TRIAL)
+    """Which repeated trial of the case this is; `(case_id, trial)` is unique (none reads as 1).
+    `true`, an explicit `null` and numbers past `MAX_TRIAL` are refused."""
     duration_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """A number too large for a float (`1e400`) reads as infinity, refused as not finite."""
     usage: Usage | None = None
     guardrail_triggers: int = Field(default=0, ge=0)
     messages: list[Any] | None = None
+
+    @field_validator("trial", mode="before")
+    @classmethod
+    def _trial_is_a_number(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool):
+            raise ValueError("trial must be a whole number, 1 or more (or left out)")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -128,3 +128,15 @@ def test_a_trajectory_from_messages_is_parsed_once() -> None:
     record = parse_line(raw({"case_id": "c", "messages": [TOOL_CALL, ASSISTANT]}), "o", 1)
     assert record.trajectory is record.trajectory
     assert record.trajectory == Trajectory(((ToolCall("refund", {"order": 42}, "c1"),),))
+
+
+@pytest.mark.parametrize("trial", [b"true", b"null", b"1e30", b"1000000000000000000000000000000"])
+def test_a_trial_must_be_a_whole_number_within_bounds_on_either_path(trial: bytes) -> None:
+    for line in (
+        b'{"case_id": "c", "output": "x", "trial": ' + trial + b"}",
+        b'{"case_id": "c", "messages": [{"role": "assistant", "content": "x"}], "trial": '
+        + trial
+        + b"}",
+    ):
+        error = error_of(line)
+        assert error.field == "trial"

@@ -26,6 +26,7 @@ from statsmodels.stats.proportion import proportion_effectsize
 from typer.testing import CliRunner
 
 from assay.cli import app
+from assay.errors import InputError
 from assay.findings import list_findings
 from assay.runs.render import markdown_summary
 from assay.runs.scorecard import scorecard
@@ -450,3 +451,23 @@ def test_suites_without_the_new_fields_keep_their_hash() -> None:
         text.replace("pass_threshold:", "non_inferiority_margin: 0.02\npass_threshold:", 1),
     ):
         assert parse_suite(changed, "changed.yaml").content_hash != EXAMPLE_HASH
+
+
+@pytest.mark.parametrize("rate", ["0", "0.02"])
+def test_suite_power_says_when_a_suite_cannot_see_any_drop(
+    store_dir: Path, tmp_path: Path, rate: str
+) -> None:
+    suite = _suite(tmp_path, "blind", ["a", "b", "c"])
+    shown = CliRunner().invoke(app, ["suite", "power", suite, "--baseline-rate", rate, "--json"])
+    assert json.loads(shown.stdout)["detects_any_drop"] is False
+    text = CliRunner().invoke(app, ["suite", "power", suite, "--baseline-rate", rate])
+    assert "no drop can be detected with 80% power" in " ".join(text.stdout.split())
+    assert "0.0000" not in text.stdout
+
+
+@pytest.mark.parametrize("margin", ["0.02", True])
+def test_a_non_inferiority_margin_must_be_a_number(tmp_path: Path, margin: object) -> None:
+    suite = _suite(tmp_path, "strict", ["a"], non_inferiority_margin=margin)
+    with pytest.raises(InputError) as info:
+        load_suite(suite)
+    assert info.value.field == "non_inferiority_margin"

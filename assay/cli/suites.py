@@ -115,6 +115,7 @@ def suite_power(
     cases = len(suite.cases)
     drop = minimum_detectable_drop(baseline_rate, cases, cases)
     assert drop is not None  # a suite has at least one case
+    sees_a_drop = drop < baseline_rate  # else even a fall to 0 is too small an effect
     if as_json:
         common.print_json(
             {
@@ -122,8 +123,17 @@ def suite_power(
                 "cases": cases,
                 "baseline_rate": baseline_rate,
                 "minimum_detectable_drop": drop,
+                "detects_any_drop": sees_a_drop,
                 "regression_threshold": suite.regression_threshold,
             }
+        )
+        return
+    if not sees_a_drop:
+        common.out.print(
+            f"{name}: {cases} cases, baseline pass rate {baseline_rate:g} — no drop can be"
+            f" detected with 80% power (a two-sided 5% test): even a fall to 0 is too small an"
+            f" effect for {cases} cases; add cases (or trials)",
+            highlight=False,
         )
         return
     common.out.print(

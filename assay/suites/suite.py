@@ -155,9 +155,9 @@ class Suite(BaseModel):
     """A run passes only when scored cases / cases reaches this, before its pass rate counts."""
     trials: TrialsPolicy | None = None
     """Repeated trials per case: how many at least, and how they decide the case."""
-    non_inferiority_margin: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = (
-        None
-    )
+    non_inferiority_margin: (
+        Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False, strict=True)] | None
+    ) = None
     """δ: the gate passes only when the upper 95% bound of the pass-rate drop against the
     baseline is below δ (`insufficient_evidence` when it is not, and the run did not regress)."""
     defaults: list[ScorerSpec] = Field(default_factory=list)
