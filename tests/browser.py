@@ -45,8 +45,8 @@ class Rendered:
     """Console messages and uncaught errors, one line each."""
 
 
-def _run(page: Path, *flags: str, fragment: str = "") -> subprocess.CompletedProcess[str]:
-    url = page.as_uri() + (f"#{fragment}" if fragment else "")
+def _run(page: Path | str, *flags: str, fragment: str = "") -> subprocess.CompletedProcess[str]:
+    url = (page.as_uri() if isinstance(page, Path) else page) + (f"#{fragment}" if fragment else "")
     with tempfile.TemporaryDirectory(prefix="assay-chromium-") as profile:
         return subprocess.run(
             [require_chromium(), *HEADLESS_FLAGS, f"--user-data-dir={profile}", *flags, url],
@@ -57,9 +57,9 @@ def _run(page: Path, *flags: str, fragment: str = "") -> subprocess.CompletedPro
         )
 
 
-def render(page: Path, fragment: str = "") -> Rendered:
-    """Load `page` from its file:// URL (with `#fragment`) and return its DOM and console
-    lines."""
+def render(page: Path | str, fragment: str = "") -> Rendered:
+    """Load `page` from its file:// URL, or a URL (with `#fragment`), and return its DOM and
+    console lines."""
     done = _run(page, "--enable-logging=stderr", "--v=0", "--dump-dom", fragment=fragment)
     assert done.returncode == 0, done.stderr[-500:]
     return Rendered(dom=done.stdout, console=_CONSOLE.findall(done.stderr))

@@ -364,6 +364,9 @@ def test_service_serves_the_report_to_a_viewer_only(
         service.stop()
     assert served.status_code == 200, served.text[:300]
     assert served.headers["content-type"].startswith("text/html")
+    assert served.headers["x-content-type-options"] == "nosniff"
+    policy = served.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
     assert served.text == FileStore(store).get(report_key(v2)).decode()
     assert refused.status_code == 401
     assert refused.headers["content-type"].startswith("application/problem+json")
@@ -508,3 +511,40 @@ def test_no_chart_library_is_loaded_until_a_chart_is_drawn() -> None:
     matplotlib."""
     assert _loaded_after("assay.cli") == []
     assert not any(m.startswith("matplotlib") for m in _loaded_after("flows.gate, assay.api.app"))
+
+
+def test_a_report_served_under_its_content_security_policy_still_runs_its_script(
+    demo: tuple[Path, str, str],
+) -> None:
+    """The policy allows the page's one script by hash: served with it, the case table's
+    filter still counts the cases (a wrong hash would block the script)."""
+    import http.server
+    import threading
+
+    from assay.reports.page import CONTENT_SECURITY_POLICY
+    from tests.browser import render
+    from tests.servers import free_port
+
+    require_chromium()
+    store, _, v2 = demo
+    page = FileStore(store).get(report_key(v2))
+
+    class Served(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Served)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        shown = render(f"http://127.0.0.1:{server.server_address[1]}/report.html")
+    finally:
+        server.shutdown()
+    assert "cases shown" in shown.dom
+    assert not [line for line in shown.console if "Content Security Policy" in line]

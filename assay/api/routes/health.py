@@ -1,8 +1,13 @@
-"""`GET /healthz` (no token): whether the service, its store and the Prefect API answer."""
+"""`GET /healthz` (no token): whether the service, its store and the Prefect API answer.
+
+The store answers when it lists *and* takes a write: a full or read-only store still lists, and
+a service whose every write answers 503 is not healthy. The probe overwrites one tiny object,
+`HEALTH_PROBE`, holding no run data.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -13,10 +18,12 @@ from assay.api.auth import Store
 from assay.api.runner import prefect_answers
 
 router = APIRouter(tags=["health"])
+HEALTH_PROBE: Final = "healthz/probe"
 
 
 class Health(BaseModel):
-    """`ok` when the store and the Prefect API both answer, else `degraded` (HTTP 503)."""
+    """`ok` when the store (reads and writes) and the Prefect API both answer, else `degraded`
+    (HTTP 503)."""
 
     status: Literal["ok", "degraded"]
     store: bool
@@ -28,6 +35,7 @@ def _store_answers(store: Store) -> bool:
         # A listing, not a HEAD: S3 answers a HEAD in a missing bucket with a bare 404, which
         # reads as "no such object" from a store that cannot be used at all.
         next(iter(store.list("healthz/")), None)
+        store.put(HEALTH_PROBE, b"ok")
     except Exception:
         return False
     return True

@@ -11,6 +11,7 @@ from assay.api.problems import AUTHENTICATED, documented
 from assay.api.routes.runs import RunId
 from assay.errors import NotFoundError
 from assay.reports import report_key
+from assay.reports.page import CONTENT_SECURITY_POLICY
 from assay.store import EvidenceStore
 
 router = APIRouter(tags=["reports"], responses=AUTHENTICATED | documented(404))
@@ -31,5 +32,12 @@ def _report(store: EvidenceStore, run_id: str) -> str:
     responses={200: {"content": {"text/html": {}}, "description": "The self-contained page"}},
 )
 async def run_report_page(run_id: RunId, store: Store, _: Viewer) -> HTMLResponse:
-    """The run's report: one self-contained HTML page, no output text."""
-    return HTMLResponse(await run_in_threadpool(_report, store, run_id))
+    """The run's report: one self-contained HTML page, no output text; served with a content
+    security policy that lets it run its own script and nothing else."""
+    return HTMLResponse(
+        await run_in_threadpool(_report, store, run_id),
+        headers={
+            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
