@@ -12,6 +12,7 @@ from assay.api.auth import Operator, Store, Viewer
 from assay.api.inputs import subject_param
 from assay.api.problems import AUTHENTICATED, documented
 from assay.errors import NotFoundError
+from assay.identifiers import Identifier
 from assay.runs import baselines
 from assay.runs.baselines import PinRecord
 from assay.store import EvidenceStore
@@ -26,7 +27,7 @@ class PinRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = Field(min_length=1)
+    run_id: Identifier = Field(min_length=1)
 
 
 class Pinned(BaseModel):
@@ -37,9 +38,9 @@ class Pinned(BaseModel):
     pinned: str | None
 
 
-SuiteQuery = Annotated[str, Query(description="Suite name.")]
+SuiteQuery = Annotated[Identifier, Query(description="Suite name.")]
 SubjectQuery = Annotated[str, Query(description="KIND:ID")]
-VariantQuery = Annotated[str | None, Query(description="Subject variant.")]
+VariantQuery = Annotated[Identifier | None, Query(description="Subject variant.")]
 
 
 def _subject(store: EvidenceStore, suite: str, subject: str, variant: str | None) -> Subject:

@@ -26,6 +26,7 @@ from assay.gate.overrides import (
     OverrideRecord,
     request_override,
 )
+from assay.identifiers import Identifier
 
 router = APIRouter(tags=["overrides"], responses=documented(413))
 
@@ -35,7 +36,7 @@ class OverrideRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = Field(min_length=1)
+    run_id: Identifier = Field(min_length=1)
     reason: str = Field(
         max_length=MAX_REASON,
         description=f"{MIN_REASON} to {MAX_REASON} characters; kept in the audit.",
