@@ -14,6 +14,12 @@ SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 _ADDRESS_FORM = "a Dask scheduler address is [SCHEME://]HOST:PORT (e.g. tcp://10.0.0.5:8786)"
 
 
+def _installed(module: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(module) is not None
+
+
 def check_reference(address: str) -> str:
     """`address` when it can name a Dask cluster (`block:NAME` or a scheduler address); else
     an InputError, before any connection is tried (Dask itself waits out its connect timeout
@@ -29,6 +35,12 @@ def check_reference(address: str) -> str:
         raise InputError(address, f"{_ADDRESS_FORM}, or block:NAME")
     if not 0 < int(port) < 65536:
         raise InputError(address, f"port {port} is not a TCP port (1-65535)")
+    if scheme == "ucx" and not any(map(_installed, ("ucp", "distributed_ucxx"))):
+        raise InputError(
+            address,
+            "ucx:// needs UCX-Py (the `ucx-py` or `distributed-ucxx` package), which is not"
+            " installed here; use tcp://",
+        )
     if scheme == "tls":
         import dask.config
 

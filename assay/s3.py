@@ -19,6 +19,7 @@ from botocore.exceptions import (
     ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    EndpointResolutionError,
     IncompleteReadError,
     NoCredentialsError,
     ParamValidationError,
@@ -214,6 +215,11 @@ def unusable(exc: BaseException, operation: str, where: str) -> AssayError | Non
             f"S3 {operation} on {where} failed: no AWS credentials found (set "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
         )
+    if isinstance(exc, EndpointResolutionError):  # `ftp://…`, a port past 65535
+        return StoreUnavailableError(
+            f"S3 {operation} on {where} failed: the endpoint is not a valid URL (expected"
+            " http[s]://HOST[:PORT]; check AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3)"
+        )
     if isinstance(exc, ParamValidationError):  # e.g. an invalid bucket name, checked locally
         problem = " ".join(str(exc).split())[:_PROBLEM_CHARS]
         return InputError(where, problem)
@@ -225,7 +231,12 @@ def call_s3(operation: str, where: str, action: Callable[[], T]) -> T:
     one-line errors (`unusable`); other errors propagate unchanged."""
     try:
         return retrying(operation, where)(action)
-    except (ClientError, NoCredentialsError, ParamValidationError) as exc:
+    except (
+        ClientError,
+        NoCredentialsError,
+        ParamValidationError,
+        EndpointResolutionError,
+    ) as exc:
         error = unusable(exc, operation, where)
         if error is None:
             raise
