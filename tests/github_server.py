@@ -6,6 +6,11 @@ memory and records every request, so tests can see what was sent, with which `Au
 header, and how many pages were read. A request without the expected bearer token is 401
 ("Bad credentials"), a token named in `read_only_tokens` is 403, an unknown repository or pull
 request is 404, as GitHub answers.
+
+It can also misbehave as a broken or hostile API would: answer the next requests of a method with
+scripted answers (`scripted`: a 429 with `Retry-After`, a 502 after the write took effect, a 200
+of the wrong shape), point its `next` links at another origin (`next_link_origin`), or paginate
+forever (`endless_listing`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,18 @@ class Recorded:
 
 
 @dataclass
+class Answer:
+    """A scripted answer, sent instead of the fake's own. `payload` is sent as JSON, or as it is
+    when bytes; with `after_taking_effect` the request does what it asks first (a comment created
+    or updated), as when GitHub fails after the write."""
+
+    status: int
+    payload: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    after_taking_effect: bool = False
+
+
+@dataclass
 class FakeGitHub:
     """The fake's state: comments per (repository, issue), and every request received."""
 
@@ -49,6 +66,13 @@ class FakeGitHub:
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     read_only_tokens: set[str] = field(default_factory=set)
+    scripted: dict[str, list[Answer]] = field(default_factory=dict)
+    """Answers to the next requests of a method ("GET", "POST", "PATCH"), in order, sent instead
+    of the fake's own."""
+    next_link_origin: str = ""
+    """The origin the listing's `next` links point at (default: the fake's own)."""
+    endless_listing: bool = False
+    """Every listing page links a next one, forever."""
     _next_id: int = 1000
 
     def add_comment(self, repository: str, issue: int, body: str, user: str = "someone") -> int:
@@ -80,12 +104,12 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _answer(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+        def _answer(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
+            for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
@@ -99,50 +123,62 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             state.requests.append(
                 Recorded(self.command, parts.path, parse_qs(parts.query), auth, body)
             )
+            pending = state.scripted.get(self.command)
+            scripted = pending.pop(0) if pending else None
+            if scripted is not None and not scripted.after_taking_effect:
+                self._answer(scripted.status, scripted.payload, scripted.headers)
+                return
+            status, payload, headers = self._own_answer(parts.path, parts.query, auth, body)
+            if scripted is not None:
+                status, payload, headers = scripted.status, scripted.payload, scripted.headers
+            self._answer(status, payload, headers)
+
+        def _own_answer(
+            self, path: str, query: str, auth: str | None, body: Any
+        ) -> tuple[int, Any, dict[str, str]]:
             token = (auth or "").removeprefix("Bearer ")
             if (
                 not auth
                 or not auth.startswith("Bearer ")
                 or token not in {TOKEN, *state.read_only_tokens}
             ):
-                self._answer(401, {"message": "Bad credentials"})
-                return
-            if listing := _LIST.fullmatch(parts.path):
+                return 401, {"message": "Bad credentials"}, {}
+            if listing := _LIST.fullmatch(path):
                 key = (listing.group(1), int(listing.group(2)))
                 if key not in state.comments:
-                    self._answer(404, {"message": "Not Found"})
-                elif self.command == "GET":
-                    self._list(key, parse_qs(parts.query), parts.path)
-                elif self.command == "POST" and token in state.read_only_tokens:
-                    self._answer(403, {"message": "Resource not accessible by integration"})
-                elif self.command == "POST":
+                    return 404, {"message": "Not Found"}, {}
+                if self.command == "GET":
+                    return self._list(key, parse_qs(query), path)
+                if self.command == "POST" and token in state.read_only_tokens:
+                    return 403, {"message": "Resource not accessible by integration"}, {}
+                if self.command == "POST":
                     comment_id = state.add_comment(key[0], key[1], body["body"], user="assay-bot")
-                    self._answer(201, state.find(comment_id))
-                else:
-                    self._answer(405, {"message": "Method Not Allowed"})
-            elif (one := _ONE.fullmatch(parts.path)) and self.command == "PATCH":
+                    return 201, state.find(comment_id), {}
+                return 405, {"message": "Method Not Allowed"}, {}
+            if (one := _ONE.fullmatch(path)) and self.command == "PATCH":
                 comment = state.find(int(one.group(2)))
                 if comment is None:
-                    self._answer(404, {"message": "Not Found"})
-                elif token in state.read_only_tokens:
-                    self._answer(403, {"message": "Resource not accessible by integration"})
-                else:
-                    comment["body"] = body["body"]
-                    self._answer(200, comment)
-            else:
-                self._answer(404, {"message": "Not Found"})
+                    return 404, {"message": "Not Found"}, {}
+                if token in state.read_only_tokens:
+                    return 403, {"message": "Resource not accessible by integration"}, {}
+                comment["body"] = body["body"]
+                return 200, comment, {}
+            return 404, {"message": "Not Found"}, {}
 
-        def _list(self, key: tuple[str, int], query: dict[str, list[str]], path: str) -> None:
+        def _list(
+            self, key: tuple[str, int], query: dict[str, list[str]], path: str
+        ) -> tuple[int, Any, dict[str, str]]:
             per_page = min(int(query.get("per_page", ["30"])[0]), 100)
             page = int(query.get("page", ["1"])[0])
             listed = state.comments[key]
             items = listed[(page - 1) * per_page : page * per_page]
             headers = {}
-            if page * per_page < len(listed):
+            if state.endless_listing or page * per_page < len(listed):
+                origin = state.next_link_origin or state.url
                 headers["Link"] = (
-                    f'<{state.url}{path}?per_page={per_page}&page={page + 1}>; rel="next"'
+                    f'<{origin}{path}?per_page={per_page}&page={page + 1}>; rel="next"'
                 )
-            self._answer(200, items, headers)
+            return 200, items, headers
 
         do_GET = do_POST = do_PATCH = _handle
 

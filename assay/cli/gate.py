@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
+from rich.text import Text
 
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
@@ -94,6 +95,25 @@ def _check(
     raise typer.Exit(_exit_code(check.effective, allow_insufficient))
 
 
+def _write_comment(path: Path, report: GateReport, report_url: str | None) -> None:
+    """Write the pull-request comment; one that cannot be written is a warning on stderr, never
+    the gate's exit code, which stays its verdict's."""
+    from assay.gate.comment import gate_comment
+
+    try:
+        path.write_text(gate_comment(report, report_url), encoding="utf-8")
+    except OSError as exc:
+        common.err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" cannot write the pull-request comment to {path} "
+                f"({exc.strerror or type(exc).__name__}); the exit code is the gate's verdict",
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _gate_answer(
     report: GateReport,
     decision: GateDecision | GateReport,
@@ -105,9 +125,7 @@ def _gate_answer(
     """A gate's answer, whether it ran here or in the service: the pull-request comment (with
     `--comment`), the report or its JSON, and the exit code of its verdict."""
     if comment is not None:
-        from assay.gate.comment import gate_comment
-
-        comment.write_text(gate_comment(report, report_url), encoding="utf-8")
+        _write_comment(comment, report, report_url)
     if as_json:
         common.print_json(report.model_dump(mode="json"))
     else:
@@ -136,7 +154,8 @@ def gate_command(
         Path | None,
         typer.Option(
             "--comment",
-            help="Write the pull-request comment (markdown) here; `assay github comment` posts it.",
+            help="Write the pull-request comment (markdown) here; `assay github comment` posts "
+            "it. A path that cannot be written is a warning, never the exit code.",
         ),
     ] = None,
     report_url: Annotated[

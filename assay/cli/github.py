@@ -1,7 +1,9 @@
 """`assay github comment`: post the gate's pull-request comment, or update it in place.
 
-Exit codes: 0 posted or updated; 2 usage errors and every refusal (401, 403, 404, unreachable
-API, a file without the gate marker), in one line.
+Exit codes: 0 posted or updated; 2 usage errors and every refusal, in one line: 401, 403, 404,
+a 2xx answer of the wrong shape, a listing that goes on past its page bound or links a page on
+another origin, a 429 or 5xx still there after the retries, an unreachable API, a file without
+the gate marker. The gate's own exit code never depends on the comment (docs/ci.md).
 """
 
 from __future__ import annotations
