@@ -2,28 +2,35 @@
 parsing by hand.
 
     from assay.client import AssayClient
-    client = AssayClient()                      # ASSAY_URL, ASSAY_TOKEN
+    client = AssayClient()                      # ASSAY_URL, ASSAY_TOKEN, ASSAY_TIMEOUT
     result = client.run("support-bot", outputs=rows, subject="agent:support-bot@v2")
     accepted = client.run("support-bot", outputs=rows, subject="agent:bot@v3", wait=False)
     for event in client.events(accepted.run_id):   # follows it live, reconnecting
         ...
 
 Every error the service answers raises `AssayAPIError` with `.status` and `.problem` (the RFC
-9457 body); a service that cannot be reached raises it with `status` None. Importing this module
-imports neither Prefect nor the service's own modules (their models are imported when a call
-returns one), so a CI job needs only httpx and the URL.
+9457 body); so, with `status` None, does a service that cannot be reached, one that does not
+answer within the timeout, and an answer that is not Assay's (a proxy's login page, another
+server on that port). Importing this module imports neither Prefect nor the service's own
+modules (their models are imported when a call returns one), so a CI job needs only httpx and
+the URL.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import httpx
+
+from assay.errors import shown
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -33,17 +40,28 @@ if TYPE_CHECKING:
     from assay.runs.cases import CaseResult
     from assay.runs.records import EvalResult, RunState
 
-DEFAULT_TIMEOUT_SECONDS: Final = 600.0
-"""A waited-for run answers when it ends; `wait=False` and `events` need no long timeout."""
+DEFAULT_TIMEOUT_SECONDS: Final = 60.0
+"""How long the client waits for any read — an answer, or the next bytes of an event stream —
+unless `timeout` or `$ASSAY_TIMEOUT` says otherwise: above the store's own 30 s deadline, so a
+store that does not answer is the service's 503 rather than a client that gave up first."""
+TIMEOUT_ENV: Final = "ASSAY_TIMEOUT"
+WAIT_TIMEOUT_SECONDS: Final = 600.0
+"""How long a waited-for run (`run` or `gate` with `wait=True`) may take: the service answers
+when the run ends. A longer run: `wait=False`, then `events`."""
 RECONNECTS: Final = 5
-"""How often `events` reconnects (with `Last-Event-ID`) after a dropped stream, in a row."""
+"""How often in a row `events` resumes (with `Last-Event-ID`) a stream that dropped, sent
+nothing for `timeout` or ended without a summary, before it gives up."""
 PREFER_ASYNC: Final = {"Prefer": "respond-async"}
-Submitted = TypeVar("Submitted", bound="BaseModel")
+JSON_TYPES: Final = ("application/json", "application/problem+json")
+EVENT_STREAM: Final = "text/event-stream"
+TITLE: Final = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+Model = TypeVar("Model", bound="BaseModel")
 
 
 class AssayAPIError(Exception):
-    """An error answer of the service (`status`, and the problem+json body as `problem`), or a
-    service that could not be reached (`status` None)."""
+    """An error answer of the service (`status`, and the problem+json body as `problem`); or,
+    with `status` None, a service that could not be reached, that did not answer in time, or an
+    answer that was not Assay's (`problem` then has a `title` and a one-line `detail`)."""
 
     def __init__(self, status: int | None, problem: Mapping[str, Any]) -> None:
         self.status = status
@@ -56,14 +74,142 @@ class AssayAPIError(Exception):
         return str(self.problem.get("detail") or self.problem.get("title") or "error")
 
 
-def _problem_of(response: httpx.Response) -> dict[str, Any]:
+def _not_assay(what: str) -> AssayAPIError:
+    return AssayAPIError(
+        None, {"title": "not an Assay answer", "detail": f"not an Assay answer: {what}"}
+    )
+
+
+def validated(model: type[Model], body: Any, source: str) -> Model:
+    """`body` as `model`; else AssayAPIError naming `source` (what answered it: `METHOD URL
+    answered …`), the model and the first field that did not fit — never a value from the
+    body."""
+    from pydantic import ValidationError
+
     try:
-        body = response.json()
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"])
+        at = f"{shown(field, 60)}: " if field else ""
+        raise _not_assay(
+            f"{source}, not the {model.__name__} expected ({at}{first['type']})"
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """Assay's JSON answer to one request, and `source`, what answered it (`METHOD URL answered
+    HTTP STATUS TYPE`) for an error that says so."""
+
+    status: int
+    body: Any
+    source: str
+
+    def expect(self, valid: Callable[[Any], bool], expected: str) -> Any:
+        """The body, if `valid`; else AssayAPIError (an answer of another shape)."""
+        if not valid(self.body):
+            raise _not_assay(f"{self.source}, not {expected}")
+        return self.body
+
+    def model(self, model: type[Model]) -> Model:
+        return validated(model, self.body, self.source)
+
+
+def _media_type(response: httpx.Response) -> str:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.partition(";")[0].strip().lower()
+
+
+def _source(response: httpx.Response) -> str:
+    """`METHOD URL answered HTTP STATUS TYPE` (the URL without its query)."""
+    url = response.request.url
+    where = f"{url.scheme}://{url.netloc.decode('ascii')}{url.path}"
+    kind = _media_type(response) or "without a content type"
+    return f"{response.request.method} {where} answered HTTP {response.status_code} {kind}"
+
+
+def _hint(content: bytes) -> str:
+    """What a page that is not Assay's answer calls itself (its `<title>`, clamped and escaped,
+    as a login or error page names the proxy or server): never more of the body."""
+    found = TITLE.search(content[:4096])
+    title = " ".join(found.group(1).decode("utf-8", "replace").split()) if found else ""
+    return f" (page title {shown(title, 40)})" if title else ""
+
+
+def _answer(response: httpx.Response, content: bytes) -> _Answer:
+    """The JSON `content` of `response`; AssayAPIError when it is not JSON (by its content type
+    or its text): what answered was not Assay."""
+    source = _source(response)
+    if _media_type(response) not in JSON_TYPES:
+        raise _not_assay(source + _hint(content))
+    try:
+        body = json.loads(content)
     except ValueError:
-        body = None
-    if isinstance(body, dict):
-        return body
-    return {"status": response.status_code, "title": response.reason_phrase, "detail": ""}
+        raise _not_assay(f"{source} that does not parse as JSON") from None
+    return _Answer(response.status_code, body, source)
+
+
+def _object(body: Any) -> bool:
+    return isinstance(body, dict)
+
+
+def _list(body: Any) -> bool:
+    return isinstance(body, list)
+
+
+def _page(body: Any) -> bool:
+    return (
+        isinstance(body, dict)
+        and isinstance(body.get("items"), list)
+        and all(isinstance(item, dict) for item in body["items"])
+        and "next_cursor" in body
+        and isinstance(body["next_cursor"], str | None)
+    )
+
+
+def _published(body: Any) -> bool:
+    return isinstance(body, dict) and {"suite", "version"} <= body.keys()
+
+
+def _health(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("status") in ("ok", "degraded")
+
+
+def _service_url(url: str) -> str:
+    """`url` without a trailing slash; ValueError, one line, unless it is an http(s) URL with
+    a host and a valid port."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        reason = str(exc)
+    else:
+        if parsed.scheme not in ("http", "https"):
+            reason = "not http:// or https://"
+        elif not parsed.host:
+            reason = "no host"
+        elif parsed.port is not None and not 0 < parsed.port < 65536:
+            reason = f"port {parsed.port} is out of range"
+        else:
+            return url.rstrip("/")
+    raise ValueError(f"invalid service URL {shown(url)}: {reason}; expected http(s)://HOST[:PORT]")
+
+
+def _timeout(seconds: float | None) -> float:
+    """`seconds`, else `$ASSAY_TIMEOUT`, else the default; ValueError, one line, for an
+    `$ASSAY_TIMEOUT` that is not a number of seconds above 0."""
+    if seconds is not None:
+        return seconds
+    text = os.environ.get(TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_TIMEOUT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds above 0, not {shown(text)}")
+    return seconds
 
 
 def _tls(url: str) -> ssl.SSLContext | bool:
@@ -75,25 +221,36 @@ def _tls(url: str) -> ssl.SSLContext | bool:
 
 class AssayClient:
     """A synchronous client of one Assay service (`url`, default `$ASSAY_URL`) with a bearer
-    token (`token`, default `$ASSAY_TOKEN`)."""
+    token (`token`, default `$ASSAY_TOKEN`).
+
+    `timeout` (default `$ASSAY_TIMEOUT`, else 60 s) bounds connecting, sending and every read:
+    each answer, and on an event stream the wait for its next bytes. The one answer it cannot
+    bound is a waited-for run's, which comes when the run ends: that is bounded by
+    `wait_timeout`, and asked only of a service that has answered this client (else its
+    `/healthz` first, within `timeout`), so a service that never answers is given up on
+    after `timeout` whatever the call."""
 
     def __init__(
         self,
         url: str | None = None,
         token: str | None = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        timeout: float | None = None,
+        wait_timeout: float = WAIT_TIMEOUT_SECONDS,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         base = url or os.environ.get("ASSAY_URL")
         if not base:
             raise ValueError("no service URL: pass url= or set ASSAY_URL")
         token = token or os.environ.get("ASSAY_TOKEN")
-        self.url = base.rstrip("/")
+        self.url = _service_url(base)
+        self.timeout = _timeout(timeout)
+        self.wait_timeout = wait_timeout
+        self._answered = False
         self._http = httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token}"} if token else {},
-            timeout=timeout,
+            timeout=self.timeout,
             transport=transport,
             verify=_tls(self.url),
         )
@@ -108,44 +265,64 @@ class AssayClient:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise AssayAPIError(
-                None, {"title": "unreachable", "detail": f"cannot reach {self.url}: {exc}"}
-            ) from None
-        if response.is_error:
-            raise AssayAPIError(response.status_code, _problem_of(response))
-        return response
+    def _unanswered(self, method: str, path: str, exc: httpx.RequestError, seconds: float) -> str:
+        """What went wrong when no answer came (`seconds`: the read timeout)."""
+        if isinstance(exc, httpx.ReadTimeout):
+            return f"no answer from {self.url} within {seconds:g} s ({method} {path})"
+        if isinstance(exc, httpx.TimeoutException):
+            return f"no answer from {self.url} within {self.timeout:g} s ({method} {path})"
+        return f"cannot reach {self.url}: {exc}"
 
-    def _pages(self, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    def _checked(self, response: httpx.Response, content: bytes) -> _Answer:
+        """Assay's JSON answer in `response`; AssayAPIError for an error answer (its problem)
+        or an answer that is not Assay's."""
+        answer = _answer(response, content)
+        self._answered = True
+        if response.is_error:
+            raise AssayAPIError(response.status_code, answer.expect(_object, "a problem"))
+        return answer
+
+    def _request(self, method: str, path: str, *, waited: bool = False, **kwargs: Any) -> _Answer:
+        """Send one request; `waited`: a waited-for run, whose answer may take `wait_timeout`."""
+        read = self.wait_timeout if waited else self.timeout
+        try:
+            response = self._http.request(
+                method, path, timeout=httpx.Timeout(self.timeout, read=read), **kwargs
+            )
+        except httpx.RequestError as exc:
+            detail = self._unanswered(method, path, exc, read)
+            raise AssayAPIError(None, {"title": "unreachable", "detail": detail}) from None
+        return self._checked(response, response.content)
+
+    def _pages(self, path: str, params: Mapping[str, Any]) -> Iterator[_Answer]:
         query = {name: value for name, value in params.items() if value is not None}
         while True:
-            page = self._request("GET", path, params=query).json()
-            yield from page["items"]
-            if page["next_cursor"] is None:
+            page = self._request("GET", path, params=query)
+            body = page.expect(_page, "a page of items")
+            yield page
+            if body["next_cursor"] is None:
                 return
-            query["cursor"] = page["next_cursor"]
+            query["cursor"] = body["next_cursor"]
 
     # Suites
 
     def publish_suite(self, document: Mapping[str, Any]) -> dict[str, Any]:
         """Publish a suite document: `{suite, version, content_hash, published_at, cases,
         created}` (`created` False when identical to the latest version)."""
-        response = self._request("POST", "/suites", json=dict(document))
-        published: dict[str, Any] = response.json()
+        answer = self._request("POST", "/suites", json=dict(document))
+        published: dict[str, Any] = answer.expect(_published, "a published suite")
         return published
 
     # Runs
 
     def _submit(
-        self, path: str, answer: Callable[[], type[Submitted]], fields: Mapping[str, Any]
-    ) -> Submitted | RunState:
+        self, path: str, answer: Callable[[], type[Model]], fields: Mapping[str, Any]
+    ) -> Model | RunState:
         """POST a run request (`fields`: a method's arguments — the body's fields, `wait` and
         `idempotency_key`): the route's answer as the model `answer()` gives, or the accepted
         run when not waited for. The model is imported once the answer is in: a caller may load
-        it meanwhile (the command line does)."""
+        it meanwhile (the command line does). A waited-for run is asked only of a service that
+        has answered this client: else its `/healthz` first (HTTP 503, degraded, is an answer)."""
         body = {
             name: value
             for name, value in fields.items()
@@ -154,14 +331,21 @@ class AssayClient:
         if body.get("outputs") is not None:
             body["outputs"] = [dict(row) for row in body["outputs"]]
         key = fields["idempotency_key"]
+        waited = fields["wait"]
         headers = {
-            **({} if fields["wait"] else PREFER_ASYNC),
+            **({} if waited else PREFER_ASYNC),
             **({"Idempotency-Key": key} if key else {}),
         }
-        response = self._request("POST", path, json=body, headers=headers)
-        if response.status_code == 202:
-            return _run_state(response.json())
-        return answer().model_validate(response.json())
+        if waited and not self._answered:
+            try:
+                self._request("GET", "/healthz").expect(_health, "Assay's health")
+            except AssayAPIError as exc:
+                if exc.status != 503:
+                    raise
+        answered = self._request("POST", path, json=body, headers=headers, waited=waited)
+        if answered.status == 202:
+            return answered.model(_run_state())
+        return answered.model(answer())
 
     def run(
         self,
@@ -205,65 +389,76 @@ class AssayClient:
         """A gate run's recorded and effective verdict (after governed overrides)."""
         from assay.gate.overrides import GateCheck
 
-        return GateCheck.model_validate(self._request("GET", f"/gates/{run_id}").json())
+        return self._request("GET", f"/gates/{run_id}").model(GateCheck)
 
     def answer(self, path: str) -> Any:
         """The JSON the service answers to `GET path`, as sent: nothing is parsed into Assay's
         models, whose import costs a short-lived client more than the call (the command line's
         `--json` in client mode prints it)."""
-        return self._request("GET", path).json()
+        return self._request("GET", path).body
 
     def result(self, run_id: str) -> EvalResult | RunState:
         """A run's EvalResult once completed, else its state (queued or running)."""
-        response = self._request("GET", f"/runs/{run_id}")
-        if response.status_code == 202:
-            return _run_state(response.json())
-        from assay.runs.records import EvalResult
-
-        return EvalResult.model_validate(response.json())
+        answer = self._request("GET", f"/runs/{run_id}")
+        return answer.model(_run_state() if answer.status == 202 else _eval_result())
 
     def runs(self, suite: str | None = None, subject: str | None = None) -> list[dict[str, Any]]:
         """Recorded runs (their aggregates), newest first."""
-        return list(self._pages("/runs", {"suite": suite, "subject": subject}))
+        pages = self._pages("/runs", {"suite": suite, "subject": subject})
+        return [run for page in pages for run in page.body["items"]]
 
     def cases(self, run_id: str, status: str | None = None) -> list[CaseResult]:
         """Each case of a completed run (`status`: passed, failed, skipped or error)."""
         from assay.runs.cases import CaseResult
 
         pages = self._pages(f"/runs/{run_id}/cases", {"status": status, "limit": 500})
-        return [CaseResult.model_validate(item) for item in pages]
+        return [
+            validated(CaseResult, item, page.source)
+            for page in pages
+            for item in page.body["items"]
+        ]
 
     def events(self, run_id: str, last_event_id: str | None = None) -> Iterator[dict[str, Any]]:
         """The run's Server-Sent Events as `{"event", "id", "data"}` (`data` parsed JSON):
-        `case`, `progress`, then `summary` (or `error`), following a live run; a dropped
-        stream is resumed with `Last-Event-ID`, so each case comes once."""
+        `case`, `progress`, then `summary` (or `error`), following a live run. A stream that
+        drops, sends nothing for `timeout` or ends without a summary is resumed with
+        `Last-Event-ID` (so each case comes once), up to `RECONNECTS` times in a row; a first
+        connection that fails raises at once, as any other call."""
+        path = f"/runs/{run_id}/events"
         last = last_event_id
-        failures = 0
+        opened = False
+        reconnects = 0
         while True:
             headers = {"Last-Event-ID": last} if last is not None else {}
             try:
-                with self._http.stream(
-                    "GET", f"/runs/{run_id}/events", headers=headers, timeout=None
-                ) as response:
-                    if response.is_error:
-                        response.read()
-                        raise AssayAPIError(response.status_code, _problem_of(response))
-                    for event in _sse(response.iter_lines()):
-                        failures = 0
+                with self._http.stream("GET", path, headers=headers) as response:
+                    self._opened(response)
+                    opened = True
+                    for event in _sse(response.iter_lines(), _source(response)):
+                        reconnects = 0
                         if event["id"] is not None:
                             last = event["id"]
                         yield event
                         if event["event"] in ("summary", "error"):
                             return
-            except httpx.TransportError as exc:
-                failures += 1
-                if failures > RECONNECTS:
-                    raise AssayAPIError(
-                        None, {"title": "unreachable", "detail": f"event stream lost: {exc}"}
-                    ) from None
-                time.sleep(min(2.0, 0.2 * 2**failures))
-                continue
-            return  # the service closed the stream without a summary: nothing more will come
+                lost = f"{self.url}{path} ended without a summary"
+            except httpx.RequestError as exc:
+                lost = self._unanswered("GET", path, exc, self.timeout)
+                if not opened:
+                    raise AssayAPIError(None, {"title": "unreachable", "detail": lost}) from None
+            if reconnects == RECONNECTS:
+                lost = f"event stream lost after {RECONNECTS} reconnects: {lost}"
+                raise AssayAPIError(None, {"title": "event stream lost", "detail": lost})
+            reconnects += 1
+            time.sleep(min(2.0, 0.2 * 2**reconnects))
+
+    def _opened(self, response: httpx.Response) -> None:
+        """Return if `response` opened an event stream; else raise AssayAPIError: the service's
+        problem, or an answer that is not Assay's."""
+        if response.is_success and _media_type(response) == EVENT_STREAM:
+            return
+        answer = self._checked(response, response.read())
+        raise _not_assay(f"{answer.source}, not an event stream")
 
     # Baselines, scorecards, findings
 
@@ -271,12 +466,14 @@ class AssayClient:
         """The pinned baseline of a suite and subject: `{suite, subject, pinned}`."""
         params = {"suite": suite, "subject": subject, "variant": variant}
         query = {name: value for name, value in params.items() if value is not None}
-        pinned: dict[str, Any] = self._request("GET", "/baselines", params=query).json()
+        answer = self._request("GET", "/baselines", params=query)
+        pinned: dict[str, Any] = answer.expect(_object, "a JSON object")
         return pinned
 
     def pin_baseline(self, run_id: str) -> dict[str, Any]:
         """Pin a run as the baseline of its suite and subject."""
-        pinned: dict[str, Any] = self._request("POST", "/baselines", json={"run_id": run_id}).json()
+        answer = self._request("POST", "/baselines", json={"run_id": run_id})
+        pinned: dict[str, Any] = answer.expect(_object, "a JSON object")
         return pinned
 
     def scorecards(
@@ -285,7 +482,8 @@ class AssayClient:
         """Scorecard rows (as `assay scorecard --json`)."""
         params = {"subject": subject, "suite": suite, "last": last, "format": "json"}
         query = {name: value for name, value in params.items() if value is not None}
-        rows: list[dict[str, Any]] = self._request("GET", "/scorecards", params=query).json()
+        answer = self._request("GET", "/scorecards", params=query)
+        rows: list[dict[str, Any]] = answer.expect(_list, "a JSON list")
         return rows
 
     def findings(
@@ -297,7 +495,9 @@ class AssayClient:
     ) -> list[dict[str, Any]]:
         """Findings, newest first."""
         params = {"suite": suite, "subject": subject, "kind": kind, "since": since}
-        return list(self._pages("/findings", params))
+        return [
+            finding for page in self._pages("/findings", params) for finding in page.body["items"]
+        ]
 
 
 def _eval_result() -> type[EvalResult]:
@@ -312,15 +512,15 @@ def _gate_report() -> type[GateReport]:
     return GateReport
 
 
-def _run_state(body: Any) -> RunState:
+def _run_state() -> type[RunState]:
     from assay.runs.records import RunState
 
-    return RunState.model_validate(body)
+    return RunState
 
 
-def _sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+def _sse(lines: Iterator[str], source: str) -> Iterator[dict[str, Any]]:
     """Server-Sent Events from a stream's lines (the subset the service sends: `event`, `id`,
-    one `data` line)."""
+    one `data` line); AssayAPIError for data that is not JSON (`source`: what answered)."""
     event: dict[str, Any] = {"event": "message", "id": None, "data": None}
     for line in lines:
         if not line:
@@ -335,4 +535,7 @@ def _sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         elif name == "id":
             event["id"] = value
         elif name == "data":
-            event["data"] = json.loads(value)
+            try:
+                event["data"] = json.loads(value)
+            except ValueError:
+                raise _not_assay(f"{source}, with event data that does not parse as JSON") from None

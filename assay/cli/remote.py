@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from assay import schemes
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
-from assay.client import AssayAPIError, AssayClient
+from assay.client import AssayAPIError, AssayClient, validated
 from assay.preload import preload
 
 if TYPE_CHECKING:
@@ -62,6 +62,11 @@ def called(action: Callable[[], T], *, answer_models: bool = False) -> T:
     except AssayAPIError as exc:
         where = f"HTTP {exc.status}: " if exc.status is not None else ""
         common.fail(f"{where}{exc.detail}")
+
+
+def _client(url: str) -> AssayClient:
+    """A client of the service at `url`: a malformed URL (or `$ASSAY_TIMEOUT`) is one line."""
+    return common.guarded(lambda: AssayClient(url))
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -141,7 +146,7 @@ def run(
 ) -> EvalResult:
     """`assay run` through the service: the EvalResult (`options`: `baseline`, `judge_block`,
     `fresh_judge`, as `AssayClient.run` takes them)."""
-    with AssayClient(url) as client:
+    with _client(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
         result = called(lambda: client.run(**submission, **options), answer_models=True)
     from assay.runs.records import EvalResult  # loaded while the service ran (`called`)
@@ -160,7 +165,7 @@ def gate(
     **options: Any,
 ) -> GateReport:
     """`assay gate` through the service: the gate report (`options` as `AssayClient.gate`)."""
-    with AssayClient(url) as client:
+    with _client(url) as client:
         submission = _submission(client, suite, outputs, subject, sample, seed)
         report = called(lambda: client.gate(**submission, **options), answer_models=True)
     from assay.gate.decision import GateReport  # loaded while the service ran (`called`)
@@ -171,13 +176,13 @@ def gate(
 
 def result_or_state(url: str, run_id: str) -> EvalResult | RunState:
     """`assay runs show` through the service."""
-    with AssayClient(url) as service:
+    with _client(url) as service:
         return called(lambda: service.result(run_id), answer_models=True)
 
 
 def answer(url: str, path: str) -> Any:
     """The service's JSON answer to `GET path`, as sent (what `--json` prints)."""
-    with AssayClient(url) as service:
+    with _client(url) as service:
         return called(lambda: service.answer(path))
 
 
@@ -185,17 +190,19 @@ def runs(url: str) -> list[RunAggregate]:
     """`assay runs list` through the service."""
     from assay.runs.records import RunAggregate
 
-    with AssayClient(url) as service:
-        return [RunAggregate.model_validate(run) for run in called(service.runs)]
+    with _client(url) as service:
+        listed = called(service.runs)
+        source = f"GET {service.url}/runs answered a run"
+        return called(lambda: [validated(RunAggregate, run, source) for run in listed])
 
 
 def cases(url: str, run_id: str, status: CaseFilter | None) -> list[CaseResult]:
     """`assay runs cases` through the service."""
-    with AssayClient(url) as service:
+    with _client(url) as service:
         return called(lambda: service.cases(run_id, status))
 
 
 def gate_check(url: str, run_id: str) -> GateCheck:
     """`assay gate --check` through the service."""
-    with AssayClient(url) as service:
+    with _client(url) as service:
         return called(lambda: service.gate_check(run_id))
