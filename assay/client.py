@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import quote
 
 import httpx
 
@@ -219,6 +220,12 @@ def _tls(url: str) -> ssl.SSLContext | bool:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if url.startswith("http://") else True
 
 
+def _segment(value: str) -> str:
+    """`value` as one path segment: `../suites` or a newline stays inside it, never a path of
+    its own or a request httpx refuses."""
+    return quote(value, safe="")
+
+
 class AssayClient:
     """A synchronous client of one Assay service (`url`, default `$ASSAY_URL`) with a bearer
     token (`token`, default `$ASSAY_TOKEN`).
@@ -389,7 +396,7 @@ class AssayClient:
         """A gate run's recorded and effective verdict (after governed overrides)."""
         from assay.gate.overrides import GateCheck
 
-        return self._request("GET", f"/gates/{run_id}").model(GateCheck)
+        return self._request("GET", f"/gates/{_segment(run_id)}").model(GateCheck)
 
     def answer(self, path: str) -> Any:
         """The JSON the service answers to `GET path`, as sent: nothing is parsed into Assay's
@@ -399,7 +406,7 @@ class AssayClient:
 
     def result(self, run_id: str) -> EvalResult | RunState:
         """A run's EvalResult once completed, else its state (queued or running)."""
-        answer = self._request("GET", f"/runs/{run_id}")
+        answer = self._request("GET", f"/runs/{_segment(run_id)}")
         return answer.model(_run_state() if answer.status == 202 else _eval_result())
 
     def runs(self, suite: str | None = None, subject: str | None = None) -> list[dict[str, Any]]:
@@ -411,7 +418,7 @@ class AssayClient:
         """Each case of a completed run (`status`: passed, failed, skipped or error)."""
         from assay.runs.cases import CaseResult
 
-        pages = self._pages(f"/runs/{run_id}/cases", {"status": status, "limit": 500})
+        pages = self._pages(f"/runs/{_segment(run_id)}/cases", {"status": status, "limit": 500})
         return [
             validated(CaseResult, item, page.source)
             for page in pages
@@ -424,7 +431,7 @@ class AssayClient:
         drops, sends nothing for `timeout` or ends without a summary is resumed with
         `Last-Event-ID` (so each case comes once), up to `RECONNECTS` times in a row; a first
         connection that fails raises at once, as any other call."""
-        path = f"/runs/{run_id}/events"
+        path = f"/runs/{_segment(run_id)}/events"
         last = last_event_id
         opened = False
         reconnects = 0

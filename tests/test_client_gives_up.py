@@ -382,3 +382,13 @@ def test_the_cli_prints_one_line_for_json_of_another_shape(
     assert line.startswith(f"error: not an Assay answer: GET {stub.url}/runs"), line
     assert f", not the {said} expected (" in line, line
     assert CANARY not in line
+
+
+@pytest.mark.parametrize("run_id", ["../suites", "abcd\nef", "a b?c#d"])
+def test_a_run_id_is_one_path_segment_whatever_it_holds(stub: Stub, run_id: str) -> None:
+    """`../suites` asked for `/suites`, and a newline was an httpx InvalidURL traceback."""
+    client = AssayClient(stub.url, timeout=2)
+    error, _ = _raised_within(10, lambda: client.result(run_id))
+    assert isinstance(error, AssayAPIError), repr(error)
+    ((method, path, _),) = stub.seen
+    assert method == "GET" and path.startswith("/runs/") and path.count("/") == 2, path
