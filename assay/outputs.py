@@ -36,7 +36,7 @@ from assay import schemes
 from assay.errors import InputError, OutputsChangedError, shown
 from assay.intake import messages as message_lists
 from assay.intake.conversation import MessagesError
-from assay.intake.record import AgentRecord, Evidence, UsageFigures, unseen_tools
+from assay.intake.record import AgentRecord, Evidence, TooManyCalls, UsageFigures, unseen_tools
 from assay.jsonl import numbered_lines, parse_record
 from assay.trajectory import Trajectory
 
@@ -644,7 +644,10 @@ def _index_transcripts(
 
     for output, kind in transcribed:
         raw = b"".join(output.blocks())
-        transcripts.READERS[kind].read(raw, output.name)
+        try:
+            transcripts.READERS[kind].read(raw, output.name)
+        except TooManyCalls as exc:  # the whole file is the output
+            raise InputError(output.name, exc.problem) from None
         case_id = transcripts.case_id_of(output.name)
         claim(case_id, output.name, 1, "(file name)", None)
         if case_id not in wanted:

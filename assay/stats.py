@@ -412,33 +412,52 @@ def paired_mean_diff(first: Sequence[float], second: Sequence[float]) -> MeanEst
     return MeanEstimate(mean, se, max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se))
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of one case with n trials, c of them passed: 1 − C(n−c, k)/C(n, k).
+def pass_at_k(n: int, c: int, k_max: int) -> list[float]:
+    """Unbiased pass@k of one case with n trials, c of them passed, for k = 1 … k_max:
+    1 − C(n−c, k)/C(n, k).
 
     Chen M et al., "Evaluating Large Language Models Trained on Code", arXiv:2107.03374 (2021),
-    eq. 1: the chance that at least one of k trials drawn without replacement from the n passed.
+    eq. 1: the chance that at least one of k trials drawn without replacement from the n passed
+    (`scipy.stats.hypergeom.sf(0, n, c, k)`). Computed as `pass_pow_k` is, in O(k_max) time.
 
     Raises:
-        ValueError: Unless 0 <= c <= n and 1 <= k <= n.
+        ValueError: Unless 0 <= c <= n and 1 <= k_max <= n.
     """
-    _check_trials(n, c, k)
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+    _check_trials(n, c, k_max)
+    return [1.0 - missed for missed in _all_of_k(n, n - c, k_max)]
 
 
-def pass_pow_k(n: int, c: int, k: int) -> float:
-    """pass^k of one case (τ-bench: Yao S et al., arXiv:2406.12045, 2024): C(c, k)/C(n, k), the
-    chance that all of k trials drawn without replacement from the n passed.
+def pass_pow_k(n: int, c: int, k_max: int) -> list[float]:
+    """pass^k of one case (τ-bench: Yao S et al., arXiv:2406.12045, 2024) for k = 1 … k_max:
+    C(c, k)/C(n, k), the chance that all of k trials drawn without replacement from the n passed
+    (`scipy.stats.hypergeom.pmf(k, n, c, k)`).
+
+    The ratio is the running product Π_{j<k} (c − j)/(n − j), so all k_max figures take O(k_max)
+    time; the ratio of two big-integer binomials for every k took seconds a case at 10,000
+    trials. Each factor and each product is rounded once, so the figure for k is within 2k units
+    in the last place of the exact ratio, relatively: closer than 3e-14 for k <= 100.
 
     Raises:
-        ValueError: Unless 0 <= c <= n and 1 <= k <= n.
+        ValueError: Unless 0 <= c <= n and 1 <= k_max <= n.
     """
-    _check_trials(n, c, k)
-    return math.comb(c, k) / math.comb(n, k)
+    _check_trials(n, c, k_max)
+    return _all_of_k(n, c, k_max)
 
 
-def _check_trials(n: int, c: int, k: int) -> None:
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+def _all_of_k(n: int, good: int, k_max: int) -> list[float]:
+    """C(good, k)/C(n, k) for k = 1 … k_max: the chance that k of n drawn without replacement
+    are all among `good` of them."""
+    ratios: list[float] = []
+    ratio = 1.0
+    for j in range(k_max):
+        ratio *= (good - j) / (n - j)  # exactly 0.0 from k = good + 1 on
+        ratios.append(ratio)
+    return ratios
+
+
+def _check_trials(n: int, c: int, k_max: int) -> None:
+    if not (0 <= c <= n and 1 <= k_max <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k_max <= n, got n={n}, c={c}, k_max={k_max}")
 
 
 def minimum_detectable_drop(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
+from assay.intake.record import AgentRecord, Evidence, TooManyCalls, Turn, UsageFigures
 from assay.trajectory import ToolCall, Trajectory
 
 
@@ -51,18 +51,25 @@ def built(
     usage: UsageFigures | None = None,
 ) -> AgentRecord:
     """The record of a complete message list: zero calls is evidence of zero (what could not
-    be shown about calls does not matter when there are none); usage is the line's own."""
+    be shown about calls does not matter when there are none); usage is the line's own.
+
+    Raises:
+        MessagesError: more than `MAX_TOOL_CALLS_PER_OUTPUT` calls (field `messages`).
+    """
     missing = dict(unseen or {})
     if not any(steps):
         for evidence in (Evidence.TOOL_ARGUMENTS, Evidence.TOOL_STATUS, Evidence.PARALLEL):
             missing.pop(evidence, None)
     if text is None:
         missing[Evidence.TEXT] = "the messages hold no answer from the agent"
-    return AgentRecord(
-        source=source,
-        text=text,
-        trajectory=Trajectory(tuple(tuple(step) for step in steps if step)),
-        unseen=missing,
-        turns=tuple(turns),
-        usage=usage or UsageFigures(),
-    )
+    try:
+        return AgentRecord(
+            source=source,
+            text=text,
+            trajectory=Trajectory(tuple(tuple(step) for step in steps if step)),
+            unseen=missing,
+            turns=tuple(turns),
+            usage=usage or UsageFigures(),
+        )
+    except TooManyCalls as exc:
+        raise MessagesError("messages", exc.problem) from None

@@ -10,7 +10,9 @@ it in `unseen` with the reason, worded from the *format*, never from the content
 `unavailable` (see `assay.runs.scoring`): not scored and counted against coverage, never a pass.
 
 A record that *shows* zero calls (a complete message list; an LLM output captured with no tool
-call part) is evidence of zero: its tool names are seen and its trajectory is empty.
+call part) is evidence of zero: its tool names are seen and its trajectory is empty. A record of
+more than `MAX_TOOL_CALLS_PER_OUTPUT` calls is refused (`TooManyCalls`), whatever its source:
+each source's caller names the file, the line and the field.
 
 Text, turns and arguments are candidate outputs: they live in memory only, for the checks, and
 never reach the evidence store, Prefect or a log.
@@ -43,6 +45,12 @@ class Evidence(StrEnum):
     """Token (and cost) figures."""
 
 
+MAX_TOOL_CALLS_PER_OUTPUT: Final = 5_000
+"""The most tool calls one output (a message list, a trace, a transcript) may hold. It bounds
+the work and memory of the trajectory checks (`assay.scorers.trajectory`), which compare
+reference calls with the agent's calls, while lying far beyond the agent runs a reference
+trajectory is written for."""
+
 TOOL_EVIDENCE: Final = (
     Evidence.TOOL_NAMES,
     Evidence.TOOL_ARGUMENTS,
@@ -72,9 +80,25 @@ class UsageFigures:
         return (self.input_tokens, self.output_tokens, self.cost_usd) != (None, None, None)
 
 
+class TooManyCalls(ValueError):
+    """A record of more than `MAX_TOOL_CALLS_PER_OUTPUT` tool calls (`found` of them, or at
+    least that many)."""
+
+    def __init__(self, found: int) -> None:
+        self.problem = (
+            f"{found:,} tool calls: an output may hold at most {MAX_TOOL_CALLS_PER_OUTPUT:,}"
+            " (MAX_TOOL_CALLS_PER_OUTPUT)"
+        )
+        super().__init__(self.problem)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
-    """One case as its record tells it, with what the record could not show."""
+    """One case as its record tells it, with what the record could not show.
+
+    Raises:
+        TooManyCalls: the trajectory holds more than `MAX_TOOL_CALLS_PER_OUTPUT` calls.
+    """
 
     source: str
     """The intake format that read it (`openai-chat`, `otlp`, `atif`, …)."""
@@ -87,6 +111,11 @@ class AgentRecord:
     turns: tuple[Turn, ...] = ()
     usage: UsageFigures = UsageFigures()
     duration_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        calls = sum(len(step) for step in self.trajectory.steps)
+        if calls > MAX_TOOL_CALLS_PER_OUTPUT:
+            raise TooManyCalls(calls)
 
     def shows(self, evidence: Evidence) -> bool:
         return evidence not in self.unseen

@@ -7,15 +7,19 @@ the suite's `TrialsPolicy` (`assay.runs.scoring.decide_trials`) and reports:
 
 - `trials`: the pass rate over all trials with the cluster-robust SE of Miller (2024), eq. 4
   (cases are the clusters), the unbiased pass@k (Chen et al. 2021) and pass^k (τ-bench) for
-  k = 1 … the fewest trials of a case, and the flaky cases (some trials passed, some not);
+  k = 1 … the fewest trials of a case (at most `MAX_REPORTED_K`), and the flaky cases (some
+  trials passed, some not);
 - `clustered`: when cases carry `cluster`, the case pass rate with the same estimator over the
   suite's clusters.
 
-The formulas are in `assay.stats` and docs/EVAL-METHODOLOGY.md.
+The formulas are in `assay.stats` and docs/EVAL-METHODOLOGY.md. The figures take time linear in
+the trials: O(N) for the pass rate over N trials, O(min(k_min, MAX_REPORTED_K)) a distinct
+(n, c) for pass@k and pass^k.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
@@ -28,6 +32,10 @@ from assay.suites.suite import Suite, TrialsPolicy
 
 FLAKY_LISTED: Final = 20
 """How many flaky case ids the figures name."""
+MAX_REPORTED_K: Final = 100
+"""The largest k pass@k and pass^k are reported for: they are a curve a person reads (every run
+summary prints it, every report charts it with a label a point), and 10,000 trials a case would
+make it 20,000 figures in each. k = 100 is the largest of Chen et al.'s pass@1, @10, @100."""
 CLUSTER_ROBUST: Final = "cluster-robust SE (Miller 2024 eq. 4), cases as clusters"
 
 
@@ -57,9 +65,9 @@ class TrialFigures(BaseModel):
     k_max: int
     pass_rate: TrialRate
     pass_at_k: dict[str, float]
-    """Mean over cases of 1 − C(n−c, k)/C(n, k), by k = 1 … k_min."""
+    """Mean over cases of 1 − C(n−c, k)/C(n, k), by k = 1 … min(k_min, `MAX_REPORTED_K`)."""
     pass_pow_k: dict[str, float]
-    """Mean over cases of C(c, k)/C(n, k), by k = 1 … k_min."""
+    """Mean over cases of C(c, k)/C(n, k), by k = 1 … min(k_min, `MAX_REPORTED_K`)."""
     flaky_cases: int
     """Cases with 0 < c < n."""
     flaky: list[str]
@@ -103,6 +111,13 @@ def trial_figures(counts: Mapping[str, tuple[int, int]]) -> TrialFigures | None:
     estimate = clustered_mean(values, clusters)
     assert estimate is not None  # at least one trial
     k_min = min(n for n, _ in counts.values())
+    top = min(k_min, MAX_REPORTED_K)
+    at_k, pow_k = [0.0] * top, [0.0] * top
+    for (n, c), cases in Counter(counts.values()).items():  # cases with one (n, c) agree
+        for k, value in enumerate(pass_at_k(n, c, top)):
+            at_k[k] += cases * value
+        for k, value in enumerate(pass_pow_k(n, c, top)):
+            pow_k[k] += cases * value
     flaky = [case_id for case_id, (n, c) in counts.items() if 0 < c < n]
     return TrialFigures(
         cases=len(counts),
@@ -110,14 +125,8 @@ def trial_figures(counts: Mapping[str, tuple[int, int]]) -> TrialFigures | None:
         k_min=k_min,
         k_max=max(n for n, _ in counts.values()),
         pass_rate=TrialRate(rate=estimate.mean, se=estimate.se, lo=estimate.lo, hi=estimate.hi),
-        pass_at_k={
-            str(k): sum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts)
-            for k in range(1, k_min + 1)
-        },
-        pass_pow_k={
-            str(k): sum(pass_pow_k(n, c, k) for n, c in counts.values()) / len(counts)
-            for k in range(1, k_min + 1)
-        },
+        pass_at_k={str(k + 1): total / len(counts) for k, total in enumerate(at_k)},
+        pass_pow_k={str(k + 1): total / len(counts) for k, total in enumerate(pow_k)},
         flaky_cases=len(flaky),
         flaky=flaky[:FLAKY_LISTED],
     )

@@ -5,15 +5,19 @@ case's `expected_trajectory` (see `assay.trajectory`); `tool_called`, `tool_not_
 `max_tool_calls` and `tool_errors` need no reference. docs/agents.md states every mode exactly.
 
 Matching is a maximum bipartite matching (an assignment), never first-fit: a reference call that
-a first-fit matcher would give to the wrong agent call still finds its own. Labels name tools
-and the first mismatch, never an argument value; an agent's tool name that does not look like
-one is not echoed.
+a first-fit matcher would give to the wrong agent call still finds its own. Its cost is bounded
+and stated where the work is done (the `# --- matching` notes, `max_matching`, `_in_order`): a
+reference call is compared only with the agent calls hashing finds for it and keeps at most as
+many candidates as there are reference calls. Labels name tools and the first mismatch, never an
+argument value; an agent's tool name that does not look like one is not echoed.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import Field, field_validator
@@ -179,33 +183,106 @@ def args_agree(
     return all(key in agent and json_equivalent(agent[key], reference[key]) for key in reference)
 
 
-Matches = Callable[[ToolCall, ToolCall], bool]
-"""(agent call, reference call) → whether they match."""
+class CallMatcher:
+    """Whether an agent call matches a reference call under an args configuration: the same
+    tool, and arguments agreeing under the args mode in force for the reference call's tool.
+
+    `index` and `pool` narrow the search: a reference call is compared only with the agent
+    calls filed under the keys it looks up (found by hashing), which hold every one that
+    matches it."""
+
+    def __init__(self, config: ArgsConfig) -> None:
+        self._args: ArgsMode = config.args
+        self._by_tool = config.args_by_tool
+
+    def _mode(self, tool: str) -> ArgsMode | list[str]:
+        return self._by_tool.get(tool, self._args)
+
+    def __call__(self, agent: ToolCall, reference: ToolCall) -> bool:
+        return agent.tool == reference.tool and args_agree(
+            self._mode(reference.tool), agent.args, reference.args
+        )
+
+    def _keys(self, call: ToolCall) -> list[Hashable]:
+        """The keys an agent call is filed under: its tool with its arguments (`exact`), the
+        values at the key paths, each of its arguments and none (`superset`), its first
+        argument by name (`subset`; none without any), or none (`ignore`)."""
+        tool, mode, args = call.tool, self._mode(call.tool), call.args
+        if isinstance(mode, list):
+            return [(tool, tuple(_digest(_at(args, path)) for path in mode))]
+        if mode == "exact":
+            return [(tool, _digest(args))]
+        if mode == "superset":
+            return [(tool, None), *((tool, key, _digest(value)) for key, value in args.items())]
+        if mode == "subset" and args:
+            first = min(args)
+            return [(tool, first, _digest(args[first]))]
+        return [(tool, None)]
+
+    def index(self, agents: Sequence[ToolCall]) -> dict[Hashable, list[int]]:
+        """The agent calls' indexes (ascending) under each of their keys."""
+        filed: dict[Hashable, list[int]] = {}
+        for a, call in enumerate(agents):
+            for key in self._keys(call):
+                filed.setdefault(key, []).append(a)
+        return filed
+
+    def pool(self, reference: ToolCall, filed: Mapping[Hashable, list[int]]) -> list[int]:
+        """The agent calls (ascending indexes) that may match `reference`: all that do."""
+        tool, mode, args = reference.tool, self._mode(reference.tool), reference.args
+        if mode == "superset" and args:  # a match holds each argument: the rarest one's calls
+            return min(
+                (filed.get((tool, key, _digest(value)), []) for key, value in args.items()),
+                key=len,
+            )
+        if mode == "subset":  # a match's first argument is one of these, or it has none
+            held = (filed.get((tool, key, _digest(value)), []) for key, value in args.items())
+            return sorted(set(filed.get((tool, None), [])).union(*held))
+        return filed.get(self._keys(reference)[0], [])
 
 
-def call_matcher(config: ArgsConfig) -> Matches:
-    """The call predicate of an args configuration: same tool, arguments agreeing."""
-
-    def matches(agent: ToolCall, reference: ToolCall) -> bool:
-        mode = config.args_by_tool.get(reference.tool, config.args)
-        return agent.tool == reference.tool and args_agree(mode, agent.args, reference.args)
-
-    return matches
+def _digest(value: Any) -> Hashable:
+    """A hashable stand-in for a JSON value, equal for `json_equivalent` values (equal numbers
+    hash alike, so `1` and `1.0` agree; `true` and `1` collide, which comparing tells apart)."""
+    if isinstance(value, dict):
+        return frozenset((key, _digest(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return tuple(_digest(item) for item in value)
+    return value if isinstance(value, Hashable) else None
 
 
 # --- matching -------------------------------------------------------------------------------
+#
+# A = agent calls, R = reference calls. C = argument comparisons: one for each agent call in a
+# reference call's `CallMatcher.pool` — under `exact` and key paths the calls with equal
+# arguments or values (each a match unless `true` and `1` collide), under `superset` those that
+# hold the reference's rarest argument, under `subset` those whose first argument it holds (or
+# that have none), under `ignore` every call to the tool (each a match); at worst R·A, which
+# `MAX_TOOL_CALLS_PER_OUTPUT` bounds at intake. A reference call keeps at most R candidates: any
+# R of them leave a maximum matching as large (at most R − 1 of them are taken by the other
+# reference calls), so the graph has E <= R² edges however many calls the agent made.
 
 
 def candidates(
-    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: Matches
+    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: CallMatcher
 ) -> list[list[int]]:
-    """For each reference call, the indexes of the agent calls that match it (ascending)."""
-    return [[a for a, agent in enumerate(agents) if matches(agent, ref)] for ref in references]
+    """For each reference call, the first (at most R) agent calls that match it, ascending:
+    O(A + R + C)."""
+    filed = matches.index(agents)
+    return [
+        list(
+            islice(
+                (a for a in matches.pool(ref, filed) if matches(agents[a], ref)), len(references)
+            )
+        )
+        for ref in references
+    ]
 
 
 def assignment(edges: Sequence[Sequence[int]], agents: int) -> list[int]:
     """A maximum matching of reference calls to agent calls, given each reference call's
-    candidate agent calls: for each reference call its agent call's index, or -1."""
+    candidate agent calls: for each reference call its agent call's index, or -1.
+    Hopcroft–Karp: O(E·√(R + A)) time."""
     rows = [r for r, found in enumerate(edges) for _ in found]
     if not rows or not agents:
         return [-1] * len(edges)
@@ -223,9 +300,10 @@ def assignment(edges: Sequence[Sequence[int]], agents: int) -> list[int]:
 
 
 def max_matching(
-    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: Matches
+    references: Sequence[ToolCall], agents: Sequence[ToolCall], matches: CallMatcher
 ) -> list[int]:
-    """A maximum matching of reference calls to agent calls (see `assignment`)."""
+    """A maximum matching of reference calls to agent calls (see `assignment`):
+    O(A + R + C + R²·√(R + A)) time."""
     return assignment(candidates(references, agents, matches), len(agents))
 
 
@@ -261,7 +339,7 @@ def _where(reference: Trajectory, k: int) -> str:
     return f"after {_step_names(reference.steps[k - 1])}" if k else "first"
 
 
-def _exact(agent: Trajectory, reference: Trajectory, matches: Matches) -> str | None:
+def _exact(agent: Trajectory, reference: Trajectory, matches: CallMatcher) -> str | None:
     for k in range(max(len(agent.steps), len(reference.steps))):
         if k >= len(reference.steps):
             return f"unexpected {_steps_names(agent.steps[k:])} {_where(reference, k)}"
@@ -276,45 +354,132 @@ def _exact(agent: Trajectory, reference: Trajectory, matches: Matches) -> str | 
     return None
 
 
-def _in_order(agent: Trajectory, reference: Trajectory, matches: Matches) -> str | None:
-    """Reference steps in order, each within agent steps [cut before, cut after]; cuts chosen
-    smallest first, which is optimal (a later step only gains from an earlier cut)."""
-    calls = agent.calls
+class _Growing:
+    """A matching of reference calls to agent calls in a graph that only gains edges, kept
+    maximum by augmenting paths (Kuhn's algorithm) from the free reference calls."""
+
+    def __init__(self, references: int, agents: int) -> None:
+        self.mate = [-1] * references
+        """Each reference call's agent call, or -1."""
+        self.partner = [-1] * agents
+        """Each agent call's reference call, or -1."""
+        self.edges: list[list[int]] = [[] for _ in range(references)]
+
+    def augment(self, root: int) -> set[int] | None:
+        """Match the free reference call `root` along an augmenting path: None when it is
+        matched, else the reference calls the search reached — there is no augmenting path
+        from `root` until one of them gains an edge or the matching changes. O(E + R) time."""
+        mate, partner, edges = self.mate, self.partner, self.edges
+        seen: set[int] = set()
+        reached = {root}
+        path = [root]
+        via: list[int] = []  # via[i]: the agent call between path[i] and path[i + 1]
+        tried = {root: 0}
+        while path:
+            here = path[-1]
+            found, at = edges[here], tried[here]
+            while at < len(found) and found[at] in seen:
+                at += 1
+            tried[here] = at + 1
+            if at == len(found):
+                path.pop()
+                if via:
+                    via.pop()
+                continue
+            a = found[at]
+            seen.add(a)
+            via.append(a)
+            if partner[a] < 0:
+                for ref, call in zip(path, via, strict=True):
+                    mate[ref], partner[call] = call, ref
+                return None
+            path.append(partner[a])
+            reached.add(partner[a])
+            tried[partner[a]] = 0
+        return reached
+
+
+def _in_order(agent: Trajectory, reference: Trajectory, matches: CallMatcher) -> str | None:
+    """Reference steps in order, each within agent steps [cut before, cut after]; each cut the
+    smallest that still lets every reference call so far be matched, which is optimal (a later
+    step only gains from an earlier cut).
+
+    One pass over the agent steps. A reference step's window grows from the cut before it, one
+    agent step that holds a candidate of its calls at a time (compared with the reference call
+    only then), and one matching of all reference calls so far grows with it by augmenting paths
+    from the step's free calls (`_Growing`). A failed search is tried again only when the
+    matching changed or a call it reached gained an edge — to a free agent call, so that search
+    succeeds — and a reference step of q calls takes at most q(q + 1) searches of O(E + R).
+    Time: O(A + R·log A + q·(R + C) + (q + 1)·R·(E + R)), q the most calls of a reference step,
+    E <= R².
+    """
+    calls, refs = agent.calls, reference.calls
+    starts = [0]  # the index of each agent step's first call
+    for step in agent.steps:
+        starts.append(starts[-1] + len(step))
     step_of = [k for k, step in enumerate(agent.steps) for _ in step]
-    ref_step = [k for k, step in enumerate(reference.steps) for _ in step]
-    found = candidates(reference.calls, calls, matches)  # computed once, filtered per cut
-    cuts: list[int] = []
+    filed = matches.index(calls)
+    pools = [matches.pool(ref, filed) for ref in refs]  # each compared when its window reaches it
+    growing = _Growing(len(refs), len(calls))
+    edges, cursor = growing.edges, [0] * len(refs)
 
-    def feasible(upto: int, last_cut: int) -> list[int] | None:
-        bounds = [*cuts, last_cut]
-        lows = [0, *bounds]
-        edges = [
-            [a for a in found[r] if lows[ref_step[r]] <= step_of[a] <= bounds[ref_step[r]]]
-            for r in range(upto)
-        ]
-        matching = assignment(edges, len(calls))
-        return None if -1 in matching else matching
+    def widen(mine: range, through: int) -> set[int]:
+        """Give the calls of `mine` their candidates up to agent step `through`; those that
+        gained one."""
+        gained = set()
+        for r in mine:
+            pool, at = pools[r], cursor[r]
+            while at < len(pool) and step_of[pool[at]] <= through and len(edges[r]) < len(refs):
+                if matches(calls[pool[at]], refs[r]):
+                    edges[r].append(pool[at])
+                    gained.add(r)
+                at += 1
+            cursor[r] = at
+        return gained
 
-    used: set[int] = set()
+    cut, first = 0, 0
     for k, step in enumerate(reference.steps):
-        upto = sum(len(s) for s in reference.steps[: k + 1])
-        low, high = (cuts[-1] if cuts else 0), len(agent.steps) - 1
-        if high < low or feasible(upto, high) is None:
-            rest = [
-                [call for a, call in enumerate(calls) if step_of[a] == s and a not in used]
-                for s in range(low, len(agent.steps))
+        mine = range(first, first + len(step))
+        first += len(step)
+        for r in mine:
+            cursor[r] = bisect_left(pools[r], starts[cut])
+        window = cut
+        gained = widen(mine, window)
+        failed: dict[int, set[int]] = {}  # a free call: what its last failed search reached
+        while True:
+            changed = True
+            while changed:  # a pass over the step's free calls, again after any was matched
+                changed = False
+                for r in mine:
+                    if growing.mate[r] >= 0 or (r in failed and not failed[r] & gained):
+                        continue
+                    reached = growing.augment(r)
+                    if reached is None:
+                        failed.clear()  # the matching changed: every free call may reach more
+                        changed = True
+                    else:
+                        failed[r] = reached
+                gained = set()
+            if all(growing.mate[r] >= 0 for r in mine):
+                break
+            ahead = [
+                step_of[pools[r][cursor[r]]]
+                for r in mine
+                if cursor[r] < len(pools[r]) and len(edges[r]) < len(refs)
             ]
-            names = _step_names(step)
-            got = _got_steps(step, [s for s in rest if s])
-            return f"expected {names} {_where(reference, k)}; got {got}"
-        while low < high:  # the smallest cut that still matches
-            middle = (low + high) // 2
-            if feasible(upto, middle) is None:
-                low = middle + 1
-            else:
-                high = middle
-        cuts.append(low)
-        used = set(feasible(upto, low) or [])
+            if not ahead:
+                used = {growing.mate[r] for r in range(mine.start)}
+                left = [
+                    [call for a, call in enumerate(agent.steps[s], starts[s]) if a not in used]
+                    for s in range(cut, len(agent.steps))
+                ]
+                return (
+                    f"expected {_step_names(step)} {_where(reference, k)}; "
+                    f"got {_got_steps(step, [s for s in left if s])}"
+                )
+            window = min(ahead)
+            gained = widen(mine, window)
+        cut = window
     return None
 
 
@@ -352,7 +517,7 @@ def _unexpected(agent: Trajectory, reference: Trajectory, matching: list[int]) -
 
 
 def trajectory_mismatch(
-    mode: MatchMode, agent: Trajectory, reference: Trajectory, matches: Matches
+    mode: MatchMode, agent: Trajectory, reference: Trajectory, matches: CallMatcher
 ) -> str | None:
     """The first mismatch of `agent` against `reference` under `mode`, or None when they match."""
     if mode == "exact":
@@ -397,7 +562,7 @@ def _observed(check: Callable[[Trajectory], Outcome]) -> Callable[[Observation],
 @reference_scorer("trajectory", TrajectoryConfig, shorthand="match")
 def trajectory(config: TrajectoryConfig, reference: Trajectory) -> Scorer:
     """Pass when the agent's calls match the reference under the configured mode."""
-    matches = call_matcher(config)
+    matches = CallMatcher(config)
 
     def check(agent: Trajectory) -> Outcome:
         mismatch = trajectory_mismatch(config.match, agent, reference, matches)
@@ -409,7 +574,7 @@ def trajectory(config: TrajectoryConfig, reference: Trajectory) -> Scorer:
 
 
 def _rate(name: str, config: RateConfig, reference: Trajectory, *, recall: bool) -> Scorer:
-    matches = call_matcher(config)
+    matches = CallMatcher(config)
     what = "reference calls" if recall else "tool calls"
 
     def check(agent: Trajectory) -> Outcome:

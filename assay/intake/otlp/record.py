@@ -42,7 +42,13 @@ from assay.intake.otlp.conventions import (
     span_usage,
 )
 from assay.intake.otlp.tools import descendants, is_tool_span, tool_call
-from assay.intake.record import AgentRecord, Evidence, UsageFigures
+from assay.intake.record import (
+    MAX_TOOL_CALLS_PER_OUTPUT,
+    AgentRecord,
+    Evidence,
+    TooManyCalls,
+    UsageFigures,
+)
 from assay.otel.traces import Span
 from assay.trajectory import ToolCall, Trajectory
 
@@ -109,6 +115,8 @@ def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = Non
     Raises:
         ArgumentsError: a tool span without a name or with malformed GenAI arguments (indexing
             reports it as an input error first).
+        TooManyCalls: more than `MAX_TOOL_CALLS_PER_OUTPUT` calls; told before tool spans are
+            joined to requested calls when either alone is too many (each is a distinct call).
     """
     below = [case_span, *descendants(case_span, spans)]
     models = _by_time(span for span in below if is_llm_span(span.attributes))
@@ -125,6 +133,9 @@ def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = Non
             step = _Step(span.end_ns, [_Call(c.tool, c.arguments, c.call_id) for c in asked])
             steps.append(step)
             step_of_model[span.span_id] = step
+    at_least = max(len(tools), sum(len(step.calls) for step in steps))
+    if at_least > MAX_TOOL_CALLS_PER_OUTPUT:
+        raise TooManyCalls(at_least)
     by_id = {c.call_id: c for step in steps for c in step.calls if c.call_id is not None}
     loose: list[Span] = []
     for span in tools:
