@@ -444,3 +444,34 @@ def test_a_trace_of_100000_tool_spans_is_refused_before_its_calls_are_joined() -
     assert took < 10
     record = otlp.read(case, [case, *tools[:MAX_TOOL_CALLS_PER_OUTPUT]])
     assert len(record.trajectory.calls) == MAX_TOOL_CALLS_PER_OUTPUT
+
+
+def test_a_trace_export_of_more_than_max_tool_calls_is_refused_at_indexing(
+    tmp_path: Path,
+) -> None:
+    """Refused where every input error is (file, line, span), before any chunk reads it."""
+    from assay.errors import InputError
+    from assay.outputs import index_outputs
+    from tests.otel_agent import otlp_json, tool_agent_traces
+
+    calls = [("search", {"q": n}, False) for n in range(MAX_TOOL_CALLS_PER_OUTPUT + 1)]
+    path = tmp_path / "traces.json"
+    path.write_text(otlp_json(tool_agent_traces([{"case_id": "a", "text": "t", "steps": [calls]}])))
+    with pytest.raises(InputError) as info:
+        index_outputs(str(path), {"a"}, ["a"], 10)
+    assert info.value.source == str(path) and info.value.line == 1
+    assert "5,001 tool calls: an output may hold at most 5,000" in str(info.value)
+
+
+def test_inspect_names_the_file_of_a_trace_over_the_call_cap(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+    from tests.otel_agent import otlp_json, tool_agent_traces
+
+    calls = [("search", {"q": n}, False) for n in range(MAX_TOOL_CALLS_PER_OUTPUT + 1)]
+    path = tmp_path / "traces.json"
+    path.write_text(otlp_json(tool_agent_traces([{"case_id": "a", "text": "t", "steps": [calls]}])))
+    shown = CliRunner().invoke(app, ["outputs", "inspect", str(path)])
+    assert shown.exit_code == 2
+    assert f"{path}: 5,001 tool calls" in " ".join(shown.output.split())

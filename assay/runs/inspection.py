@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from assay.intake.record import AgentRecord, Evidence
+from assay.errors import InputError
+from assay.intake.record import AgentRecord, Evidence, TooManyCalls
 from assay.trajectory import TOOL_NAME
 
 if TYPE_CHECKING:
@@ -81,17 +82,21 @@ def _records(reference: OutputsReference) -> Iterator[tuple[str, str, CandidateO
         if kind == "jsonl":
             for number, _start, _end, raw in numbered_lines(source.blocks()):
                 yield source.name, kind, parse_line(raw, source.name, number, named)
-        elif kind == "otlp":
-            book = TraceBook(reference.case_attribute, keep_spans=True)
-            read_documents(book, source, None)
-            for trace in book.cases():
-                assert trace.case_id is not None and trace.case_span is not None
-                record = otlp.read(trace.case_span, trace.spans)
-                yield source.name, kind, output_of(trace.case_id, record)
-        else:
-            raw = b"".join(source.blocks())
-            record = transcripts.READERS[kind].read(raw, source.name)
-            yield source.name, kind, output_of(transcripts.case_id_of(source.name), record)
+            continue
+        try:
+            if kind == "otlp":
+                book = TraceBook(reference.case_attribute, keep_spans=True)
+                read_documents(book, source, None)
+                for trace in book.cases():
+                    assert trace.case_id is not None and trace.case_span is not None
+                    record = otlp.read(trace.case_span, trace.spans)
+                    yield source.name, kind, output_of(trace.case_id, record)
+            else:
+                raw = b"".join(source.blocks())
+                record = transcripts.READERS[kind].read(raw, source.name)
+                yield source.name, kind, output_of(transcripts.case_id_of(source.name), record)
+        except TooManyCalls as exc:
+            raise InputError(source.name, exc.problem) from None
 
 
 def inspect_outputs(reference: OutputsReference, suite: Suite | None = None) -> Inspection:

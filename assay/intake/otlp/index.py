@@ -29,9 +29,10 @@ from assay.intake.otlp.conventions import (
     is_output_attribute,
     is_usage_attribute,
     output_text,
+    requested_calls,
 )
 from assay.intake.otlp.tools import TOOL_ATTRIBUTES, is_tool_span, tool_call
-from assay.intake.record import AgentRecord
+from assay.intake.record import MAX_TOOL_CALLS_PER_OUTPUT, AgentRecord, TooManyCalls
 from assay.otel.traces import Document, Span, document_spans, documents
 from assay.trajectory import ArgumentsError
 
@@ -102,6 +103,10 @@ class _Trace:
     case span (ids only, never attributes)."""
     texted: list[str] = field(default_factory=list)
     """Indexing only: ids of the LLM spans that carry output text."""
+    tool_spans: int = 0
+    """Indexing only: tool spans seen in the trace."""
+    requested: int = 0
+    """Indexing only: calls the trace's model spans requested."""
 
     def has_text(self) -> bool:
         """Whether the case span, or an LLM span below it, carries output text."""
@@ -179,15 +184,25 @@ class TraceBook:
     def _note(self, trace: _Trace, span: Span, place: _Place) -> None:
         """Indexing: check a tool span's call, and keep what finding text below needs."""
         trace.parents[span.span_id] = span.parent_span_id
-        if is_llm_span(span.attributes) and output_text(span.attributes) is not None:
-            trace.texted.append(span.span_id)
+        if is_llm_span(span.attributes):
+            if output_text(span.attributes) is not None:
+                trace.texted.append(span.span_id)
+            trace.requested += len(requested_calls(span.attributes))
         if is_tool_span(span.attributes):
+            trace.tool_spans += 1
             try:
                 tool_call(span)
             except ArgumentsError as exc:
                 raise InputError(
                     place.source, exc.problem, line=place.line, field=exc.field
                 ) from None
+        # The calls a record holds are at least the larger count: refused here, at intake,
+        # rather than when a chunk reads the trace (`AgentRecord` holds the same rule).
+        calls = max(trace.tool_spans, trace.requested)
+        if calls > MAX_TOOL_CALLS_PER_OUTPUT:
+            raise InputError(
+                place.source, TooManyCalls(calls).problem, line=place.line, field=place.where
+            )
 
     def _consider(self, trace: _Trace, span: Span, place: _Place) -> None:
         own = span.attributes.get(self.case_attribute)

@@ -28,6 +28,7 @@ Mapping, for the GenAI conventions (older and current shapes), OpenInference and
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -96,17 +97,31 @@ def _by_time(spans: Iterable[Span]) -> list[Span]:
 def _overlapping(tools: list[Span]) -> list[list[Span]]:
     """Tool spans grouped by time: spans overlapping under one parent are one step."""
     steps: list[list[Span]] = []
+    step_end = 0
     for span in tools:
-        step = steps[-1] if steps else None
         if (
-            step is not None
-            and step[0].parent_span_id == span.parent_span_id
-            and span.start_ns < max(other.end_ns for other in step)
+            steps
+            and steps[-1][0].parent_span_id == span.parent_span_id
+            and span.start_ns < step_end
         ):
-            step.append(span)
+            steps[-1].append(span)
+            step_end = max(step_end, span.end_ns)
         else:
             steps.append([span])
+            step_end = span.end_ns
     return steps
+
+
+class _Requesters:
+    """The model span that ended last before a moment (a binary search over end times)."""
+
+    def __init__(self, models: Sequence[Span]) -> None:
+        self._models = sorted(models, key=lambda span: span.end_ns)
+        self._ends = [span.end_ns for span in self._models]
+
+    def before(self, moment_ns: int) -> Span | None:
+        found = bisect.bisect_right(self._ends, moment_ns)
+        return self._models[found - 1] if found else None
 
 
 def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = None) -> AgentRecord:
@@ -138,12 +153,13 @@ def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = Non
         raise TooManyCalls(at_least)
     by_id = {c.call_id: c for step in steps for c in step.calls if c.call_id is not None}
     loose: list[Span] = []
+    requesters = _Requesters(models)
     for span in tools:
         spanned = tool_call(span)
         target = by_id.get(spanned.call_id) if spanned.call_id else None
         if target is None or target.spanned:
-            before = [m for m in models if m.end_ns <= span.start_ns]
-            requester = step_of_model.get(before[-1].span_id) if before else None
+            asker = requesters.before(span.start_ns)
+            requester = step_of_model.get(asker.span_id) if asker else None
             target = next(
                 (
                     c
@@ -166,9 +182,9 @@ def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = Non
         groups: dict[str, list[Span]] = {}
         timed: list[Span] = []
         for span in loose:
-            before = [m for m in models if m.end_ns <= span.start_ns]
-            if before:
-                groups.setdefault(before[-1].span_id, []).append(span)
+            asker = requesters.before(span.start_ns)
+            if asker is not None:
+                groups.setdefault(asker.span_id, []).append(span)
             else:
                 timed.append(span)
         grouped = [*groups.values(), *_overlapping(timed)]
