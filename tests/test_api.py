@@ -583,6 +583,22 @@ def test_input_errors_are_422_problems_naming_the_field(service: Service) -> Non
     assert _problem(since, 422)["field"] == "query.since"
 
 
+def test_an_identifier_past_the_file_name_limit_is_422_on_every_route(service: Service) -> None:
+    long_id = "r" * 300
+    with service.client("operator") as operator:
+        assert operator.post("/suites", json=example_suite()).status_code in (200, 201)
+        pinned = operator.post("/baselines", json={"run_id": long_id})
+        shown = operator.get(
+            "/baselines", params={"suite": "support-bot", "subject": "agent:a", "variant": long_id}
+        )
+        named = operator.get("/baselines", params={"suite": long_id, "subject": "agent:a"})
+    with service.client("admin") as admin:
+        overridden = admin.post("/overrides", json={"run_id": long_id, "reason": "a reason"})
+    for response in (pinned, shown, named, overridden):
+        body = _problem(response, 422)
+        assert "at most 128 bytes" in json.dumps(body)
+
+
 def test_unknown_suites_and_runs_are_404(service: Service) -> None:
     with service.client("operator") as client:
         no_suite = client.post(
@@ -749,19 +765,3 @@ def test_canary_in_inline_outputs_is_absent_everywhere_afterwards(service: Servi
     for folder in (service.store_dir, service.prefect_home, service.tmp_dir):
         assert _files_containing(folder, needle) == [], folder
     assert needle not in service.log.read_bytes()
-
-
-def test_an_identifier_past_the_file_name_limit_is_422_on_every_route(service: Service) -> None:
-    long_id = "r" * 300
-    with service.client("operator") as operator:
-        assert operator.post("/suites", json=example_suite()).status_code in (200, 201)
-        pinned = operator.post("/baselines", json={"run_id": long_id})
-        shown = operator.get(
-            "/baselines", params={"suite": "support-bot", "subject": "agent:a", "variant": long_id}
-        )
-        named = operator.get("/baselines", params={"suite": long_id, "subject": "agent:a"})
-    with service.client("admin") as admin:
-        overridden = admin.post("/overrides", json={"run_id": long_id, "reason": "a reason"})
-    for response in (pinned, shown, named, overridden):
-        body = _problem(response, 422)
-        assert "at most 128 bytes" in json.dumps(body)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
-from uuid import uuid4
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from uuid import UUID, uuid4
 
 import anyio
 import anyio.to_thread
@@ -39,17 +41,21 @@ from assay.identifiers import Identifier
 from assay.intake import messages as message_lists
 from assay.intake.conversation import MessagesError
 from assay.outputs import CandidateOutput, OutputsFormat, OutputsReference, output_sources
-from assay.runs.lifecycle import settled
+from assay.runs.lifecycle import gone_reason, settled, this_process
 from assay.runs.options import GateOptions, RunOptions, option_field
 from assay.runs.records import (
     EvalResult,
+    RunAggregate,
+    RunOwner,
     RunState,
     RunStatus,
     list_runs,
     load_aggregate,
+    now,
     update_aggregate,
 )
-from assay.store import EvidenceStore
+from assay.store import EvidenceStore, StoreUnavailableError
+from assay.store.write_once import Shelf
 from assay.suites import registry
 
 if TYPE_CHECKING:
@@ -309,10 +315,60 @@ def _admissible(store: EvidenceStore, request: RunRequest) -> None:
         output_sources(request.outputs_uri)
 
 
+class Acceptance(BaseModel):
+    """What the store keeps of an asynchronous run from the moment it is accepted (write-once,
+    before the 202 is sent): which flow, when, and the process that accepted it — never the
+    request. A run still queued when that process died is thus known, and `interrupted`."""
+
+    run_id: str
+    flow: FlowName
+    accepted_at: datetime
+    owner: RunOwner
+
+
+class LaunchFailure(BaseModel):
+    """Why an accepted run failed (write-once, when the store takes it): the problem's detail
+    its callers are shown, never the request. What a run failed before its flow recorded it
+    (a bad output line) says after a restart."""
+
+    run_id: str
+    error: str
+    at: datetime
+
+
+ACCEPTANCES: Final = Shelf("accepted/runs/", Acceptance)
+LAUNCH_FAILURES: Final = Shelf("accepted/failures/", LaunchFailure)
+FLOW_RUN_RECHECK_SECONDS: Final = 1.0
+"""How often Prefect is asked whether a flow run of this process ended, however many clients
+follow its run."""
+
+
+def _ours(owner: RunOwner) -> bool:
+    """Whether `owner` is this process."""
+    me = this_process()
+    return (owner.host, owner.pid) == (me.host, me.pid)
+
+
+def flow_run_end(flow_run: str) -> str | None:
+    """How a flow run ended, as Prefect recorded it (`its flow run ended Failed: …`); None while
+    it is not final, or when Prefect does not answer or know it."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            state = client.read_flow_run(UUID(flow_run)).state
+    except (ObjectNotFound, httpx.HTTPError, RuntimeError):
+        return None
+    if state is None or not state.is_final():
+        return None
+    return f"its flow run ended {state.name}" + (f": {state.message}" if state.message else "")
+
+
 class AcceptedRuns:
-    """Asynchronous runs of this service: started in the run pool's background, known here by
-    their run id until their aggregate is recorded (or, when they failed before that, by the
-    problem that stopped them).
+    """The runs of this service as they are: asynchronous ones started in the run pool's
+    background (known here by their run id from their acceptance, recorded in the store before
+    the 202), and what this process knows of the flows it launched.
 
     The run id is chosen here, before the flow run exists, and handed to the flow as its
     `run_id` parameter (the one a resume uses), so the caller gets it in the 202 at once; the
@@ -322,55 +378,145 @@ class AcceptedRuns:
     def __init__(self, store: EvidenceStore, pool: RunPool) -> None:
         self.store = store
         self.pool = pool
-        self._pending: dict[str, asyncio.Task[Any]] = {}
+        self._pending: dict[str, asyncio.Task[str | None]] = {}
         self._failed: dict[str, str] = {}
+        """Runs of this process known to have failed, and why: kept here, since the store may
+        be what failed."""
+        self._asked: dict[str, float] = {}
+        """When Prefect was last asked whether a flow run of this process ended."""
+        self._lock = threading.Lock()
 
     async def accept(self, request: RunRequest, flow: FlowName) -> str:
-        """Start a run in the background and return its id at once (it is `queued` until its
-        flow records it). What can be checked without reading the outputs (`_admissible`) is
-        checked first and raised here (404/422/503); what only the run finds (a bad output
-        line) makes its state `failed` with that problem."""
+        """Record a run as accepted, start it in the background and return its id at once (it
+        is `queued` until its flow records it). What can be checked without reading the outputs
+        (`_admissible`) is checked first and raised here (404/422/503), and a store that does
+        not take the acceptance is a 503: no 202 without its record. What only the run finds (a
+        bad output line) makes its state `failed` with that problem."""
         await run_in_threadpool(_admissible, self.store, request)
         run_id = str(uuid4())
-        task = self.pool.start(partial(launch, self.store, request, flow, run_id))
+        accepted = Acceptance(run_id=run_id, flow=flow, accepted_at=now(), owner=this_process())
+        await run_in_threadpool(ACCEPTANCES.put, self.store, run_id, accepted)
+        task = self.pool.start(partial(self._launch, request, flow, run_id))
         self._pending[run_id] = task
         task.add_done_callback(partial(self._settle, run_id))
         return run_id
 
-    def _settle(self, run_id: str, task: asyncio.Task[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            # Recorded before the run leaves `_pending`: `state` (on another thread) never
-            # finds it in neither.
-            problem = as_problem(cast(Exception, task.exception()))
+    def _launch(self, request: RunRequest, flow: FlowName, run_id: str) -> str | None:
+        """Run an accepted request (in its worker thread); returns why it failed, if it did,
+        after recording that in the store (unless the store is what failed)."""
+        try:
+            launch(self.store, request, flow, run_id)
+        except Exception as exc:
+            problem = as_problem(exc)
             if problem is None:
-                unexpected(cast(Exception, task.exception()))  # logs its type and frames
-            self._failed[run_id] = without_store_location(
+                unexpected(exc)  # logs its type and frames
+            error = without_store_location(
                 problem.detail if problem else "the service failed; the error is in its log",
                 self.store,
             )
-            while len(self._failed) > _FAILURES_KEPT:
-                del self._failed[next(iter(self._failed))]
+            failure = LaunchFailure(run_id=run_id, error=error, at=now())
+            with suppress(StoreUnavailableError):
+                LAUNCH_FAILURES.put(self.store, run_id, failure)
+            return error
+        return None
+
+    def _settle(self, run_id: str, task: asyncio.Task[str | None]) -> None:
+        error = None if task.cancelled() or task.exception() else task.result()
+        if error is not None:
+            # Known before the run leaves `_pending`: `state` (on another thread) never finds
+            # it in neither.
+            self._remember(run_id, error)
         del self._pending[run_id]
 
+    def _remember(self, run_id: str, error: str) -> None:
+        with self._lock:
+            self._failed[run_id] = error
+            while len(self._failed) > _FAILURES_KEPT:
+                del self._failed[next(iter(self._failed))]
+
     def state(self, run_id: str) -> RunState:
-        """The run's state: its aggregate's (`running` until its flow has ended, when this
-        service runs it), else what this service knows of it.
+        """The run's state as it is: its aggregate's, settled (`settled`); for a run its flow
+        has not recorded, what this service knows, else its acceptance's (`_unrecorded`).
 
         Raises:
             NotFoundError: Neither the store nor this service knows the run.
         """
+        # Asked before the store is read: a run leaves `_pending` only once its aggregate, or
+        # its failure, is known.
+        pending = run_id in self._pending
         try:
-            state = RunState.of(load_aggregate(self.store, run_id))
-        except NotFoundError:
-            if run_id in self._failed:
-                return RunState(run_id=run_id, status="failed", error=self._failed[run_id])
-            if run_id in self._pending:
-                return RunState(run_id=run_id, status="queued")
-            raise
+            aggregate = load_aggregate(self.store, run_id)
+        except NotFoundError as missing:
+            return self._unrecorded(run_id, pending, missing)
+        state = RunState.of(self.settled(aggregate))
         if state.status == "completed" and run_id in self._pending:
             # Scored, but its flow has more to record (a gate's decision): not done yet.
             return state.model_copy(update={"status": "running"})
         return state
+
+    def _unrecorded(self, run_id: str, pending: bool, missing: NotFoundError) -> RunState:
+        """A run without an aggregate: `failed` with why, `queued` while it waits in this
+        service (or in another live one), `interrupted` when the process that accepted it is
+        gone (the CLI's rule, `assay.runs.lifecycle.gone_reason`) — it never started."""
+        error = self._failed.get(run_id)
+        if error is not None:
+            return RunState(run_id=run_id, status="failed", error=error)
+        if pending:
+            return RunState(run_id=run_id, status="queued")
+        try:
+            acceptance = ACCEPTANCES.get(self.store, run_id)
+        except NotFoundError:
+            raise missing from None
+        with suppress(NotFoundError):
+            error = LAUNCH_FAILURES.get(self.store, run_id).error
+            return RunState(run_id=run_id, status="failed", error=error)
+        owner = acceptance.owner
+        # Not pending in the process that accepted it: an earlier one, whose pid this one has.
+        gone = "its service stopped" if _ours(owner) else gone_reason(owner, acceptance.accepted_at)
+        if gone is None:
+            return RunState(run_id=run_id, status="queued")
+        return RunState(
+            run_id=run_id,
+            status="interrupted",
+            error=f"accepted but never started: {gone}; submit the run again",
+        )
+
+    def settled(self, aggregate: RunAggregate) -> RunAggregate:
+        """A recorded run as it is (a copy; nothing is written): a `running` run whose process
+        is gone `interrupted`, by the CLI's rule (`assay.runs.lifecycle.settled`); a `running`
+        run of this process whose flow ended without recording its end (the store refused the
+        write: a full disk) `failed`, with why."""
+        owner = aggregate.owner
+        if aggregate.status is not RunStatus.RUNNING or owner is None or not _ours(owner):
+            return settled(aggregate)
+        run_id = aggregate.run_id
+        if run_id in self._pending:
+            return aggregate
+        error = self._failed.get(run_id)
+        if error is None:  # a run this service waited for: its flow run says
+            ended = self._flow_run_end(owner.flow_run)
+            if ended is None:
+                return aggregate
+            # A flow records its run before its flow run ends: what the store says now stands.
+            aggregate = load_aggregate(self.store, run_id)
+            if aggregate.status is not RunStatus.RUNNING:
+                return aggregate
+            error = without_store_location(ended, self.store)
+            self._remember(run_id, error)
+        return aggregate.model_copy(update={"status": RunStatus.FAILED, "error": error})
+
+    def _flow_run_end(self, flow_run: str | None) -> str | None:
+        """`flow_run_end`, asked at most once a `FLOW_RUN_RECHECK_SECONDS` per flow run."""
+        if flow_run is None:
+            return None
+        asked = time.monotonic()
+        with self._lock:
+            if asked - self._asked.get(flow_run, -math.inf) < FLOW_RUN_RECHECK_SECONDS:
+                return None
+            self._asked[flow_run] = asked
+            while len(self._asked) > _FAILURES_KEPT:
+                del self._asked[next(iter(self._asked))]
+        return flow_run_end(flow_run)
 
 
 @contextmanager

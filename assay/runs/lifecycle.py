@@ -15,7 +15,8 @@ Rules (docs/reliability.md):
   (`assay serve`, staged in the killed process's memory and never kept) cannot be resumed: it
   says to submit it again. A run still live in another process is not resumed under it (two
   writers of one run); a record without an owner (written before owners were recorded) is
-  resumable, as it always was.
+  resumable, as it always was. `assay serve` shows runs by the same rule (`gone_reason`, also
+  for the process that accepted a run not started yet; `assay/api/runner.py`).
 """
 
 from __future__ import annotations
@@ -87,20 +88,28 @@ def _process_gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def stale_reason(aggregate: RunAggregate, at: datetime | None = None) -> str | None:
-    """Why a `running` run's process is known to be gone (module docstring); None otherwise."""
-    if aggregate.status is not RunStatus.RUNNING:
-        return None
-    owner = aggregate.owner
+def gone_reason(
+    owner: RunOwner | None, heard_at: datetime, at: datetime | None = None
+) -> str | None:
+    """Why the process `owner` names, last heard from at `heard_at`, is known to be gone
+    (module docstring: its pid on this host, else its silence); None while it may be live.
+    `assay serve` asks it of the process that accepted a run still queued."""
     if owner is not None and owner.host == socket.gethostname():
         if owner.pid != os.getpid() and _process_gone(owner.pid):
             return f"its process {owner.pid} on {owner.host} is gone"
         return None
-    silent = ((at or now()) - aggregate.updated_at).total_seconds()
+    silent = ((at or now()) - heard_at).total_seconds()
     limit = _stale_seconds()
     if silent > limit:
         return f"no heartbeat for {silent:.0f}s (limit {limit:.0f}s, {STALE_ENV})"
     return None
+
+
+def stale_reason(aggregate: RunAggregate, at: datetime | None = None) -> str | None:
+    """Why a `running` run's process is known to be gone (module docstring); None otherwise."""
+    if aggregate.status is not RunStatus.RUNNING:
+        return None
+    return gone_reason(aggregate.owner, aggregate.updated_at, at)
 
 
 def settled(aggregate: RunAggregate) -> RunAggregate:

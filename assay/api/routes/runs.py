@@ -165,10 +165,12 @@ async def create_run(body: RunRequest, submission: Submit) -> Any:
     return await run_in_threadpool(load_result, submission.store, run_id)
 
 
-def _filtered_runs(store: EvidenceStore, suite: str | None, subject: str | None) -> list[Any]:
+def _filtered_runs(
+    accepted: AcceptedRuns, suite: str | None, subject: str | None
+) -> list[RunAggregate]:
     return [
-        run
-        for run in list_runs(store)
+        accepted.settled(run)
+        for run in list_runs(accepted.store)
         if (suite is None or run.suite == suite)
         and (subject is None or subject in (run.subject, f"{run.subject_kind}:{run.subject_id}"))
     ]
@@ -176,15 +178,16 @@ def _filtered_runs(store: EvidenceStore, suite: str | None, subject: str | None)
 
 @router.get("/runs", response_model=Page[RunAggregate])
 async def runs(
-    store: Store,
+    request: Request,
     _: Viewer,
     suite: str | None = None,
     subject: Annotated[str | None, Query(description="KIND:ID (all variants) or KIND:ID@V")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     cursor: str | None = None,
 ) -> Page[RunAggregate]:
-    """Recorded runs, newest first: `{"items": [...], "next_cursor": ...}`."""
-    found = await run_in_threadpool(_filtered_runs, store, suite, subject)
+    """Recorded runs, newest first, each as it is (a `running` run whose process is gone:
+    `interrupted`, as `GET /runs/{id}` says): `{"items": [...], "next_cursor": ...}`."""
+    found = await run_in_threadpool(_filtered_runs, request.app.state.accepted, suite, subject)
     return paginate(found, lambda run: sort_key(run.started_at, run.run_id), limit, cursor)
 
 
@@ -213,11 +216,10 @@ async def run(run_id: RunId, request: Request, store: Store, _: Viewer) -> Any:
     return await run_in_threadpool(load_result, store, run_id)
 
 
-def _completed(store: EvidenceStore, run_id: str) -> EvalResult:
-    aggregate = load_aggregate(store, run_id)
-    if aggregate.status is not RunStatus.COMPLETED:
-        raise _not_completed(RunState.of(aggregate))
-    return load_result(store, run_id)
+def _refuse_unless_completed(accepted: AcceptedRuns, run_id: str) -> None:
+    state = accepted.state(run_id)
+    if state.status != "completed":
+        raise _not_completed(state)
 
 
 def _not_completed(state: RunState) -> Problem:
@@ -232,6 +234,7 @@ def _not_completed(state: RunState) -> Problem:
 @router.get("/runs/{run_id}/cases", response_model=Page[CaseResult])
 async def run_cases(
     run_id: RunId,
+    request: Request,
     store: Store,
     _: Viewer,
     status: Annotated[
@@ -246,7 +249,7 @@ async def run_cases(
     after = decode_position(cursor)
 
     def page() -> Page[CaseResult]:
-        _completed(store, run_id)
+        _refuse_unless_completed(request.app.state.accepted, run_id)
         items, last = case_page(store, run_id, status, limit, after)
         return Page[CaseResult](
             items=items, next_cursor=None if last is None else encode_position(last)
