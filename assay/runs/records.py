@@ -8,6 +8,10 @@ Layout in the evidence store:
     index/subjects/<suite>/<kind>/<id>/<started>-<run_id>.json
                                           the same entry, by suite and subject in start order
                                           (write-once; what the automatic baseline reads)
+    accepted/runs/<run_id>.json           a run `assay serve` accepted, before it starts
+                                          (write-once: flow, time, owning process; never the
+                                          request), so a crash leaves it `interrupted`
+    accepted/failures/<run_id>.json       why an accepted run failed before it was recorded
 
 Chunk content carries no timestamps, so a retried or re-run write of the same chunk is byte-for-
 byte identical and therefore idempotent; different content under the same key is an integrity
