@@ -4,6 +4,8 @@ Order: a `PREFECT_API_URL` in the environment wins; else the lasting local serve
 `assay server start` recorded under `PREFECT_HOME`, when it answers its health check; else
 Prefect's ephemeral API (started in this process, gone when the command ends — fine for CI).
 Nothing here imports Prefect until a flow is about to run, so bad input is answered at once.
+A configured API that does not answer at all is one line and exit 2 before any flow starts
+(`connect`), not Prefect's traceback after its own retries.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -20,10 +23,15 @@ SERVER_STATE_FILE = "assay-server.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4200
 HEALTH_TIMEOUT_SECONDS = 1.0
+REACH_TIMEOUT_SECONDS = 5.0
+"""How long a configured API has to answer before a command says it cannot reach it."""
 
 _debug = False
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 """Prefect's loggers for flow and task runs: what they log also goes to the run's Logs tab."""
+API_SENDERS = ("prefect.events.clients", "prefect._internal.concurrency")
+"""Prefect's background senders of events and logs: what they log is about reaching the API
+(`Unable to connect to …`, `Service 'EventsWorker' failed to process item …`)."""
 
 
 class ServerState(BaseModel):
@@ -51,10 +59,14 @@ def shown_in_terminal(record: logging.LogRecord) -> bool:
     """Whether the terminal shows `record` (always, with --debug). Not a failing flow or task
     run's ERROR (and traceback): it is kept for the run's Logs tab in the Prefect API, and the
     command ends with one line saying what failed. Not Prefect's progress while it sends the
-    last events at exit: how many are left depends only on how soon the command ended."""
+    last events at exit: how many are left depends only on how soon the command ended. Not
+    what Prefect's background senders say while its API does not answer (a line every few
+    seconds per event): the command ends with one line saying so."""
     if _debug:
         return True
     if record.levelno >= logging.ERROR and record.name in RUN_LOGGERS:
+        return False
+    if record.name in API_SENDERS:
         return False
     return not record.getMessage().startswith(DRAINING)
 
@@ -89,6 +101,26 @@ def healthy(api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
         return False
 
 
+def reachable(api_url: str, timeout: float = REACH_TIMEOUT_SECONDS) -> bool:
+    """Whether anything answers HTTP at the Prefect API `api_url` (any status: a server that
+    wants a key is there; the flow's own calls say what is wrong with it)."""
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def unreachable(api_url: str) -> str:
+    """The one line for a Prefect API that does not answer."""
+    return (
+        f"cannot reach the Prefect API at {api_url}: start it with assay server start "
+        "(or unset PREFECT_API_URL for a temporary API)"
+    )
+
+
 def running_server() -> ServerState | None:
     """The recorded lasting server, if it is up."""
     state = read_state()
@@ -98,9 +130,11 @@ def running_server() -> ServerState | None:
 def connect(*, verbose: bool = False, debug: bool = False) -> str | None:
     """Point Prefect at a server (see the module docs) and keep the terminal quiet: `verbose`
     (`assay -v`) shows Prefect's log lines (INFO and up) too, `debug` (`assay --debug`) also the
-    errors and tracebacks of failing flow and task runs.
+    errors and tracebacks of failing flow and task runs, and what Prefect writes when it cannot
+    send its logs to the API.
 
-    Returns the API URL runs go to, or None when they use an ephemeral API.
+    Returns the API URL runs go to, or None when they use an ephemeral API. A configured API
+    that does not answer (`reachable`) exits 2 with one line (`unreachable`).
     """
     global _debug
     _debug = debug
@@ -123,7 +157,16 @@ def connect(*, verbose: bool = False, debug: bool = False) -> str | None:
         if isinstance(handler, PrefectConsoleHandler):
             handler.setLevel(console_level)
             handler.addFilter(shown_in_terminal)
+    for handler in logging.getLogger("prefect._internal").handlers:  # its own, on stderr
+        handler.addFilter(shown_in_terminal)
+    # Prefect's log sender writes `--- Error logging to API ---` straight to stderr for every
+    # batch it cannot send, unless Python's logging is told not to report handler errors.
+    logging.raiseExceptions = debug
     api = PREFECT_API_URL.value()
+    if api and not reachable(str(api)):
+        from assay.cli._common import fail
+
+        fail(unreachable(str(api)))
     return str(api) if api else None
 
 

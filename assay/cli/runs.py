@@ -3,7 +3,11 @@ flow."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, cast
+import os
+import shlex
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.text import Text
@@ -15,6 +19,7 @@ if TYPE_CHECKING:
     from assay.gate.decision import GateRun
     from assay.runs.cases import CaseFilter
     from assay.runs.options import RunOptions
+    from assay.runs.pipeline import PreparedRun
     from assay.runs.records import EvalResult
     from assay.store import EvidenceStore
     from flows.launch import SuiteFlow
@@ -34,26 +39,120 @@ def launch_suite_flow(
 ) -> tuple[EvidenceStore, EvalResult | GateRun]:
     """Check the run's inputs here, before Prefect is imported, so bad input exits 2 at once
     (`prepare_run`: the suite published if a file, the outputs validated, once), then hand the
-    prepared run to the launcher (flows/launch.py)."""
+    prepared run to the launcher (flows/launch.py). A Prefect API that stops answering during
+    the run ends the command with one line naming the command that resumes it (`_prefect_lost`)."""
+    from assay.cli import orchestration
     from assay.cli.judging import check_judge_options
     from assay.runs.pipeline import prepare_run
+    from assay.runs.records import now
 
     check_judge_options(options.calibration)
     evidence = common.open_evidence(options.store)
     prepared = common.guarded(lambda: prepare_run(evidence, options))
-    common.prefect_defaults()
+    api = common.prefect_defaults()
     from flows.launch import launch
 
-    with common.progress_bar(show_progress):
-        result = common.guarded(
-            lambda: launch(
-                prepared,
-                flow,
-                labels=tags,
-                announce=common.announce if show_progress else None,
+    since = now()
+    try:
+        with common.progress_bar(show_progress):
+            result = common.guarded(
+                lambda: launch(
+                    prepared,
+                    flow,
+                    labels=tags,
+                    announce=common.announce if show_progress else None,
+                )
             )
-        )
+    except typer.Exit:
+        raise  # already said in one line
+    except Exception:
+        if api is None or orchestration.reachable(api):
+            raise
+        _prefect_lost(api, prepared, common.guarded(lambda: _started_here(prepared, since)))
     return evidence, result
+
+
+def _started_here(prepared: PreparedRun, since: datetime) -> str | None:
+    """The run this attempt recorded: the resumed one, else the newest run of its suite and
+    subject that this process started since `since`; None when none was recorded yet."""
+    from assay.runs.lifecycle import this_process
+    from assay.runs.records import _RunOf, runs_of_subject
+    from assay.suites.registry import parse_ref
+
+    options = prepared.options
+    if options.resume:
+        return options.run_id
+    suite, version = parse_ref(options.suite)  # `name@N` once prepared
+    subject = prepared.subject
+    indexed_as = _RunOf(  # what the run index files a run under (its suite and subject)
+        run_id="",
+        suite=suite,
+        suite_version=version or 0,
+        subject_kind=subject.kind,
+        subject_id=subject.id,
+        variant=subject.variant,
+    )
+    me = this_process()
+    for run in runs_of_subject(prepared.store, indexed_as):  # newest first
+        if run.started_at < since:
+            break
+        if run.owner is not None and (run.owner.host, run.owner.pid) == (me.host, me.pid):
+            return run.run_id
+    return None
+
+
+def _resume_command(prepared: PreparedRun, run_id: str) -> str:
+    """The `assay run` that resumes `run_id`: what a resume must repeat (the suite version,
+    outputs, subject, sample, chunks), with the judge, baseline and store the run had."""
+    from assay.outputs import OutputsReference
+    from assay.runs.options import DEFAULT_CHUNK_SIZE
+
+    options = prepared.options
+    outputs = options.outputs
+    words = ["assay", "run", options.suite, "--outputs", outputs.location]
+    if outputs.format != "auto":
+        words += ["--outputs-format", outputs.format]
+    if outputs.case_attribute != OutputsReference.model_fields["case_attribute"].default:
+        words += ["--case-attribute", outputs.case_attribute]
+    words += ["--subject", str(prepared.subject)]
+    if options.sample is not None:
+        words += ["--sample", str(options.sample), "--seed", str(options.seed)]
+    if options.chunk_size != DEFAULT_CHUNK_SIZE:
+        words += ["--chunk-size", str(options.chunk_size)]
+    if options.judge_repeats is not None:
+        words += ["--judge-repeats", str(options.judge_repeats)]
+    for flag, value in (
+        ("--judge-block", options.judge_block),
+        ("--calibration", options.calibration),
+        ("--baseline", options.baseline),
+        ("--store", options.store),
+    ):
+        if value is not None:
+            words += [flag, value]
+    return shlex.join([*words, "--resume", run_id])
+
+
+def _prefect_lost(api: str, prepared: PreparedRun, run_id: str | None) -> NoReturn:
+    """Say in one line that the Prefect API stopped answering (and, once the run was recorded,
+    how to resume it: its evidence so far is kept), then end the process at once, exit 2.
+
+    At once: Prefect's event and log senders would otherwise try every item they still hold
+    against the dead API before the process ends (seconds an item: minutes in all), and nothing
+    of Assay's waits there — the evidence is written as the run goes."""
+    from assay.cli import orchestration
+
+    try:
+        if run_id is None:
+            common.fail(orchestration.unreachable(api))
+        common.fail(
+            f"the Prefect API at {api} stopped answering during run {run_id}; its evidence so "
+            f"far is kept: once the API is back (assay server start), resume it with "
+            f"{_resume_command(prepared, run_id)}"
+        )
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(common.EXIT_USAGE)
 
 
 def _result_json(result: EvalResult) -> dict[str, Any]:

@@ -41,9 +41,10 @@ verdict records its mode, so such a downgrade is visible in the evidence.
 **Retries** (tenacity): 429 (honouring `Retry-After` / `Retry-After-Ms`, else full-jitter
 exponential backoff), 408, 409, 5xx, timeouts and connection errors; at most `max_attempts`
 attempts, none started once the next wait would cross `deadline_seconds`, and each request's
-timeout is clipped to the time left. A malformed reply is asked for again once, at once. What
-still fails becomes `skipped` with `judge unavailable: <ErrorType>` or `malformed reply` —
-never a pass.
+timeout is clipped to the time left (30 s a request and 60 s a call by default:
+`ASSAY_JUDGE_TIMEOUT_SECONDS`, `ASSAY_JUDGE_DEADLINE_SECONDS`). A malformed reply is asked for
+again once, at once. What still fails becomes `skipped` with `judge unavailable: <ErrorType>` or
+`malformed reply` — never a pass.
 
 **Pairwise.** `judge_pair` compares two outputs with the `pairwise` prompt through the same
 machinery (modes, fallback and its memory, retries, deadline), asking for the pairwise reply
@@ -129,6 +130,26 @@ AMBIGUOUS_REPEATS: Final = 2
 
 MALFORMED_RETRIES: Final = 1
 """A malformed reply is asked for again this many times before the verdict is skipped."""
+
+TIMEOUT_ENV: Final = "ASSAY_JUDGE_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT_SECONDS: Final = 30.0
+DEADLINE_ENV: Final = "ASSAY_JUDGE_DEADLINE_SECONDS"
+DEFAULT_DEADLINE_SECONDS: Final = 60.0
+
+
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment variable `name`, else `default`."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
 
 ReplyT = TypeVar("ReplyT")
 ReplyCoT = TypeVar("ReplyCoT", covariant=True)
@@ -233,10 +254,11 @@ class OpenAIJudge:
         api_key: Default `OPENAI_API_KEY`. Local servers that need none accept any string.
         prompt: A prompt template name (see `load_prompt`) or a loaded `Prompt`. It must use
             the default prompt's reply contract (`parse_verdict_reply`).
-        timeout: Seconds one request may take.
+        timeout: Seconds one request may take; default `ASSAY_JUDGE_TIMEOUT_SECONDS`, else 30.
         max_attempts: Attempts per verdict, retries included (>= 1).
         deadline_seconds: Time budget per verdict: no attempt starts once the next wait would
-            cross it, and requests are cut off when it runs out.
+            cross it, and requests are cut off when it runs out; default
+            `ASSAY_JUDGE_DEADLINE_SECONDS`, else 60.
         backoff_seconds: Base of the exponential backoff (full jitter: a wait is uniform in
             [0, backoff × 2^(attempt-1)]).
         max_backoff_seconds: Ceiling of one backoff wait (a `Retry-After` is honoured as sent).
@@ -260,9 +282,9 @@ class OpenAIJudge:
         base_url: str | None = None,
         api_key: str | None = None,
         prompt: str | Prompt = "default",
-        timeout: float = 30.0,
+        timeout: float | None = None,
         max_attempts: int = 5,
-        deadline_seconds: float = 60.0,
+        deadline_seconds: float | None = None,
         *,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 8.0,
@@ -271,6 +293,9 @@ class OpenAIJudge:
         modes: ModeMemory | None = None,
         redaction: RedactionSettings = NO_REDACTION,
     ) -> None:
+        timeout = _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS) if timeout is None else timeout
+        if deadline_seconds is None:
+            deadline_seconds = _seconds(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
         key = api_key_for("OpenAIJudge", model, api_key, timeout, deadline_seconds, max_attempts)
         if backoff_seconds < 0 or max_backoff_seconds < 0:
             raise ValueError("backoff_seconds and max_backoff_seconds must not be negative")

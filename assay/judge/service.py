@@ -24,6 +24,22 @@ their requests and cache keys, then hand them to `judge_requests` (one verdict p
    once a limit is passed no further call starts — the rest are skipped (`budget_blocked`)
    and the batch's decision becomes `blocked`.
 
+**The judge circuit** (a suite run's checks, `judge_repeated`). A judge that never answers
+costs each call its whole deadline (retries included, about a minute by default): a 2,000-check
+run would wait hours before failing closed. So each run (its `run_id`: all its chunks, batches
+and repeats) has one circuit in this process. After `BREAKER_FAILURES` consecutive calls that
+came back `judge unavailable: …` — a timeout, a connection error, a 5xx or any other error that
+survived the adapter's retries — the circuit opens: no further call of that run starts, and
+every verdict not yet asked is skipped as `judge unavailable: CircuitOpen` (never a pass; the
+check reads `unavailable: judge circuit open …`, so the run fails its coverage and its summary
+says why). Calls in flight are abandoned then, as skipped (a judge that failed that many
+calls in a row would only make them wait out their deadline; a reply still on its way is not
+recorded, as after a kill). Any reply (a verdict, or a
+malformed one) starts the count again. An open circuit closes after `BREAKER_OPEN_SECONDS`, so
+a later resume in a long-lived process (`assay serve`) tries the judge again. The circuit is
+per process: chunks on threads share it, each Dask worker process has its own. Comparisons,
+calibration and the outcome score judge bounded batches and have none.
+
 With no judge configured, every verdict is skipped with the reason (fail closed).
 
 One cache layout (`cache_key`): `judge-cache/<kind>/<xx>/<digest>.json`, where the digest is a
@@ -37,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import random
 import threading
 import time
@@ -56,6 +73,7 @@ from assay.finops.reservations import Reservation, release, reserve
 from assay.hashing import OutputHasher
 from assay.judge.port import (
     BUDGET_BLOCKED,
+    UNAVAILABLE_PREFIX,
     Judge,
     JudgePin,
     JudgeRequest,
@@ -65,10 +83,12 @@ from assay.judge.port import (
     Verdict,
     judge_all,
     judge_pairs_all,
+    judge_unavailable,
 )
 from assay.judge.redaction import NO_REDACTION, RedactionSettings
 from assay.store import EvidenceStore
 
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 RequestT = TypeVar("RequestT", JudgeRequest, PairRequest)
 VerdictT = TypeVar("VerdictT", Verdict, PairVerdict)
@@ -82,10 +102,92 @@ DEFAULT_MAX_OUTPUT_TOKENS: Final = 400
 """Tokens a judge may answer with (reasoning + verdict JSON), and what the preflight prices."""
 CONTENTION_RETRIES: Final = 3
 CONTENTION_PAUSE_SECONDS: Final = 0.2
+BREAKER_FAILURES: Final = 8
+"""Consecutive failed judge calls (each after its own retries) that open a run's judge circuit."""
+BREAKER_OPEN_SECONDS: Final = 600.0
+"""How long an open judge circuit stays open before the judge is tried again."""
+CIRCUITS_KEPT: Final = 256
+"""Runs whose circuit this process remembers (the oldest is forgotten first)."""
+CIRCUIT_WATCH_SECONDS: Final = 0.25
+"""How often a batch in flight looks whether its run's judge circuit opened."""
 
 
 class JudgeUnsupportedError(AssayError):
     """The configured judge cannot give the kind of verdict asked for (retrying does not help)."""
+
+
+class CircuitOpen(Exception):
+    """Stops a run's judge calls: its judge circuit is open (see the module docstring)."""
+
+
+CIRCUIT_OPEN: Final = judge_unavailable(CircuitOpen)
+"""The skip reason of a verdict not asked because the run's judge circuit was open."""
+CIRCUIT_OPEN_WHY: Final = (
+    f"judge circuit open after {BREAKER_FAILURES} consecutive failed judge calls; not sent"
+)
+"""What a suite check skipped for `CIRCUIT_OPEN` says (`unavailable: …`), and the run's summary."""
+
+
+@dataclass
+class _Circuit:
+    """One run's judge circuit in this process (see the module docstring)."""
+
+    run_id: str
+    opens_after: int | None = BREAKER_FAILURES
+    """Consecutive failed calls that open it; None: it never opens."""
+    failures: int = 0
+    opened_at: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def is_open(self) -> bool:
+        with self._lock:
+            if self.opened_at is not None and (
+                time.monotonic() - self.opened_at >= BREAKER_OPEN_SECONDS
+            ):
+                self.opened_at, self.failures = None, 0
+            return self.opened_at is not None
+
+    def answered(self, reason: str) -> None:
+        """Count one call that returned with `reason`: `judge unavailable: …` is a failure,
+        anything else (the judge replied) starts the count again."""
+        with self._lock:
+            failed = reason.startswith(UNAVAILABLE_PREFIX)
+            self.failures = self.failures + 1 if failed else 0
+            opens = (
+                self.opens_after is not None
+                and self.failures >= self.opens_after
+                and self.opened_at is None
+            )
+            if opens:
+                self.opened_at = time.monotonic()
+        if opens:
+            logger.warning(
+                "judge circuit open for run %s after %d consecutive failed calls: its judged "
+                "checks not yet asked are skipped (%s), never passed",
+                self.run_id,
+                self.failures,
+                CIRCUIT_OPEN,
+            )
+
+
+_CIRCUITS: dict[str, _Circuit] = {}
+_CIRCUITS_LOCK = threading.Lock()
+
+
+def _unbroken(run_id: str) -> _Circuit:
+    """A circuit that never opens: judgings other than a run's checks."""
+    return _Circuit(run_id, opens_after=None)
+
+
+def _circuit(run_id: str) -> _Circuit:
+    """The judge circuit of a run's checks in this process, shared by all its chunks."""
+    with _CIRCUITS_LOCK:
+        found = _CIRCUITS.get(run_id)
+        if found is None:
+            if len(_CIRCUITS) >= CIRCUITS_KEPT:
+                _CIRCUITS.pop(next(iter(_CIRCUITS)))
+            found = _CIRCUITS[run_id] = _Circuit(run_id)
+        return found
 
 
 @dataclass
@@ -273,7 +375,7 @@ def judge_requests(
         preflight decision (None when nothing needed judging).
     """
     spender = Spender(run_id, suite, subject, now or datetime.now(UTC))
-    return _judge(store, setup, requests, _VERDICTS, spender, first_chunk=chunk)
+    return _judge(store, setup, requests, _VERDICTS, spender, _unbroken(run_id), first_chunk=chunk)
 
 
 def repeat_key(key: str, repeat: int) -> str:
@@ -294,6 +396,8 @@ def judge_repeated(
 
     Every repeat is its own request under its own cache key (`repeat_key`), so the preflight
     prices all K of them before anything is spent, and a re-run finds every repeat cached.
+    The run's judge circuit (see the module docstring) stops its calls once the judge has
+    failed `BREAKER_FAILURES` calls in a row.
 
     Returns:
         The batch (calls, cache hits, cost, decision) and, per request in order, its K verdicts.
@@ -302,7 +406,8 @@ def judge_repeated(
     if k < 1:
         raise ValueError(f"repeats must be at least 1, not {k}")
     expanded = [(repeat_key(key, r), request) for key, request in requests for r in range(k)]
-    batch = _judge(store, setup, expanded, _VERDICTS, spender, first_chunk=chunk)
+    circuit = _circuit(spender.run_id)
+    batch = _judge(store, setup, expanded, _VERDICTS, spender, circuit, first_chunk=chunk)
     return batch, [batch.verdicts[i * k : (i + 1) * k] for i in range(len(requests))]
 
 
@@ -325,7 +430,14 @@ def judge_pair_requests(
         JudgeUnsupportedError: The configured judge cannot compare pairs.
     """
     return _judge(
-        store, setup, requests, _PAIRS, spender, batch_size=batch_size, on_decision=on_decision
+        store,
+        setup,
+        requests,
+        _PAIRS,
+        spender,
+        _unbroken(spender.run_id),
+        batch_size=batch_size,
+        on_decision=on_decision,
     )
 
 
@@ -335,6 +447,7 @@ def _judge(
     requests: Sequence[tuple[str, RequestT]],
     way: _Way[RequestT, VerdictT],
     spender: Spender,
+    circuit: _Circuit,
     *,
     first_chunk: int = 0,
     batch_size: int | None = None,
@@ -351,6 +464,11 @@ def _judge(
             judged.cache_hits += 1
         else:
             pending.append(index)
+    if pending and circuit.is_open():  # nothing is priced, reserved or asked
+        not_sent = way.skipped(CIRCUIT_OPEN, setup.pin)
+        for index in pending:
+            verdicts[index] = not_sent
+        pending = []
     if pending:
         projected = price(
             setup.prices,
@@ -374,7 +492,7 @@ def _judge(
                             verdicts[index] = blocked
                         continue
                     spend = _Spend(store, setup, spender, first_chunk + number, reservation, guard)
-                    answers = _ask(store, setup, way, [requests[i] for i in batch], spend)
+                    answers = _ask(store, setup, way, [requests[i] for i in batch], spend, circuit)
                     for index, verdict in zip(batch, answers, strict=True):
                         verdicts[index] = verdict
                     judged.calls += len(spend.parts)
@@ -543,6 +661,7 @@ def _ask(
     way: _Way[RequestT, VerdictT],
     batch: Sequence[tuple[str, RequestT]],
     spend: _Spend,
+    circuit: _Circuit,
 ) -> list[VerdictT]:
     """Call the judge on one batch; record the spend and cache the verdicts as they arrive.
 
@@ -553,7 +672,8 @@ def _ask(
     flight, so neither their latency (fsync, an S3 round trip) nor their I/O blocks the event
     loop. When a write fails — the store cannot take the spend or the evidence — no further
     call is started; nor when the spend passes a block budget (`_Guard`), and then the calls
-    not started are skipped (`budget_blocked`).
+    not started are skipped (`budget_blocked`); nor once the run's judge circuit is open, and
+    then they, and the calls still in flight (abandoned), are skipped as `CIRCUIT_OPEN`.
     """
     pin = setup.pin
     capped = [
@@ -565,6 +685,7 @@ def _ask(
 
     def keep(position: int, verdict: VerdictT) -> None:
         kept[position] = verdict
+        circuit.answered(verdict.reason)
         try:
             spend.call(verdict)
             if way.cacheable(verdict, pin):
@@ -576,20 +697,24 @@ def _ask(
 
         def arrived(position: int, verdict: VerdictT) -> Awaitable[None]:
             # Awaited while the call holds its concurrency slot: at most `max_concurrency`
-            # calls are ever in flight or returned but not yet on record.
-            return asyncio.get_running_loop().run_in_executor(writers, keep, position, verdict)
+            # calls are ever in flight or returned but not yet on record. Shielded: calls
+            # abandoned when the circuit opens still record what already came back.
+            loop = asyncio.get_running_loop()
+            return asyncio.shield(loop.run_in_executor(writers, keep, position, verdict))
 
         async def call() -> list[VerdictT]:
             assert setup.make_judge is not None
             judge = setup.make_judge()
             try:
-                return await way.ask(
-                    judge,
-                    capped,
-                    setup.max_concurrency,
-                    arrived,
-                    stop,
+                asking = asyncio.ensure_future(
+                    way.ask(judge, capped, setup.max_concurrency, arrived, stop)
                 )
+                while not (await asyncio.wait({asking}, timeout=CIRCUIT_WATCH_SECONDS))[0]:
+                    if circuit.is_open():  # the calls in flight would only wait out their deadline
+                        asking.cancel()
+                        await asyncio.wait({asking})
+                        raise CircuitOpen()
+                return asking.result()
             finally:
                 close = getattr(judge, "aclose", None)
                 if close is not None:
@@ -598,13 +723,18 @@ def _ask(
         def stop() -> BaseException | None:
             if failure:
                 return failure[0]
-            return _BudgetSpent() if spend.guard.stopped is not None else None
+            if spend.guard.stopped is not None:
+                return _BudgetSpent()
+            return CircuitOpen() if circuit.is_open() else None
 
+        unasked: VerdictT | None = None
         try:
             answers = run_sync(call())
-        except _BudgetSpent:
-            blocked = way.skipped(BUDGET_BLOCKED, pin)
-            answers = [kept.get(position, blocked) for position in range(len(batch))]
+        except (_BudgetSpent, CircuitOpen) as stopped:
+            reason = BUDGET_BLOCKED if isinstance(stopped, _BudgetSpent) else CIRCUIT_OPEN
+            unasked = way.skipped(reason, pin)
+    if unasked is not None:  # every writer is done: `kept` holds each verdict on record
+        answers = [kept.get(position, unasked) for position in range(len(batch))]
     if failure:
         raise failure[0]  # the task fails and is retried; what was recorded stays
     spend.close()

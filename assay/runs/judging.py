@@ -6,9 +6,12 @@ content, the keyed output hash, the rubric, the threshold and the judge pin; the
 the rest (cache, preflight, bounded calls, ledger). With `--judge-repeats K` each check is asked
 K times (`judge_repeated`) and takes the majority (`assay.judge.reliability.majority`; an even
 split is skipped, `judge split`). With no judge configured, every `llm_judge` check is skipped
-with the reason (fail closed). A check `on: trajectory` asks about the output's tool calls rendered
-as text (`assay.trajectory.rendered`: tool names and arguments, redacted like any output); an
-output without a trajectory fails it, like every trajectory check.
+with the reason (fail closed). A check not asked because the run's judge circuit opened (too many
+consecutive failed calls, `assay.judge.service`) is unavailable — `unavailable: judge circuit
+open …`, against coverage, named in the run's summary — never a pass. A check `on: trajectory`
+asks about the output's tool calls rendered as text (`assay.trajectory.rendered`: tool names and
+arguments, redacted like any output); an output without a trajectory fails it, like every
+trajectory check.
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ from assay.intake.record import Evidence
 from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import majority
-from assay.judge.service import JudgeSetup, Spender, cache_key, judge_repeated
+from assay.judge.service import (
+    CIRCUIT_OPEN,
+    CIRCUIT_OPEN_WHY,
+    JudgeSetup,
+    Spender,
+    cache_key,
+    judge_repeated,
+)
 from assay.outputs import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
@@ -63,6 +73,8 @@ class ChunkJudgement:
 
 
 def _outcome(verdict: Verdict) -> Outcome:
+    if verdict.reason == CIRCUIT_OPEN:
+        return Outcome(Status.SKIPPED, 0.0, UNAVAILABLE + CIRCUIT_OPEN_WHY)
     if verdict.status == "skipped":
         return Outcome(Status.SKIPPED, 0.0, verdict.reason)
     return Outcome(Status.PASS if verdict.status == "pass" else Status.FAIL, verdict.score, "")
