@@ -275,12 +275,13 @@ def open_evidence(uri: str | None) -> EvidenceStore:
     return guarded(lambda: open_store(uri))
 
 
-def prefect_defaults() -> str | None:
+def prefect_defaults(*, must_answer: bool = True) -> str | None:
     """Connect to a Prefect server (or fall back to an ephemeral API) with a quiet terminal;
-    users' own settings win. Returns the server's API URL, or None when ephemeral."""
+    users' own settings win. Returns the server's API URL, or None when ephemeral. A configured
+    API that does not answer is one line, exit 2, unless not `must_answer`."""
     from assay.cli import orchestration
 
-    return orchestration.connect(verbose=_verbose, debug=_debug)
+    return orchestration.connect(verbose=_verbose, debug=_debug, must_answer=must_answer)
 
 
 _ui_note_shown = False

@@ -127,14 +127,16 @@ def running_server() -> ServerState | None:
     return state if state is not None and healthy(state.api_url) else None
 
 
-def connect(*, verbose: bool = False, debug: bool = False) -> str | None:
+def connect(*, verbose: bool = False, debug: bool = False, must_answer: bool = True) -> str | None:
     """Point Prefect at a server (see the module docs) and keep the terminal quiet: `verbose`
     (`assay -v`) shows Prefect's log lines (INFO and up) too, `debug` (`assay --debug`) also the
     errors and tracebacks of failing flow and task runs, and what Prefect writes when it cannot
     send its logs to the API.
 
-    Returns the API URL runs go to, or None when they use an ephemeral API. A configured API
-    that does not answer (`reachable`) exits 2 with one line (`unreachable`).
+    Returns the API URL runs go to, or None when they use an ephemeral API. With `must_answer`,
+    a configured API that does not answer (`reachable`) exits 2 with one line (`unreachable`);
+    `assay serve` starts without it (its `/healthz` and 503s say the API is down, and it serves
+    reads meanwhile).
     """
     global _debug
     _debug = debug
@@ -163,7 +165,7 @@ def connect(*, verbose: bool = False, debug: bool = False) -> str | None:
     # batch it cannot send, unless Python's logging is told not to report handler errors.
     logging.raiseExceptions = debug
     api = PREFECT_API_URL.value()
-    if api and not reachable(str(api)):
+    if api and must_answer and not reachable(str(api)):
         from assay.cli._common import fail
 
         fail(unreachable(str(api)))

@@ -59,7 +59,7 @@ def serve(
             f"assay serve needs {', '.join(missing)}, which is not installed: "
             "pip install 'assay[serve]'"
         )
-    common.prefect_defaults()
+    common.prefect_defaults(must_answer=False)
     import uvicorn
 
     from assay.api import ServeSettings, create_app
