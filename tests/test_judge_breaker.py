@@ -78,7 +78,7 @@ def test_a_judge_that_never_answers_fails_a_2000_check_run_closed_in_seconds(
     m = result["metrics"]
     assert (result["passed"], m["scored"], m["passed"], m["skipped"]) == (False, 0, 0, CHECKS)
     not_sent = m["unavailable"][f"llm_judge: {CIRCUIT_OPEN_WHY}"]
-    # The circuit opened after 8 failed calls; the calls still in flight (< 4) were abandoned.
+    # The circuit opened after BREAKER_FAILURES failed calls; those still in flight were abandoned.
     assert CHECKS - BREAKER_FAILURES - 4 <= not_sent <= CHECKS - BREAKER_FAILURES
     assert f"{not_sent} llm_judge checks unavailable: {CIRCUIT_OPEN_WHY}" in shown.output
     # Two attempts a call at most (0.5 s each within the 1 s deadline), few calls.

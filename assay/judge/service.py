@@ -102,8 +102,10 @@ DEFAULT_MAX_OUTPUT_TOKENS: Final = 400
 """Tokens a judge may answer with (reasoning + verdict JSON), and what the preflight prices."""
 CONTENTION_RETRIES: Final = 3
 CONTENTION_PAUSE_SECONDS: Final = 0.2
-BREAKER_FAILURES: Final = 8
-"""Consecutive failed judge calls (each after its own retries) that open a run's judge circuit."""
+BREAKER_FAILURES: Final = 4
+"""Consecutive failed judge calls (each after its own retries) that open a run's judge circuit: the
+default calls in flight (`ASSAY_JUDGE_CONCURRENCY`, 4), so a judge that never answers costs one call
+deadline, not two."""
 BREAKER_OPEN_SECONDS: Final = 600.0
 """How long an open judge circuit stays open before the judge is tried again."""
 CIRCUITS_KEPT: Final = 256
