@@ -369,3 +369,18 @@ def test_s3_retries_end_by_the_deadline_when_a_late_attempt_hangs(
 
     # The deadline is 2 s; a last attempt started just before it waited out a 2 s read timeout.
     assert elapsed < 3.0  # it took 5.4 s before; a margin for a loaded machine
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("report", "--trend", "support-bot", "--last", "0"),
+        ("run", SUITE, "--outputs", "x.jsonl", "--sample", "nan"),
+        ("run",),
+        ("no-such-command",),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_help_to_read(args: tuple[str, ...]) -> None:
+    """Typer drew these as a boxed panel of six lines or more."""
+    line, _ = one_line_exit_2(*args)
+    assert "--help)" in line and "╭" not in line

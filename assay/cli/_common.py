@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup
 
 from assay.cli._commands import COMMANDS, OPTION_HELP
@@ -113,6 +114,11 @@ class _Commands(TyperGroup):
             fail(error_message(exc))
         except OSError as exc:
             fail(os_error_message(exc))
+        except NoArgsIsHelpError:
+            raise  # a group named alone: its help, as usual
+        except UsageError as exc:  # a flag's value of the wrong type or out of range, …
+            where = f" ({exc.ctx.command_path} --help)" if exc.ctx else ""
+            fail(f"{exc.format_message()}{where}")
 
 
 app = typer.Typer(
