@@ -274,6 +274,28 @@ def test_runs_list_newest_first_with_cursor_pagination(service: Service) -> None
     assert none == {"items": [], "next_cursor": None}
 
 
+
+def test_a_case_list_cursor_is_bound_to_its_run_and_filter(service: Service) -> None:
+    """A cursor from one run's (or one filter's) case list used on another skipped or repeated
+    cases silently; now it is refused."""
+    with service.client("operator") as client:
+        first = _run(client, "v2", subject="agent:cursors@v2").json()["run_id"]
+        second = _run(client, "v2", subject="agent:cursors@v2").json()["run_id"]
+    with service.client("viewer") as client:
+        page = client.get(f"/runs/{first}/cases", params={"limit": 5}).json()
+        cursor = page["next_cursor"]
+        assert cursor is not None
+        again = client.get(f"/runs/{first}/cases", params={"limit": 5, "cursor": cursor})
+        other_run = client.get(f"/runs/{second}/cases", params={"limit": 5, "cursor": cursor})
+        other_filter = client.get(
+            f"/runs/{first}/cases", params={"limit": 5, "cursor": cursor, "status": "failed"}
+        )
+    assert again.status_code == 200
+    assert [c["case_id"] for c in again.json()["items"]] != [c["case_id"] for c in page["items"]]
+    for refused in (other_run, other_filter):
+        body = _problem(refused, 422)
+        assert "another run or filter" in body["detail"]
+
 def test_sse_replays_cases_then_the_summary_and_resumes_after_last_event_id(
     service: Service,
 ) -> None:

@@ -2,13 +2,15 @@
 
 A cursor is the opaque, URL-safe encoding of the last item's sort key (time, id). The next page
 holds the items strictly older than it, so records appended meanwhile never shift a page. A
-listing in a fixed order that never grows (a completed run's cases) pages by position instead.
+listing in a fixed order that never grows (a completed run's cases) pages by position instead,
+its cursor bound to the run and the filter it was given out for.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -52,18 +54,28 @@ def _decode(cursor: str) -> SortKey:
     return at, ident
 
 
-def encode_position(position: int) -> str:
-    """The cursor of a listing in a fixed order (a run's cases): the position to go on from."""
-    return _encode(("", str(position)))
+def _scope_digest(scope: str) -> str:
+    return hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def decode_position(cursor: str | None) -> int:
-    """The position an `encode_position` cursor names; 0 without one."""
+def encode_position(position: int, scope: str) -> str:
+    """The cursor of a listing in a fixed order (a run's cases): the position to go on from,
+    bound to its `scope` (the run and the filter it was given out for)."""
+    return _encode((_scope_digest(scope), str(position)))
+
+
+def decode_position(cursor: str | None, scope: str) -> int:
+    """The position an `encode_position` cursor names; 0 without one. A cursor given out for
+    another scope (another run, another filter) is refused: it would skip or repeat items."""
     if cursor is None:
         return 0
-    _, position = _decode(cursor)
+    bound, position = _decode(cursor)
     if not position.isdigit():
         raise Problem(422, "cursor: not a cursor this service gave out", field="cursor")
+    if bound != _scope_digest(scope):
+        raise Problem(
+            422, "cursor: given out for another run or filter than this one", field="cursor"
+        )
     return int(position)
 
 

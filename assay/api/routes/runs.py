@@ -246,13 +246,14 @@ async def run_cases(
     """Each case of a completed run in evidence order — id, status, score, label and its
     checks `{scorer, kind, status, score, label}` — as `assay runs cases --json` lists them;
     `{"items": [...], "next_cursor": ...}`. No output text. 409 until the run is completed."""
-    after = decode_position(cursor)
+    scope = f"{run_id}\n{status or ''}"
+    after = decode_position(cursor, scope)
 
     def page() -> Page[CaseResult]:
         _refuse_unless_completed(request.app.state.accepted, run_id)
         items, last = case_page(store, run_id, status, limit, after)
         return Page[CaseResult](
-            items=items, next_cursor=None if last is None else encode_position(last)
+            items=items, next_cursor=None if last is None else encode_position(last, scope)
         )
 
     return await run_in_threadpool(page)
