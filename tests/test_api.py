@@ -274,7 +274,6 @@ def test_runs_list_newest_first_with_cursor_pagination(service: Service) -> None
     assert none == {"items": [], "next_cursor": None}
 
 
-
 def test_a_case_list_cursor_is_bound_to_its_run_and_filter(service: Service) -> None:
     """A cursor from one run's (or one filter's) case list used on another skipped or repeated
     cases silently; now it is refused."""
@@ -295,6 +294,7 @@ def test_a_case_list_cursor_is_bound_to_its_run_and_filter(service: Service) -> 
     for refused in (other_run, other_filter):
         body = _problem(refused, 422)
         assert "another run or filter" in body["detail"]
+
 
 def test_sse_replays_cases_then_the_summary_and_resumes_after_last_event_id(
     service: Service,
