@@ -413,27 +413,27 @@ def test_a_2xx_answer_of_the_wrong_shape_is_one_line_and_exit_2(
 
 @pytest.mark.usefixtures("prefect_api", "store_dir")
 @pytest.mark.parametrize(("passing", "exit_code"), [(set(range(CASES)), 0), (set(), 1)])
-def test_a_comment_that_cannot_be_written_warns_and_the_gate_keeps_its_exit_code(
-    tmp_path: Path, passing: set[int], exit_code: int
+@pytest.mark.parametrize(
+    ("flag", "what"), [("--comment", "pull-request comment"), ("--junit", "JUnit XML")]
+)
+def test_a_file_beside_the_verdict_that_cannot_be_written_warns_and_keeps_the_exit_code(
+    tmp_path: Path, passing: set[int], exit_code: int, flag: str, what: str
 ) -> None:
     not_a_folder = tmp_path / "not-a-folder"
     not_a_folder.write_text("")
-    comment = not_a_folder / "comment.md"
+    target = not_a_folder / "gate-output"
 
     result = CliRunner().invoke(
         app,
         [
             *("gate", _suite(tmp_path), "--outputs", _outputs(tmp_path, "v", passing)),
-            *("--subject", SUBJECT, "--comment", str(comment), "--json"),
+            *("--subject", SUBJECT, flag, str(target), "--json"),
         ],
     )
 
     assert result.exit_code == exit_code, result.output
     line = _one_line(result.stderr)
-    assert (
-        line.startswith("warning: cannot write the pull-request comment to")
-        and str(comment) in line
-    ), line
+    assert line.startswith(f"warning: cannot write the {what} to") and str(target) in line, line
     assert json.loads(result.stdout)["verdict"] == ("pass" if exit_code == 0 else "fail")
 
 

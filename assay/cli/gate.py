@@ -95,18 +95,17 @@ def _check(
     raise typer.Exit(_exit_code(check.effective, allow_insufficient))
 
 
-def _write_comment(path: Path, report: GateReport, report_url: str | None) -> None:
-    """Write the pull-request comment; one that cannot be written is a warning on stderr, never
-    the gate's exit code, which stays its verdict's."""
-    from assay.gate.comment import gate_comment
-
+def _write_aside(path: Path, text: str, what: str) -> None:
+    """Write a file the gate gives besides its verdict (the pull-request comment, JUnit XML); one
+    that cannot be written is a warning on stderr, never the gate's exit code, which stays its
+    verdict's."""
     try:
-        path.write_text(gate_comment(report, report_url), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         common.err.print(
             Text.assemble(
                 ("warning:", "yellow"),
-                f" cannot write the pull-request comment to {path} "
+                f" cannot write the {what} to {path} "
                 f"({exc.strerror or type(exc).__name__}); the exit code is the gate's verdict",
             ),
             highlight=False,
@@ -125,7 +124,9 @@ def _gate_answer(
     """A gate's answer, whether it ran here or in the service: the pull-request comment (with
     `--comment`), the report or its JSON, and the exit code of its verdict."""
     if comment is not None:
-        _write_comment(comment, report, report_url)
+        from assay.gate.comment import gate_comment
+
+        _write_aside(comment, gate_comment(report, report_url), "pull-request comment")
     if as_json:
         common.print_json(report.model_dump(mode="json"))
     else:
@@ -148,7 +149,12 @@ def gate_command(
     sample: common.SampleOption = None,
     seed: common.SeedOption = 0,
     junit: Annotated[
-        Path | None, typer.Option("--junit", help="Write JUnit XML here (cases + gate rules).")
+        Path | None,
+        typer.Option(
+            "--junit",
+            help="Write JUnit XML here (cases + gate rules). A path that cannot be written is a "
+            "warning, never the exit code.",
+        ),
     ] = None,
     comment: Annotated[
         Path | None,
@@ -267,5 +273,5 @@ def gate_command(
         from assay.runs.records import read_decided_cases
 
         cases = read_decided_cases(evidence, run.decision.run_id)
-        junit.write_text(junit_xml(run.decision, cases), encoding="utf-8")
+        _write_aside(junit, junit_xml(run.decision, cases), "JUnit XML")
     _gate_answer(GateReport.of(run), run.decision, comment, report_url, as_json, allow_insufficient)
