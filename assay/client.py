@@ -18,24 +18,35 @@ the URL.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 import httpx
 
+from assay.answers import (
+    Answer,
+    AssayAPIError,
+    Model,
+    answer_of,
+    answer_source,
+    is_health,
+    is_list,
+    is_object,
+    is_page,
+    is_published,
+    media_type,
+    not_assay,
+    sse_events,
+    validated,
+)
 from assay.errors import shown
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from assay.gate.decision import GateReport
     from assay.gate.overrides import GateCheck
     from assay.runs.cases import CaseResult
@@ -53,128 +64,7 @@ RECONNECTS: Final = 5
 """How often in a row `events` resumes (with `Last-Event-ID`) a stream that dropped, sent
 nothing for `timeout` or ended without a summary, before it gives up."""
 PREFER_ASYNC: Final = {"Prefer": "respond-async"}
-JSON_TYPES: Final = ("application/json", "application/problem+json")
 EVENT_STREAM: Final = "text/event-stream"
-TITLE: Final = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
-Model = TypeVar("Model", bound="BaseModel")
-
-
-class AssayAPIError(Exception):
-    """An error answer of the service (`status`, and the problem+json body as `problem`); or,
-    with `status` None, a service that could not be reached, that did not answer in time, or an
-    answer that was not Assay's (`problem` then has a `title` and a one-line `detail`)."""
-
-    def __init__(self, status: int | None, problem: Mapping[str, Any]) -> None:
-        self.status = status
-        self.problem = dict(problem)
-        super().__init__(self.detail)
-
-    @property
-    def detail(self) -> str:
-        """The problem's one-line `detail` (else its title)."""
-        return str(self.problem.get("detail") or self.problem.get("title") or "error")
-
-
-def _not_assay(what: str) -> AssayAPIError:
-    return AssayAPIError(
-        None, {"title": "not an Assay answer", "detail": f"not an Assay answer: {what}"}
-    )
-
-
-def validated(model: type[Model], body: Any, source: str) -> Model:
-    """`body` as `model`; else AssayAPIError naming `source` (what answered it: `METHOD URL
-    answered …`), the model and the first field that did not fit — never a value from the
-    body."""
-    from pydantic import ValidationError
-
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"])
-        at = f"{shown(field, 60)}: " if field else ""
-        raise _not_assay(
-            f"{source}, not the {model.__name__} expected ({at}{first['type']})"
-        ) from None
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """Assay's JSON answer to one request, and `source`, what answered it (`METHOD URL answered
-    HTTP STATUS TYPE`) for an error that says so."""
-
-    status: int
-    body: Any
-    source: str
-
-    def expect(self, valid: Callable[[Any], bool], expected: str) -> Any:
-        """The body, if `valid`; else AssayAPIError (an answer of another shape)."""
-        if not valid(self.body):
-            raise _not_assay(f"{self.source}, not {expected}")
-        return self.body
-
-    def model(self, model: type[Model]) -> Model:
-        return validated(model, self.body, self.source)
-
-
-def _media_type(response: httpx.Response) -> str:
-    content_type: str = response.headers.get("content-type", "")
-    return content_type.partition(";")[0].strip().lower()
-
-
-def _source(response: httpx.Response) -> str:
-    """`METHOD URL answered HTTP STATUS TYPE` (the URL without its query)."""
-    url = response.request.url
-    where = f"{url.scheme}://{url.netloc.decode('ascii')}{url.path}"
-    kind = _media_type(response) or "without a content type"
-    return f"{response.request.method} {where} answered HTTP {response.status_code} {kind}"
-
-
-def _hint(content: bytes) -> str:
-    """What a page that is not Assay's answer calls itself (its `<title>`, clamped and escaped,
-    as a login or error page names the proxy or server): never more of the body."""
-    found = TITLE.search(content[:4096])
-    title = " ".join(found.group(1).decode("utf-8", "replace").split()) if found else ""
-    return f" (page title {shown(title, 40)})" if title else ""
-
-
-def _answer(response: httpx.Response, content: bytes) -> _Answer:
-    """The JSON `content` of `response`; AssayAPIError when it is not JSON (by its content type
-    or its text): what answered was not Assay."""
-    source = _source(response)
-    if _media_type(response) not in JSON_TYPES:
-        raise _not_assay(source + _hint(content))
-    try:
-        body = json.loads(content)
-    except ValueError:
-        raise _not_assay(f"{source} that does not parse as JSON") from None
-    return _Answer(response.status_code, body, source)
-
-
-def _object(body: Any) -> bool:
-    return isinstance(body, dict)
-
-
-def _list(body: Any) -> bool:
-    return isinstance(body, list)
-
-
-def _page(body: Any) -> bool:
-    return (
-        isinstance(body, dict)
-        and isinstance(body.get("items"), list)
-        and all(isinstance(item, dict) for item in body["items"])
-        and "next_cursor" in body
-        and isinstance(body["next_cursor"], str | None)
-    )
-
-
-def _published(body: Any) -> bool:
-    return isinstance(body, dict) and {"suite", "version"} <= body.keys()
-
-
-def _health(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("status") in ("ok", "degraded")
 
 
 def _service_url(url: str) -> str:
@@ -280,16 +170,16 @@ class AssayClient:
             return f"no answer from {self.url} within {self.timeout:g} s ({method} {path})"
         return f"cannot reach {self.url}: {exc}"
 
-    def _checked(self, response: httpx.Response, content: bytes) -> _Answer:
+    def _checked(self, response: httpx.Response, content: bytes) -> Answer:
         """Assay's JSON answer in `response`; AssayAPIError for an error answer (its problem)
         or an answer that is not Assay's."""
-        answer = _answer(response, content)
+        answer = answer_of(response, content)
         self._answered = True
         if response.is_error:
-            raise AssayAPIError(response.status_code, answer.expect(_object, "a problem"))
+            raise AssayAPIError(response.status_code, answer.expect(is_object, "a problem"))
         return answer
 
-    def _request(self, method: str, path: str, *, waited: bool = False, **kwargs: Any) -> _Answer:
+    def _request(self, method: str, path: str, *, waited: bool = False, **kwargs: Any) -> Answer:
         """Send one request; `waited`: a waited-for run, whose answer may take `wait_timeout`."""
         read = self.wait_timeout if waited else self.timeout
         try:
@@ -301,11 +191,11 @@ class AssayClient:
             raise AssayAPIError(None, {"title": "unreachable", "detail": detail}) from None
         return self._checked(response, response.content)
 
-    def _pages(self, path: str, params: Mapping[str, Any]) -> Iterator[_Answer]:
+    def is_pages(self, path: str, params: Mapping[str, Any]) -> Iterator[Answer]:
         query = {name: value for name, value in params.items() if value is not None}
         while True:
             page = self._request("GET", path, params=query)
-            body = page.expect(_page, "a page of items")
+            body = page.expect(is_page, "a page of items")
             yield page
             if body["next_cursor"] is None:
                 return
@@ -317,7 +207,7 @@ class AssayClient:
         """Publish a suite document: `{suite, version, content_hash, published_at, cases,
         created}` (`created` False when identical to the latest version)."""
         answer = self._request("POST", "/suites", json=dict(document))
-        published: dict[str, Any] = answer.expect(_published, "a published suite")
+        published: dict[str, Any] = answer.expect(is_published, "a published suite")
         return published
 
     # Runs
@@ -330,10 +220,11 @@ class AssayClient:
         run when not waited for. The model is imported once the answer is in: a caller may load
         it meanwhile (the command line does). A waited-for run is asked only of a service that
         has answered this client: else its `/healthz` first (HTTP 503, degraded, is an answer)."""
+        given = {**fields, **fields["options"]}
         body = {
             name: value
-            for name, value in fields.items()
-            if value is not None and name not in ("self", "wait", "idempotency_key")
+            for name, value in given.items()
+            if value is not None and name not in ("self", "wait", "idempotency_key", "options")
         }
         if body.get("outputs") is not None:
             body["outputs"] = [dict(row) for row in body["outputs"]]
@@ -345,7 +236,7 @@ class AssayClient:
         }
         if waited and not self._answered:
             try:
-                self._request("GET", "/healthz").expect(_health, "Assay's health")
+                self._request("GET", "/healthz").expect(is_health, "Assay's health")
             except AssayAPIError as exc:
                 if exc.status != 503:
                     raise
@@ -361,17 +252,17 @@ class AssayClient:
         subject: str,
         outputs: Sequence[Mapping[str, Any]] | None = None,
         outputs_uri: str | None = None,
-        baseline: str | None = None,
-        sample: int | None = None,
-        seed: int | None = None,
-        judge_block: str | None = None,
-        fresh_judge: bool | None = None,
         idempotency_key: str | None = None,
         wait: bool = True,
+        **options: Any,
     ) -> EvalResult | RunState:
         """Run a published suite (`NAME[@VERSION]`) on inline `outputs` (rows of the outputs
         format) or `outputs_uri`: the EvalResult once it ends, or with `wait=False` the
-        accepted run (`run_id`, `status`) at once — follow it with `events`."""
+        accepted run (`run_id`, `status`) at once — follow it with `events`.
+
+        `options`: any run option the service takes (`sample`, `seed`, `baseline`,
+        `judge_block`, `fresh_judge`, `judge_repeats`, `outputs_format`, …: the `POST /runs`
+        schema, derived from `RunOptions`); one it does not take is its 422."""
         return self._submit("/runs", _eval_result, locals())
 
     def gate(
@@ -381,15 +272,13 @@ class AssayClient:
         subject: str,
         outputs: Sequence[Mapping[str, Any]] | None = None,
         outputs_uri: str | None = None,
-        baseline: str | None = None,
-        sample: int | None = None,
-        seed: int | None = None,
-        judge_block: str | None = None,
         idempotency_key: str | None = None,
         wait: bool = True,
+        **options: Any,
     ) -> GateReport | RunState:
         """Run the gate: its report (verdict, reasons, rules, the EvalResult), or with
-        `wait=False` the accepted run; its decision is then `gate_check(run_id)`."""
+        `wait=False` the accepted run; its decision is then `gate_check(run_id)`. `options` as
+        `run` takes them, and the gate's own (`max_judge_flip_rate`)."""
         return self._submit("/gate", _gate_report, locals())
 
     def gate_check(self, run_id: str) -> GateCheck:
@@ -411,14 +300,14 @@ class AssayClient:
 
     def runs(self, suite: str | None = None, subject: str | None = None) -> list[dict[str, Any]]:
         """Recorded runs (their aggregates), newest first."""
-        pages = self._pages("/runs", {"suite": suite, "subject": subject})
+        pages = self.is_pages("/runs", {"suite": suite, "subject": subject})
         return [run for page in pages for run in page.body["items"]]
 
     def cases(self, run_id: str, status: str | None = None) -> list[CaseResult]:
         """Each case of a completed run (`status`: passed, failed, skipped or error)."""
         from assay.runs.cases import CaseResult
 
-        pages = self._pages(f"/runs/{_segment(run_id)}/cases", {"status": status, "limit": 500})
+        pages = self.is_pages(f"/runs/{_segment(run_id)}/cases", {"status": status, "limit": 500})
         return [
             validated(CaseResult, item, page.source)
             for page in pages
@@ -441,7 +330,7 @@ class AssayClient:
                 with self._http.stream("GET", path, headers=headers) as response:
                     self._opened(response)
                     opened = True
-                    for event in _sse(response.iter_lines(), _source(response)):
+                    for event in sse_events(response.iter_lines(), answer_source(response)):
                         reconnects = 0
                         if event["id"] is not None:
                             last = event["id"]
@@ -462,10 +351,10 @@ class AssayClient:
     def _opened(self, response: httpx.Response) -> None:
         """Return if `response` opened an event stream; else raise AssayAPIError: the service's
         problem, or an answer that is not Assay's."""
-        if response.is_success and _media_type(response) == EVENT_STREAM:
+        if response.is_success and media_type(response) == EVENT_STREAM:
             return
         answer = self._checked(response, response.read())
-        raise _not_assay(f"{answer.source}, not an event stream")
+        raise not_assay(f"{answer.source}, not an event stream")
 
     # Baselines, scorecards, findings
 
@@ -474,13 +363,13 @@ class AssayClient:
         params = {"suite": suite, "subject": subject, "variant": variant}
         query = {name: value for name, value in params.items() if value is not None}
         answer = self._request("GET", "/baselines", params=query)
-        pinned: dict[str, Any] = answer.expect(_object, "a JSON object")
+        pinned: dict[str, Any] = answer.expect(is_object, "a JSON object")
         return pinned
 
     def pin_baseline(self, run_id: str) -> dict[str, Any]:
         """Pin a run as the baseline of its suite and subject."""
         answer = self._request("POST", "/baselines", json={"run_id": run_id})
-        pinned: dict[str, Any] = answer.expect(_object, "a JSON object")
+        pinned: dict[str, Any] = answer.expect(is_object, "a JSON object")
         return pinned
 
     def scorecards(
@@ -490,7 +379,7 @@ class AssayClient:
         params = {"subject": subject, "suite": suite, "last": last, "format": "json"}
         query = {name: value for name, value in params.items() if value is not None}
         answer = self._request("GET", "/scorecards", params=query)
-        rows: list[dict[str, Any]] = answer.expect(_list, "a JSON list")
+        rows: list[dict[str, Any]] = answer.expect(is_list, "a JSON list")
         return rows
 
     def findings(
@@ -503,7 +392,7 @@ class AssayClient:
         """Findings, newest first."""
         params = {"suite": suite, "subject": subject, "kind": kind, "since": since}
         return [
-            finding for page in self._pages("/findings", params) for finding in page.body["items"]
+            finding for page in self.is_pages("/findings", params) for finding in page.body["items"]
         ]
 
 
@@ -523,26 +412,3 @@ def _run_state() -> type[RunState]:
     from assay.runs.records import RunState
 
     return RunState
-
-
-def _sse(lines: Iterator[str], source: str) -> Iterator[dict[str, Any]]:
-    """Server-Sent Events from a stream's lines (the subset the service sends: `event`, `id`,
-    one `data` line); AssayAPIError for data that is not JSON (`source`: what answered)."""
-    event: dict[str, Any] = {"event": "message", "id": None, "data": None}
-    for line in lines:
-        if not line:
-            if event["data"] is not None:
-                yield event
-            event = {"event": "message", "id": None, "data": None}
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event["event"] = value
-        elif name == "id":
-            event["id"] = value
-        elif name == "data":
-            try:
-                event["data"] = json.loads(value)
-            except ValueError:
-                raise _not_assay(f"{source}, with event data that does not parse as JSON") from None

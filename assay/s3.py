@@ -105,7 +105,7 @@ class ObjectChangedError(Exception):
 
 
 def bucket_and_prefix(bucket: str, prefix: str) -> tuple[str, str]:
-    """A bucket and key prefix checked and normalised (`assay.schemes.parse_s3_uri` splits
+    """A bucket and key prefix checked and normalised (`assay.schemes.s3.parse_s3_uri` splits
     them from a URI).
 
     Returns:

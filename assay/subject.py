@@ -18,7 +18,7 @@ from assay.errors import InputError, shown
 from assay.identifiers import Identifier, length_problem
 
 if TYPE_CHECKING:
-    from assay.outputs import OutputsReference
+    from assay.outputs.reference import OutputsReference
 
 KIND_ID = r"[a-z][a-z0-9_-]*:[^@\s]+"
 """`KIND:ID` without the variant, for patterns that embed a subject (budget scopes)."""
@@ -55,7 +55,7 @@ class Subject(BaseModel):
         """`agent:<name of the outputs file or folder>` when no subject is given."""
         if isinstance(outputs, str):
             # Imported here: a client call that names its subject never needs the outputs model.
-            from assay.outputs import OutputsReference
+            from assay.outputs.reference import OutputsReference
 
             outputs = OutputsReference.parse(outputs)
         location = outputs.location

@@ -43,7 +43,7 @@ from assay.finops.pricing import Prices  # noqa: E402
 from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
 from assay.judge.service import JudgeSetup  # noqa: E402
-from assay.outputs import CandidateOutput  # noqa: E402
+from assay.outputs.candidate import CandidateOutput  # noqa: E402
 from assay.runs.judging import ChunkJudgement, judge_chunk  # noqa: E402
 from assay.runs.scoring import CompiledSuite  # noqa: E402
 from assay.scorers import Status  # noqa: E402

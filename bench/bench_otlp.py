@@ -54,7 +54,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 from assay.gate.access import Tier, add_principal  # noqa: E402
 from assay.monitor.receiver import JSON, PROTOBUF, receive  # noqa: E402
 from assay.monitor.spans import PendingUsage  # noqa: E402
-from assay.outputs import index_outputs, read_slice  # noqa: E402
+from assay.outputs.index import index_outputs  # noqa: E402
+from assay.outputs.slices import read_slice  # noqa: E402
 from assay.store import FileStore  # noqa: E402
 from tests.otel_agent import agent_traces, otlp_json, run_sessions  # noqa: E402
 from tests.servers import ServerProcess, free_port  # noqa: E402

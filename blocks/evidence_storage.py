@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from prefect.blocks.core import Block
 from prefect_aws import AwsCredentials
 from pydantic import Field, SecretStr, field_validator
 
 from assay.schemes import STORES, locate, open_store
 from assay.store import EvidenceStore
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
 
 
 class EvidenceStorage(Block):
@@ -66,28 +61,11 @@ class EvidenceStorage(Block):
         return url
 
     def open(self) -> EvidenceStore:
-        """Open the store this block describes (an `s3://` one with this block's client)."""
-        return open_store(self.url, s3_client=self._client)
-
-    def _client(self) -> S3Client:
-        from assay.s3 import make_client
-
-        return make_client(**self._client_options())
-
-    def _client_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"endpoint_url": self.endpoint_url, "region": self.region_name}
-        creds = self.aws_credentials
-        if creds is not None:
-            # The block's session carries its keys, token, region and `profile_name`; its
-            # `aws_client_parameters` (endpoint, TLS, botocore config) are passed on too.
-            options |= {
-                "session": creds.get_boto3_session(),
-                "client_parameters": creds.aws_client_parameters.get_params_override(),
-            }
-        elif self.aws_access_key_id is not None:
-            secret = self.aws_secret_access_key
-            options |= {
-                "access_key_id": self.aws_access_key_id,
-                "secret_access_key": secret.get_secret_value() if secret else None,
-            }
-        return options
+        """Open the store this block describes; its scheme makes the client from the settings
+        set here (`assay.schemes.s3` reads the endpoint, region and credentials)."""
+        connection = {
+            name: getattr(self, name)
+            for name in type(self).model_fields
+            if name != "url" and getattr(self, name) is not None
+        }
+        return open_store(self.url, connection=connection)

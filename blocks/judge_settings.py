@@ -1,8 +1,24 @@
-"""The JudgeSettings block: which judge model Assay calls, and what it costs.
+"""The JudgeSettings block: which judge model Assay calls, and what it costs — the one judge
+configuration every path judges with.
 
-`judge_setup` is how every task judges: the named JudgeSettings block, else the environment
-(`ASSAY_JUDGE_MODEL` + `OPENAI_API_KEY`, `OPENAI_BASE_URL`, the price and concurrency variables
-below), else no judge (checks skipped with the reason) — with every saved FinOpsBudget.
+A JudgeSettings is a saved block, or one built unsaved from the environment
+(`JudgeSettings.from_env`: `ASSAY_JUDGE_MODEL` + `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
+`ASSAY_JUDGE_CONCURRENCY`, the price variables, `ASSAY_JUDGE_REDACT`), or, in a suite run's
+chunk, one rebuilt from the settings the run resolved where it was launched
+(`JudgeSettings.from_config`, with this process's `OPENAI_API_KEY`). `judge_setup` hands a task
+its judge (and `JudgeSettings.embedder` the outcome score its embedder) from one of them, with
+every saved FinOpsBudget; with none, the checks are skipped with the reason.
+
+Every bound is its field's (`assay.judge.config.JudgeFields`; `judge_repeats`: the run options'
+`MAX_JUDGE_REPEATS`), so a value out of bounds in a block or a variable is refused before any
+flow starts (`flows/launch.py`), never inside a chunk.
+
+What this process keeps: one structured-output mode memory per (endpoint, model), so a chunk
+does not re-probe an endpoint an earlier chunk probed; the last `_SETUPS_KEPT` judge setups, per
+checksum of the settings (a block's document id and data, the key included, so an edited or
+re-keyed block is read anew) and repeats; and a block's document read from the API once per flow
+run (every chunk of a run judges with the judge the run started with). Budgets are read on every
+call: a lowered budget applies from the next chunk on.
 """
 
 from __future__ import annotations
@@ -10,32 +26,38 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache, partial
 from threading import Lock
 from typing import TYPE_CHECKING, cast
 
 from prefect.blocks.core import Block
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr
 
 from assay.finops.budget import Budget
 from assay.finops.pricing import Prices
-from assay.judge.endpoint import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV, judge_skip_reason
+from assay.judge.config import JudgeConfig, JudgeFields
+from assay.judge.endpoint import (
+    API_KEY_ENV,
+    DEFAULT_BASE_URL,
+    check_judge_environment,
+    judge_skip_reason,
+)
 from assay.judge.port import NO_CREDENTIALS
 from assay.judge.prompts import load_prompt
-from assay.judge.redaction import REDACT_ENV, RedactionSettings
-from assay.judge.service import FREE, JudgeSetup
+from assay.judge.service import JudgeSetup
+from assay.process_state import remembered
+from assay.runs.options import option_bounds
 from blocks.finops_budget import read_budgets
 
 if TYPE_CHECKING:
+    from assay.judge.embeddings import OpenAIEmbedder
     from assay.judge.modes import ModeMemory
-
-INPUT_PRICE_ENV = "ASSAY_JUDGE_INPUT_PRICE"
-OUTPUT_PRICE_ENV = "ASSAY_JUDGE_OUTPUT_PRICE"
-CONCURRENCY_ENV = "ASSAY_JUDGE_CONCURRENCY"
 
 _MEMORIES: dict[tuple[str | None, str], ModeMemory] = {}
 _MEMORIES_LOCK = Lock()
+remembered(__name__, "_MEMORIES", _MEMORIES.clear, _MEMORIES_LOCK)
 
 
 def _mode_memory(base_url: str | None, model: str) -> ModeMemory:
@@ -50,7 +72,7 @@ def _mode_memory(base_url: str | None, model: str) -> ModeMemory:
         return _MEMORIES.setdefault((base_url, model), ModeMemory())
 
 
-class JudgeSettings(Block):
+class JudgeSettings(Block, JudgeFields):
     """An OpenAI-compatible judge endpoint, pinned to one model and one prompt version.
 
     Changing the model pin or the prompt version makes the judge uncalibrated (SPEC §9), so they
@@ -74,70 +96,60 @@ class JudgeSettings(Block):
     _block_type_slug = "assay-judge-settings"
     _description = "OpenAI-compatible judge: model pin, endpoint, key, concurrency and prices."
 
-    model: str = Field(description="Pinned judge model, e.g. `gpt-4o-mini-2024-07-18`.")
-    base_url: str | None = Field(
-        default=None,
-        description="OpenAI-compatible base URL (vLLM, Ollama, llama.cpp); empty for OpenAI.",
-    )
     api_key: SecretStr | None = Field(default=None, description="API key for the judge endpoint.")
-    prompt_version: str = Field(
-        default="default", description="Name of the versioned judge prompt template to use."
-    )
-    max_concurrency: int = Field(
-        default=4, ge=1, le=256, description="Judge calls in flight at once."
-    )
-    input_price_per_million: float = Field(
-        default=0.0, ge=0, description="USD per 1M input tokens, for the cost ledger and budgets."
-    )
-    output_price_per_million: float = Field(
-        default=0.0, ge=0, description="USD per 1M output tokens, for the cost ledger and budgets."
-    )
     judge_repeats: int = Field(
         default=1,
-        ge=1,
-        le=15,
+        **option_bounds("judge_repeats"),
         description="Verdicts asked per llm_judge check; the majority decides, an even split is "
         "skipped (`judge split`), and the flip rate is reported.",
     )
-    redact: list[str] | None = Field(
-        default=None,
-        description="Kinds replaced by placeholders before any judge call: email, phone, "
-        "credit_card, secret (empty list: none); unset: ASSAY_JUDGE_REDACT, else all four. "
-        "Part of the recorded prompt version.",
-    )
-    redact_patterns: list[str] = Field(
-        default_factory=list,
-        description="Extra RE2 patterns redacted as `[REDACTED:custom]` (part of the prompt "
-        "version).",
-    )
 
-    @model_validator(mode="after")
-    def _redaction_is_valid(self) -> JudgeSettings:
-        RedactionSettings.parse(self.redact, self.redact_patterns)  # names the bad kind/pattern
-        return self
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JudgeSettings | None:
+        """The unsaved, validated block the environment configures, or None when it configures
+        no judge (`judge_skip_reason` says why: no `ASSAY_JUDGE_MODEL`, or no key).
 
-    def redaction(self, name: str | None = None) -> RedactionSettings:
-        """What this block's judge (and embedder) redacts: `redact` / `redact_patterns`, with
-        the environment's kinds where `redact` is unset."""
-        source = f"JudgeSettings {name}" if name else "JudgeSettings"
-        return RedactionSettings.configured(self.redact, self.redact_patterns, source=source)
+        Raises:
+            InputError: A variable out of its field's bounds (`ASSAY_JUDGE_CONCURRENCY=0`), a bad
+                `ASSAY_JUDGE_REDACT`, or a key that could never be sent — naming the variable.
+        """
+        env = os.environ if environ is None else environ
+        config = JudgeConfig.from_environ(env)
+        check_judge_environment(env)
+        if config is None or judge_skip_reason(env) is not None:
+            return None
+        return cls(**config.model_dump(), api_key=SecretStr(env[API_KEY_ENV].strip()))
+
+    @classmethod
+    def from_config(cls, config: JudgeConfig) -> JudgeSettings:
+        """A run's settings, resolved where it was launched, with this process's
+        `OPENAI_API_KEY` (none: every check skipped, `no credentials`)."""
+        key = os.environ.get(API_KEY_ENV, "").strip()
+        return cls(**config.model_dump(), api_key=SecretStr(key) if key else None)
+
+    @property
+    def source(self) -> str:
+        """How errors name these settings: the saved block's name, else the environment."""
+        name = self._block_document_name
+        return f"JudgeSettings {name}" if name else "JudgeSettings"
 
     def judge_setup(
         self, budgets: list[Budget] | None, fresh: bool, repeats: int | None = None
     ) -> JudgeSetup:
-        """How a task judges with this block (no key: every check skipped, `no credentials`)."""
+        """How a task judges with these settings (no key: every check skipped, `no
+        credentials`)."""
         key = self.api_key.get_secret_value() if self.api_key else None
         if not key:
             return JudgeSetup(None, NO_CREDENTIALS, budgets=budgets, fresh=fresh)
         from assay.judge.openai_adapter import OpenAIJudge  # the SDK, only for a judge that runs
 
         prompt = load_prompt(self.prompt_version)
-        redaction = self.redaction(self._block_document_name)
+        redaction = self.redaction(self.source)
         return JudgeSetup(
             make_judge=partial(
                 OpenAIJudge,
                 self.model,
-                base_url=self.base_url,
+                base_url=self.base_url or DEFAULT_BASE_URL,  # never this process's variable
                 api_key=key,
                 prompt=prompt,
                 modes=_mode_memory(self.base_url, self.model),
@@ -157,26 +169,58 @@ class JudgeSettings(Block):
             fresh=fresh,
         )
 
+    def embedder(self) -> tuple[OpenAIEmbedder | None, str]:
+        """The embedder `ASSAY_EMBEDDING_MODEL` names, with this judge's key (else
+        `OPENAI_API_KEY`), base URL and redaction; or None and why not."""
+        from assay.judge.embeddings import (  # the SDK, only for the outcome score
+            EMBEDDING_MODEL_ENV,
+            OpenAIEmbedder,
+            embedder_skip_reason,
+        )
 
-def judge_setup(judge_block: str | None, fresh: bool, repeats: int | None = None) -> JudgeSetup:
-    """How this run judges: the named JudgeSettings block, else `ASSAY_JUDGE_MODEL` +
-    `OPENAI_API_KEY` (+ `OPENAI_BASE_URL`), else no judge (checks skipped with the reason).
+        key = self.api_key.get_secret_value() if self.api_key else None
+        reason = embedder_skip_reason(api_key=key)
+        if reason is not None:
+            return None, reason
 
-    `repeats` (`--judge-repeats`) overrides the block's `judge_repeats` (default 1); redaction
-    comes from the block, else `ASSAY_JUDGE_REDACT` (default: every kind).
+        model = os.environ[EMBEDDING_MODEL_ENV].strip()
+        redaction = self.redaction(self.source)
+        base_url = self.base_url or DEFAULT_BASE_URL
+        return OpenAIEmbedder(model, base_url, key, redaction=redaction), ""
 
-    The setup is cached in this process: a block's per block document (its id and a checksum of
-    its data, so an edited block is read anew), read from the API once per flow run (every
-    chunk of a run judges with the judge the run started with); the environment's per value of
-    the variables it reads. Budgets are read on every call: a lowered budget applies from the
-    next chunk on.
+
+def judge_settings(judge_block: str | None) -> JudgeSettings | None:
+    """The named JudgeSettings block (read once per flow run), else `JudgeSettings.from_env`."""
+    if judge_block:
+        return _read_block(judge_block, _flow_run_id())[0]
+    return JudgeSettings.from_env()
+
+
+def judge_setup(
+    judge_block: str | None,
+    fresh: bool,
+    repeats: int | None = None,
+    *,
+    config: JudgeConfig | None = None,
+) -> JudgeSetup:
+    """How this task judges: the named JudgeSettings block, else `config` (the settings a suite
+    run resolved where it was launched, `ChunkJob.judge`), else the environment's
+    (`JudgeSettings.from_env`), else no judge (checks skipped with the reason).
+
+    `repeats` (`--judge-repeats`) overrides the settings' `judge_repeats` (default 1). The setup
+    is cached per checksum of the settings (see the module docstring); the budgets are not.
     """
     budgets = read_budgets()
     if judge_block:
-        base = _block_setup(judge_block, repeats, _flow_run_id())
+        settings, checksum = _read_block(judge_block, _flow_run_id())
     else:
-        base = _environment_setup(tuple(os.environ.get(name) for name in _JUDGE_ENV), repeats)
-    return replace(base, budgets=budgets, fresh=fresh)
+        found = JudgeSettings.from_config(config) if config else JudgeSettings.from_env()
+        if found is None:
+            return JudgeSetup(
+                None, judge_skip_reason() or NO_CREDENTIALS, budgets=budgets, fresh=fresh
+            )
+        settings, checksum = found, _checksum(found)
+    return replace(_setup(settings, checksum, repeats), budgets=budgets, fresh=fresh)
 
 
 def _flow_run_id() -> str | None:
@@ -185,87 +229,53 @@ def _flow_run_id() -> str | None:
     return cast(str | None, flow_run.id)
 
 
-_JUDGE_ENV = (
-    MODEL_ENV,
-    API_KEY_ENV,
-    BASE_URL_ENV,
-    CONCURRENCY_ENV,
-    INPUT_PRICE_ENV,
-    OUTPUT_PRICE_ENV,
-    REDACT_ENV,
-)
-"""Every variable an environment-configured judge is built from: its cache key."""
-_BLOCK_SETUPS: dict[tuple[str, str, int | None], JudgeSetup] = {}
-_BLOCK_SETUPS_LOCK = Lock()
-_BLOCK_SETUPS_KEPT = 16
+_SETUPS: dict[tuple[str, int | None], JudgeSetup] = {}
+_SETUPS_LOCK = Lock()
+remembered(__name__, "_SETUPS", _SETUPS.clear, _SETUPS_LOCK)
+_SETUPS_KEPT = 16
 _READING = Lock()
 
 
-def _block_setup(name: str, repeats: int | None, flow_run: str | None) -> JudgeSetup:
-    if flow_run is None:
-        settings, checksum = _read_block(name)
-    else:
-        with _READING:  # chunks start together: the first reads, the others wait for it
-            settings, checksum = _read_block_once(name, flow_run)
-    key = (name, checksum, repeats)
-    with _BLOCK_SETUPS_LOCK:
-        found = _BLOCK_SETUPS.get(key)
+def _setup(settings: JudgeSettings, checksum: str, repeats: int | None) -> JudgeSetup:
+    key = (checksum, repeats)
+    with _SETUPS_LOCK:
+        found = _SETUPS.get(key)
     if found is not None:
         return found
     setup = settings.judge_setup(None, False, repeats)
-    with _BLOCK_SETUPS_LOCK:
-        if len(_BLOCK_SETUPS) >= _BLOCK_SETUPS_KEPT:
-            _BLOCK_SETUPS.pop(next(iter(_BLOCK_SETUPS)))
-        return _BLOCK_SETUPS.setdefault(key, setup)
+    with _SETUPS_LOCK:
+        if len(_SETUPS) >= _SETUPS_KEPT:
+            _SETUPS.pop(next(iter(_SETUPS)))
+        return _SETUPS.setdefault(key, setup)
+
+
+def _read_block(name: str, flow_run: str | None) -> tuple[JudgeSettings, str]:
+    if flow_run is None:
+        return _block_document(name)
+    with _READING:  # chunks start together: the first reads, the others wait for it
+        return _block_document_once(name, flow_run)
 
 
 @lru_cache(maxsize=64)
-def _read_block_once(name: str, flow_run: str) -> tuple[JudgeSettings, str]:
-    return _read_block(name)
+def _block_document_once(name: str, flow_run: str) -> tuple[JudgeSettings, str]:
+    return _block_document(name)
 
 
-def _read_block(name: str) -> tuple[JudgeSettings, str]:
-    """The block and a checksum of its document (id and data, secrets included: a rotated key
-    is an edit); one API read."""
+remembered(__name__, "_block_document_once", _block_document_once.cache_clear)
+
+
+def _block_document(name: str) -> tuple[JudgeSettings, str]:
+    """The block and its checksum; one API read."""
     settings = cast(JudgeSettings, JudgeSettings.load(name))
+    return settings, _checksum(settings)
+
+
+def _checksum(settings: JudgeSettings) -> str:
+    """A checksum of the settings: the block document's id (when saved) and data, secrets
+    included (a rotated key is an edit)."""
     data = settings.model_dump(mode="json", exclude={"api_key"})
     key = settings.api_key.get_secret_value() if settings.api_key else None
     material = json.dumps(
         [str(settings._block_document_id), data, key], sort_keys=True, default=str
     )
-    return settings, hashlib.sha256(material.encode()).hexdigest()
-
-
-@lru_cache(maxsize=8)
-def _environment_setup(values: tuple[str | None, ...], repeats: int | None) -> JudgeSetup:
-    env = {name: value for name, value in zip(_JUDGE_ENV, values, strict=True) if value is not None}
-    reason = judge_skip_reason(env)
-    if reason is not None:
-        return JudgeSetup(None, reason)
-    from assay.judge.openai_adapter import OpenAIJudge  # the SDK, only for a judge that runs
-
-    model = env[MODEL_ENV].strip()
-    prompt = load_prompt()
-    redaction = RedactionSettings.configured(environ=env)
-    priced = INPUT_PRICE_ENV in env or OUTPUT_PRICE_ENV in env
-    return JudgeSetup(
-        make_judge=partial(
-            OpenAIJudge,
-            model,
-            prompt=prompt,
-            modes=_mode_memory(env.get(BASE_URL_ENV), model),
-            redaction=redaction,
-        ),
-        skip_reason="",
-        model=model,
-        prompt_version=redaction.prompt_version(prompt.version),
-        redaction=redaction,
-        repeats=repeats or 1,
-        max_concurrency=int(env.get(CONCURRENCY_ENV, "4")),
-        prices=Prices(
-            input_per_million=float(env.get(INPUT_PRICE_ENV, "0")),
-            output_per_million=float(env.get(OUTPUT_PRICE_ENV, "0")),
-        )
-        if priced
-        else FREE,
-    )
+    return hashlib.sha256(material.encode()).hexdigest()

@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 from prefect.context import SettingsContext, SyncClientContext, get_settings_context
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, Settings
 
+from assay.process_state import remembered
 from tasks.evidence import crash_flow_run
 
 __all__ = ["crash_flow_run", "in_this_process"]
@@ -54,6 +55,11 @@ class _PerSettings(Generic[T]):
                 self._dropped(self._made.pop(next(iter(self._made)))[1])
         return known[1]
 
+    def clear(self) -> None:
+        """Forget everything made (each given to `dropped`)."""
+        while self._made:
+            self._dropped(self._made.popitem()[1][1])
+
 
 def _open_client(settings: Settings) -> SyncClientContext:
     """A client context for `settings` (the ones in force) whose client is entered once more
@@ -69,6 +75,7 @@ _without_heartbeat = _PerSettings(
     lambda _: None,
 )
 _lock = threading.Lock()
+remembered(__name__, "_without_heartbeat", _without_heartbeat.clear, _lock)
 _this_thread = threading.local()
 
 

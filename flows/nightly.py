@@ -11,51 +11,50 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from assay.outputs import OutputsReference
-from assay.runs.options import RunOptions, option_field
+from assay.choices import StoreChoice
+from assay.runs.edges import NIGHTLY_JOB
+from assay.runs.options import RunOptions
 from assay.runs.records import EvalResult
 from assay.runs.render import nightly_verdict
+from assay.verdicts import FlowVerdict
+from flows._conventions import assay_flow, run_subflow
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard, run_link
 from tasks.nightly import LaunchedJob, run_job
-from tasks.verdicts import verdict_result, verdict_state
+from tasks.verdicts import verdict_result
 
 DEFAULT_MAX_PARALLEL = 4
 
 
-class NightlyJob(BaseModel):
-    """One scheduled evaluation: which suite, which subject, where its outputs are dropped."""
+class NightlyJobBody(BaseModel):
+    """One scheduled evaluation: which suite, which subject, where its outputs are dropped
+    (`NightlyJob` adds every run option a job may set)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     suite: str = Field(description="`NAME[@VERSION]`, or a suite file in the repo.")
     subject: str = Field(description="`KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`.")
     outputs: str = Field(description="Outputs file, folder or `s3://bucket/prefix/`.")
-    baseline: str | None = Field(
-        default=None,
-        description="Run id to compare with; recorded now, used once regression detection lands.",
-    )
-    sample: int | None = option_field("sample")
-    seed: int = option_field("seed")
 
     def options(self, store: str | None, storage_block: str | None) -> RunOptions:
         """The job's suite-run options (validated with every bound when the job is started)."""
-        return RunOptions(
-            suite=self.suite,
-            outputs=OutputsReference(location=self.outputs),
-            subject=self.subject,
-            sample=self.sample,
-            seed=self.seed,
-            store=store,
-            storage_block=storage_block,
+        return RunOptions.model_validate(
+            {**self.model_dump(), "store": store, "storage_block": storage_block}
         )
+
+
+if TYPE_CHECKING:  # built at import; a type checker sees its base
+    NightlyJob = NightlyJobBody
+else:
+    NightlyJob = NIGHTLY_JOB.model("NightlyJob", NightlyJobBody, RunOptions)
 
 
 class JobOutcome(BaseModel):
@@ -76,7 +75,8 @@ class JobOutcome(BaseModel):
 
 def job_key(night: str, job: NightlyJob) -> str:
     """The idempotency key of `job` on `night`: the same job is started once a night."""
-    digest = hashlib.sha256(job.model_dump_json().encode()).hexdigest()[:24]
+    # Options left at their default do not count: a new option does not restart every job.
+    digest = hashlib.sha256(job.model_dump_json(exclude_defaults=True).encode()).hexdigest()[:24]
     return f"assay-nightly/{night}/{digest}"
 
 
@@ -117,7 +117,7 @@ def _outcome_table(outcomes: list[JobOutcome]) -> str:
 
 
 def _in_process(job: NightlyJob, store: str | None, storage_block: str | None) -> JobOutcome:
-    state = suite_run(job.options(store, storage_block), return_state=True)
+    state = run_subflow(suite_run, job.options(store, storage_block))
     try:
         return _outcome(job, verdict_result(state), None)
     except Exception:
@@ -152,38 +152,57 @@ def _fan_out(
     return [_outcome(job, run.result, run.error) for job, run in zip(jobs, done, strict=True)]
 
 
-def _run_name() -> str:
+class NightlyOptions(StoreChoice):
+    """A night's jobs, where their evidence goes, and where they run."""
+
+    jobs: list[NightlyJob] = Field(description="The suite × subject jobs.")
+    job_deployment: str | None = Field(
+        default=None,
+        description="`suite-run/DEPLOYMENT` to start each job as a flow run of (on a work "
+        "pool); default: run the jobs here, one after another.",
+    )
+    max_parallel: int = Field(
+        default=DEFAULT_MAX_PARALLEL,
+        ge=1,
+        description="Job runs in flight at once (with `job_deployment`).",
+    )
+    night: str | None = Field(
+        default=None,
+        description="Which night this is, for the jobs' idempotency keys (default: the UTC date "
+        "of this run's scheduled start). A new value starts every job again.",
+    )
+
+
+def _run_name(options: NightlyOptions) -> str:
     return f"nightly · {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
-@flow(name="nightly", flow_run_name=_run_name, persist_result=False, log_prints=False)
-def nightly(
-    jobs: list[NightlyJob],
-    store: str | None = None,
-    storage_block: str | None = None,
-    job_deployment: str | None = None,
-    max_parallel: Annotated[int, Field(ge=1)] = DEFAULT_MAX_PARALLEL,
-    night: str | None = None,
-) -> list[JobOutcome]:
+def _verdict(outcomes: list[JobOutcome]) -> FlowVerdict:
+    return nightly_verdict([(f"{o.suite} · {o.subject}", o.passed) for o in outcomes])
+
+
+@assay_flow(run_name=_run_name, verdict=_verdict)
+def nightly(options: NightlyOptions) -> list[JobOutcome]:
     """Run every job as its own `suite-run`; one failing job never stops the others.
 
     The nightly run fails (after running everything) if any job failed, so the schedule shows red
     in the Prefect UI while every job's evidence is still recorded.
 
     Args:
-        jobs: The suite × subject jobs.
-        store: Evidence store URI; defaults to `ASSAY_STORE` or `file://.assay`.
-        storage_block: Name of a saved EvidenceStorage block; takes precedence over `store`.
-        job_deployment: `suite-run/DEPLOYMENT` to start each job as a flow run of (on a work
-            pool); default: run the jobs here, one after another.
-        max_parallel: Job runs in flight at once (with `job_deployment`).
-        night: Which night this is, for the jobs' idempotency keys (default: the UTC date of
-            this run's scheduled start). A new value starts every job again.
+        options: The jobs, the store, and where the jobs run (`NightlyOptions`).
     """
-    if job_deployment:
-        outcomes = _fan_out(jobs, store, storage_block, job_deployment, max_parallel, night)
+    store, storage_block = options.store, options.storage_block
+    if options.job_deployment:
+        outcomes = _fan_out(
+            options.jobs,
+            store,
+            storage_block,
+            options.job_deployment,
+            options.max_parallel,
+            options.night,
+        )
     else:
-        outcomes = [_in_process(job, store, storage_block) for job in jobs]
+        outcomes = [_in_process(job, store, storage_block) for job in options.jobs]
     create_markdown_artifact(
         markdown=_outcome_table(outcomes), key="assay-nightly", description="Nightly job outcomes"
     )
@@ -194,5 +213,4 @@ def nightly(
         raise NightlyJobsFailedError(
             f"{len(failed)} of {len(outcomes)} nightly jobs failed: {names}"
         )
-    jobs_passed = [(f"{o.suite} · {o.subject}", o.passed) for o in outcomes]
-    return verdict_state(nightly_verdict(jobs_passed), outcomes)
+    return outcomes

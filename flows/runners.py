@@ -1,9 +1,10 @@
 """Where a suite run's score-chunk tasks run: a thread pool here, or a Dask cluster.
 
 A cluster is named by a *Dask reference*: a scheduler address (`tcp://10.0.0.5:8786`), or
-`block:NAME` for a saved DaskCluster block. `ASSAY_DASK_ADDRESS` holds one for runs that are
-not started from the command line (deployments on a worker), and is read when `flows.suite_run`
-is imported, since a flow's task runner is fixed before its body runs.
+`block:NAME` for a saved DaskCluster block. A run's options name it (`dask`, or `workers` for a
+temporary local cluster); `ASSAY_DASK_ADDRESS` holds one for runs whose options name none, read
+where the flow runs. The `suite-run` flow opens the runner in its body, so a deployment's run
+and a launched one honour the same options.
 
 Dask workers run score-chunk in their own processes and report the task runs to the Prefect API
 themselves: they need the API's address, and the evidence store and outputs must be reachable
@@ -45,17 +46,14 @@ def ensure_reachable(address: str) -> None:
 def chunk_runner(dask: str | None = None, workers: int | None = None) -> TaskRunner[Any]:
     """The task runner for score-chunk tasks.
 
-    `dask` (else `ASSAY_DASK_ADDRESS`) connects to an existing scheduler; `workers` starts a
-    temporary LocalCluster of that many single-threaded worker processes; neither: a pool of
-    `LOCAL_THREADS` threads in this process.
+    `dask` connects to an existing scheduler; `workers` starts a temporary LocalCluster of that
+    many single-threaded worker processes (`RunOptions` takes one or the other, within its
+    bounds); neither: the scheduler `ASSAY_DASK_ADDRESS` names, else a pool of `LOCAL_THREADS`
+    threads in this process.
     """
-    reference = dask or os.environ.get(DASK_ADDRESS_ENV)
+    reference = dask or (None if workers else os.environ.get(DASK_ADDRESS_ENV))
     if reference:
         check_reference(reference)
-    if reference and workers:
-        raise InputError("--workers", "give a Dask cluster or a number of local workers, not both")
-    if workers is not None and workers < 1:
-        raise InputError("--workers", "must be at least 1")
     if not reference and not workers:
         return ThreadPoolTaskRunner(max_workers=LOCAL_THREADS)
     from prefect_dask.task_runners import DaskTaskRunner

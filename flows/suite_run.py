@@ -10,14 +10,12 @@ evidence.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
 
-from prefect import flow
 from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
+from prefect.task_runners import TaskRunner
 
 from assay import stats
 from assay.preload import preload
@@ -28,7 +26,7 @@ from assay.runs.pipeline import ChunkJob, ChunkSummary, MergedChunks, merge_chun
 from assay.runs.records import EvalResult, RunAggregate, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
 from assay.subject import Subject
-from flows.launch import untagged_tasks
+from flows._conventions import assay_flow, publish_run_report, tell_caller
 from flows.runners import chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
@@ -43,35 +41,29 @@ from tasks.findings import notify_findings, report_findings
 from tasks.ingest import ingest_outputs
 from tasks.naming import label_flow_run
 from tasks.reliability import correct_judged_pass_rate
-from tasks.reports import caller_publishes, publish_report
 from tasks.scoring import score_chunk
 from tasks.suites import resolve_suite
-from tasks.verdicts import recorded, verdict_state
 
 
-def run_name(parameters: Mapping[str, Any]) -> str:
-    """`SUITE · SUBJECT` from a suite-run's (or gate's) parameters."""
-    options = RunOptions.model_validate(parameters["options"], from_attributes=True)
+def run_name(options: RunOptions) -> str:
+    """`SUITE · SUBJECT` from a suite-run's (or gate's) options."""
     subject = options.subject or Subject.default_for(options.outputs)
     suite = options.suite
     return f"{Path(suite).name if Path(suite).is_file() else suite} · {subject}"
-
-
-def _run_name() -> str:
-    return run_name(flow_run.parameters)
 
 
 def _score_chunks(
     store: str,
     aggregate: RunAggregate,
     jobs: list[ChunkJob],
+    runner: TaskRunner[PrefectFuture[ChunkSummary]],
     futures: list[PrefectFuture[ChunkSummary]],
 ) -> MergedChunks:
-    """Every chunk scored on the flow's task runner (each one's future added to `futures`, for
-    the caller to wait on when the run fails), the run's progress reported as chunks finish,
-    then merged in chunk order."""
+    """Every chunk scored on `runner` (each one's future added to `futures`, for the caller to
+    wait on when the run fails), the run's progress reported as chunks finish, then merged in
+    chunk order."""
     progress = ProgressReporter(store, aggregate)
-    futures.extend(score_chunk.submit(job) for job in jobs)
+    futures.extend(runner.submit(score_chunk, {"job": job}) for job in jobs)
     summaries = []
     for future in as_completed(futures):
         summaries.append(future.result())
@@ -79,13 +71,7 @@ def _score_chunks(
     return merge_chunks(summaries)
 
 
-@flow(
-    name="suite-run",
-    flow_run_name=_run_name,
-    task_runner=chunk_runner(),
-    persist_result=False,
-    log_prints=False,
-)
+@assay_flow(run_name=run_name, verdict=suite_run_verdict)
 def suite_run(options: RunOptions) -> EvalResult:
     """Score one subject's outputs against a published suite version and record the evidence.
 
@@ -98,29 +84,31 @@ def suite_run(options: RunOptions) -> EvalResult:
     result. The verdict is the flow run's final state: `Passed` (Completed), or `Regressed` /
     `Not passed` (Failed), the EvalResult recorded and returned either way.
     """
-    with untagged_tasks():  # the flow run carries the tags
-        preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
-        store = store_reference(options.store, options.storage_block)
-        version = resolve_suite(store, options.suite)
-        who = Subject.given_or_default(options.subject, options.outputs)
-        label_flow_run(f"{version.ref} · {who}", version.suite, str(who))
-        index = ingest_outputs(
-            store, version.ref, options.outputs, options.sample, options.seed, options.chunk_size
-        )
-        this_run = str(flow_run.id)
-        setup = set_up_run(
-            store, evidence_store(store), options, version, index, options.run_id or this_run
-        )
-        plan = setup.plan
-        aggregate = start_run_task(store, plan, this_process(this_run), resuming=options.resume)
-        if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
-            return load_result(evidence_store(store), plan.run_id)
-        killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
-        if killed is not None and killed != this_run:
-            close_interrupted_attempt(killed, plan.run_id)
-        futures: list[PrefectFuture[ChunkSummary]] = []
+    preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
+    store = store_reference(options.store, options.storage_block)
+    version = resolve_suite(store, options.suite)
+    who = Subject.given_or_default(options.subject, options.outputs)
+    label_flow_run(f"{version.ref} · {who}", version.suite, str(who))
+    index = ingest_outputs(
+        store, version.ref, options.outputs, options.sample, options.seed, options.chunk_size
+    )
+    this_run = str(flow_run.id)
+    setup = set_up_run(
+        store, evidence_store(store), options, version, index, options.run_id or this_run
+    )
+    plan = setup.plan
+    aggregate = start_run_task(store, plan, this_process(this_run), resuming=options.resume)
+    if aggregate.status is RunStatus.COMPLETED:  # a resume of a finished run: it stands
+        return load_result(evidence_store(store), plan.run_id)
+    killed = aggregate.resumed_from.flow_run if aggregate.resumed_from else None
+    if killed is not None and killed != this_run:
+        close_interrupted_attempt(killed, plan.run_id)
+    futures: list[PrefectFuture[ChunkSummary]] = []
+    # The chunks' runner is the options' (a Dask cluster, local workers, else threads),
+    # opened here so that a deployment's run honours them as a launched one does.
+    with chunk_runner(options.dask, options.workers) as runner:
         try:
-            merged = _score_chunks(store, aggregate, setup.jobs, futures)
+            merged = _score_chunks(store, aggregate, setup.jobs, runner, futures)
             aggregate.judge = merged.judge or aggregate.judge
             settled = settle_cases_task(store, aggregate, merged.metrics)
             regression = compare_task(
@@ -149,11 +137,10 @@ def suite_run(options: RunOptions) -> EvalResult:
             with suppress(Exception):  # best effort: the store may be what failed
                 fail_run(evidence_store(store), plan.run_id, f"{type(exc).__name__}: {exc}")
             raise
-        findings = report_findings(store, result)
-        recorded("suite_run", result)  # the records are complete: tell the caller
-        publish_run_artifacts(store, result, merged.rows)
-        if not caller_publishes():
-            publish_report(store, result.run_id)
-        if findings and options.notification_block:
-            notify_findings(options.notification_block, findings)
-        return verdict_state(suite_run_verdict(result), result)
+    findings = report_findings(store, result)
+    tell_caller(result)  # the records are complete
+    publish_run_artifacts(store, result, merged.rows)
+    publish_run_report(store, result.run_id)
+    if findings and options.notification_block:
+        notify_findings(options.notification_block, findings)
+    return result

@@ -17,11 +17,11 @@ from prefect.settings import PREFECT_UI_URL
 from assay import progress
 from assay.regression import CaseChange, case_change
 from assay.runs.comparison import case_verdicts
+from assay.runs.metrics import RunMetrics
 from assay.runs.pipeline import CaseRow
 from assay.runs.records import EvalResult, RunAggregate, update_aggregate
 from assay.runs.render import markdown_summary
 from assay.runs.scorecard import readable, scorecard
-from assay.runs.scoring import RunMetrics
 from tasks._store import evidence_store
 
 TABLE_ROW_LIMIT = 1000

@@ -7,17 +7,11 @@ from prefect import task
 from assay.finops.budget import Decision
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
+from assay.runs.chunks import read_cases
 from assay.runs.comparison import compare_with_baseline
 from assay.runs.lifecycle import begin_run
-from assay.runs.records import (
-    EvalResult,
-    RunAggregate,
-    RunOwner,
-    RunPlan,
-    finish_run,
-    read_cases,
-)
-from assay.runs.scoring import RunMetrics
+from assay.runs.metrics import RunMetrics
+from assay.runs.records import EvalResult, RunAggregate, RunOwner, RunPlan, finish_run
 from assay.runs.trials import SettledCases, settle_cases
 from assay.suites import registry
 from tasks._options import IO_RETRIES

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from assay.outputs import OutputsIndex, OutputsReference
+from assay.outputs.reference import OutputsReference
+from assay.outputs.slices import OutputsIndex
 from assay.runs.sampling import index_run_outputs
 from assay.suites import registry
 from tasks._options import IO_RETRIES

@@ -8,14 +8,11 @@ persisted by Prefect (`NO_PERSISTENCE`).
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import cast
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
 from assay.findings import Finding, budget_finding, record
-from assay.judge.embeddings import OpenAIEmbedder, embedder_from_env, embedder_skip_reason
-from assay.judge.redaction import RedactionSettings
 from assay.outcome import (
     ALERTING,
     OutcomeReport,
@@ -24,29 +21,11 @@ from assay.outcome import (
     markdown_report,
     score_outcomes,
 )
-from blocks import JudgeSettings
-from blocks.judge_settings import judge_setup
+from blocks.judge_settings import judge_settings, judge_setup
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 from tasks.findings import announce
-
-
-def embedder_setup(judge_block: str | None) -> tuple[OpenAIEmbedder | None, str]:
-    """The embedder `ASSAY_EMBEDDING_MODEL` names, with the judge's credentials and base URL
-    (the JudgeSettings block's when one is named, else `OPENAI_API_KEY`/`OPENAI_BASE_URL`), or
-    None and why not."""
-    api_key = base_url = None
-    redaction = RedactionSettings.configured()
-    if judge_block:
-        settings = cast(JudgeSettings, JudgeSettings.load(judge_block))
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        base_url = settings.base_url
-        redaction = settings.redaction(judge_block)
-    reason = embedder_skip_reason(api_key=api_key)
-    if reason is not None:
-        return None, reason
-    return embedder_from_env(api_key=api_key, base_url=base_url, redaction=redaction), ""
 
 
 @task(name="score-outcomes", task_run_name="score-outcomes", **IO_RETRIES)
@@ -61,13 +40,16 @@ def score_outcome_records(
     """Score every subject's records on the six dimensions and record the report (write-once).
 
     The judge (with its concurrency, prices and budgets) comes from `judge_setup`; the embedder
-    from `embedder_setup`. A retry finds the verdicts already paid for in the cache, and a
-    retry after the report was written returns that report.
+    (`ASSAY_EMBEDDING_MODEL`) from the same JudgeSettings, with its key, base URL and redaction
+    (`JudgeSettings.embedder`; no judge configured: no embedder either). A retry finds the
+    verdicts already paid for in the cache, and a retry after the report was written returns
+    that report.
     """
     target = evidence_store(store)
     settings = load_contract(contract)
     setup = judge_setup(judge_block, fresh_judge)
-    embedder, no_embedder = embedder_setup(judge_block)
+    judge = judge_settings(judge_block)
+    embedder, no_embedder = judge.embedder() if judge else (None, setup.skip_reason)
     try:
         report = score_outcomes(
             target,

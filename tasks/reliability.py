@@ -7,7 +7,7 @@ from prefect import task
 from assay.calibration.correction import correct_pass_rate
 from assay.judge.port import JudgePin
 from assay.judge.reliability import Correction
-from assay.runs.scoring import RunMetrics
+from assay.runs.metrics import RunMetrics
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
 

@@ -4,9 +4,6 @@ flow run's artifacts."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact
@@ -16,8 +13,6 @@ from assay.reports.run import run_report
 from assay.runs.records import load_result
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
-
-_caller_publishes: ContextVar[bool] = ContextVar("assay_caller_publishes", default=False)
 
 SERVICE_URL_ENV = "ASSAY_URL"
 """When set, the link goes to `assay serve`'s `GET /runs/{id}/report` there; else to the store."""
@@ -30,22 +25,6 @@ def report_link(store_uri: str, run_id: str) -> str:
     if service:
         return f"{service}/runs/{run_id}/report"
     return f"{store_uri.rstrip('/')}/{report_key(run_id)}"
-
-
-@contextmanager
-def published_by_the_caller() -> Iterator[None]:
-    """Suite runs called in this block leave their report to the caller (the gate, which
-    publishes it once it has decided, so that the page shows the decision)."""
-    token = _caller_publishes.set(True)
-    try:
-        yield
-    finally:
-        _caller_publishes.reset(token)
-
-
-def caller_publishes() -> bool:
-    """Whether this suite run's report is left to its caller (`published_by_the_caller`)."""
-    return _caller_publishes.get()
 
 
 @task(name="publish-report", task_run_name="publish-report", persist_result=False)

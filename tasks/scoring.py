@@ -17,12 +17,14 @@ from prefect import task
 from assay.gcpause import gc_paused
 from assay.hashing import OutputHasher, store_secret
 from assay.judge.service import NO_JUDGE_NEEDED
-from assay.outputs import read_slice
+from assay.outputs.slices import read_slice
+from assay.process_state import remembered
+from assay.runs.chunks import EvidenceChunk, write_chunk
 from assay.runs.judging import ChunkJudgement, judge_chunk
+from assay.runs.metrics import tally
 from assay.runs.pipeline import CaseRow, ChunkJob, ChunkSummary
-from assay.runs.records import EvidenceChunk, write_chunk
 from assay.runs.sampling import select_cases
-from assay.runs.scoring import CompiledSuite, score_missing, score_outputs, tally
+from assay.runs.scoring import CompiledSuite, score_missing, score_outputs
 from assay.scorers import Status
 from assay.suites import registry
 from blocks.judge_settings import judge_setup
@@ -59,6 +61,9 @@ def _compiled(
     # sight so that full collections during scoring do not rescan a 100,000-case object graph.
     gc.freeze()
     return compiled, frozenset(selected)
+
+
+remembered(__name__, "_compiled", _compiled.cache_clear)
 
 
 def _summarise(evidence: EvidenceChunk, written: bool) -> ChunkSummary:
@@ -104,7 +109,11 @@ def _score_and_persist(
         hasher = OutputHasher(store_secret(target))
         outputs = list(read_slice(job.piece, selected))
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
-            setup = judge_setup(job.judge_block, job.fresh_judge, job.judge_repeats)
+            # Launched where no judge is configured: none, whatever this process's environment.
+            if job.judge_block or job.judge:
+                setup = judge_setup(
+                    job.judge_block, job.fresh_judge, job.judge_repeats, config=job.judge
+                )
             judged = judge_chunk(
                 target,
                 compiled,

@@ -21,6 +21,7 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("ASSAY_STORE", None)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
+from assay.process_state import reset_process_state  # noqa: E402
 from tests.dask_cluster import dask_cluster  # noqa: E402
 from tests.frameworks.fixtures import framework_recordings  # noqa: E402
 from tests.judge_server import judge_env, judge_server, judge_server_session  # noqa: E402
@@ -62,6 +63,13 @@ def prefect_api() -> Iterator[str]:
         # The harness logs its shutdown through Prefect's console handler, whose stream belongs
         # to a test's capture that pytest has closed by now: skip that one line.
         logging.getLogger("prefect").disabled = True
+
+
+@pytest.fixture(autouse=True)
+def forget_process_state() -> None:
+    """Each test starts from nothing an earlier one left in this process (docs/architecture.md,
+    "What a process remembers")."""
+    reset_process_state()
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from assay.gate.decision import GateRun
 from assay.runs.options import GateOptions, RunOptions
 from assay.runs.records import EvalResult
@@ -14,15 +16,19 @@ from flows.launch import launch, start
 
 def suite_run(**options: Any) -> EvalResult:
     """Run the suite-run flow in this process with these `RunOptions`."""
-    return launch(RunOptions(**options), "suite_run")
+    result = launch(RunOptions(**options), "suite_run")
+    assert isinstance(result, EvalResult)
+    return result
 
 
 def gate(**options: Any) -> GateRun:
     """Run the gate flow in this process with these `GateOptions`."""
-    return launch(GateOptions(**options), "gate")
+    outcome = launch(GateOptions(**options), "gate")
+    assert isinstance(outcome, GateRun)
+    return outcome
 
 
-def flow(name: str, **parameters: Any) -> Any:
-    """Run `flows.<name>` in this process through the launcher; its result, whatever the
-    verdict."""
-    return start(name, ("assay",), **parameters)
+def flow(name: str, options: BaseModel) -> Any:
+    """Run `flows.<name>` in this process through the launcher with its options; its result,
+    whatever the verdict."""
+    return start(name, ("assay",), options=options)

@@ -343,9 +343,24 @@ def test_baselines_pin_show_and_unpin(service: Service) -> None:
     _problem(unknown_suite, 404)
 
 
-def _gate(client: httpx.Client, version: str, subject: str) -> httpx.Response:
+def _gate(client: httpx.Client, version: str, subject: str, **options: Any) -> httpx.Response:
     body = {"suite": "support-bot", "subject": subject, "outputs": example_outputs(version)}
-    return client.post("/gate", json=body)
+    return client.post("/gate", json={**body, **options})
+
+
+def test_the_gate_s_own_limit_reaches_the_service_and_the_store_is_refused(
+    service: Service,
+) -> None:
+    """`max_judge_flip_rate` is a gate option like any other (it was not in the request), and
+    fails closed when no flip rate was measured; a store the service refuses is a 422."""
+    with service.client("operator") as client:
+        limited = _gate(client, "v1", "agent:flip-limited@v1", max_judge_flip_rate=0.1)
+        refused = _gate(client, "v1", "agent:flip-limited@v1", store="file:///tmp/elsewhere")
+    assert limited.status_code == 200, limited.text
+    rules = {rule["rule"]: rule for rule in limited.json()["rules"]}
+    assert "judge_flip_rate" in rules and not rules["judge_flip_rate"]["passed"]
+    assert "no flip rate measured" in rules["judge_flip_rate"]["detail"]
+    assert "store" in _problem(refused, 422)["detail"]
 
 
 def test_gate_is_200_whatever_the_verdict_and_an_override_changes_only_the_effective_one(

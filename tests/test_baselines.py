@@ -12,8 +12,8 @@ from assay.errors import InputError
 from assay.regression import Comparison, Counts, RegressionStatus
 from assay.runs import baselines
 from assay.runs.baselines import BaselineSource, select_baseline
+from assay.runs.metrics import RunMetrics
 from assay.runs.records import RunAggregate, RunPlan, finish_run, start_run
-from assay.runs.scoring import RunMetrics
 from assay.store import FileStore
 from assay.subject import Subject
 

@@ -33,8 +33,10 @@ from assay.hashing import OutputHasher
 from assay.intake.otlp import record as otlp
 from assay.intake.record import MAX_TOOL_CALLS_PER_OUTPUT, TooManyCalls
 from assay.otel.traces import Span
-from assay.outputs import CandidateOutput, index_outputs, parse_line
-from assay.runs.scoring import CompiledSuite, score_outputs, tally
+from assay.outputs.candidate import CandidateOutput, parse_line
+from assay.outputs.index import index_outputs
+from assay.runs.metrics import tally
+from assay.runs.scoring import CompiledSuite, score_outputs
 from assay.runs.trials import MAX_REPORTED_K, settle_cases, trial_figures
 from assay.scorers import Observation, ScorerSpec, Status
 from assay.stats import pass_at_k, pass_pow_k
@@ -451,7 +453,7 @@ def test_a_trace_export_of_more_than_max_tool_calls_is_refused_at_indexing(
 ) -> None:
     """Refused where every input error is (file, line, span), before any chunk reads it."""
     from assay.errors import InputError
-    from assay.outputs import index_outputs
+    from assay.outputs.index import index_outputs
     from tests.otel_agent import otlp_json, tool_agent_traces
 
     calls = [("search", {"q": n}, False) for n in range(MAX_TOOL_CALLS_PER_OUTPUT + 1)]

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.calibration.labels import CalibrationItem, load_set
+from assay.calibration.options import CalibrationOptions
 from assay.calibration.report import (
     CalibrationReport,
     Targets,
@@ -291,7 +292,7 @@ def test_calibration_flow_and_cli_judge_through_the_sdk(
     _write_set(set_path, rows)
     judge_env.script(default=_judges_by_marker)
 
-    report = launched.flow("calibration", calibration_set=str(set_path))
+    report = launched.flow("calibration", CalibrationOptions(calibration_set=str(set_path)))
     assert len(judge_env.requests) == 40
     assert (report.n, report.sensitivity.tp, report.specificity.tn) == (40, 20, 20)
     assert report.kappa.value == pytest.approx(1.0) and report.passed

@@ -18,8 +18,8 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.runs.records import read_cases
-from assay.runs.scoring import RunMetrics, run_verdict
+from assay.runs.chunks import read_cases
+from assay.runs.metrics import RunMetrics, run_verdict
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite, parse_suite

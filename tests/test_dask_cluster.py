@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefect.task_runners import ThreadPoolTaskRunner
 
-from assay.runs.options import RunOptions
-from assay.runs.records import EvalResult, load_aggregate, read_chunk
+from assay.runs.chunks import read_chunk
+from assay.runs.options import GateOptions, RunOptions
+from assay.runs.records import EvalResult, load_aggregate
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite
+from flows.gate import gate as gate_flow
 from flows.suite_run import suite_run as suite_run_flow
 from tasks.verdicts import verdict_result
 from tests.conftest import PREFECT_HOME
@@ -59,13 +60,12 @@ def _suite_and_outputs(tmp_path: Path, cases: int) -> tuple[Path, Path]:
 
 def _run(store: FileStore, ref: str, outputs: Path, dask: str | None) -> EvalResult:
     """On the cluster at `dask` as `assay run --dask` runs it (the launcher); else the flow on
-    one thread, chunk after chunk."""
+    its threads."""
     options = {"suite": ref, "outputs": str(outputs), "subject": "agent:dask@v1"}
     if dask is not None:
         return suite_run(**options, chunk_size=CHUNK, dask=dask)
-    sequential = suite_run_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
     return verdict_result(
-        sequential(RunOptions(**options, chunk_size=CHUNK), return_state=True)  # type: ignore[arg-type]
+        suite_run_flow(RunOptions(**options, chunk_size=CHUNK), return_state=True)  # type: ignore[arg-type]
     )
 
 
@@ -111,6 +111,30 @@ def test_two_worker_cluster_equals_the_sequential_run_case_for_case(
     assert CANARY.encode() not in dask_cluster.log_bytes()
     written = [p for p in [*store_dir.rglob("*"), *PREFECT_HOME.rglob("*")] if p.is_file()]
     assert [p for p in written if CANARY.encode() in p.read_bytes()] == []
+
+
+def test_a_deployment_s_run_scores_on_the_cluster_its_options_name(
+    store_dir: Path, tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    """A deployment calls the flow with its options alone (no launcher): `dask` takes effect
+    there as it does through `assay run --dask` — for a suite run, and for a gate's."""
+    store = FileStore(store_dir)
+    suite, outputs = _suite_and_outputs(tmp_path, 100)
+    ref = registry.publish(store, load_suite(suite))[0].ref
+    options = RunOptions(
+        suite=ref,
+        outputs=str(outputs),  # type: ignore[arg-type]
+        subject="agent:dask@v1",
+        chunk_size=CHUNK,
+        dask=dask_cluster.address,
+    )
+    before = sum(_tasks_done(dask_cluster).values())
+    result = verdict_result(suite_run_flow(options, return_state=True))
+    after_run = sum(_tasks_done(dask_cluster).values())
+    assert result.metrics.cases == 100
+    assert after_run > before  # the chunks were scored on the cluster's workers
+    gate_flow(GateOptions.model_validate(options.model_dump()), return_state=True)
+    assert sum(_tasks_done(dask_cluster).values()) > after_run
 
 
 def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(

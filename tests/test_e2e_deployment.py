@@ -36,8 +36,10 @@ def _canary_outputs(tmp_path: Path) -> Path:
 def _scored_in_process(outputs: Path) -> dict[str, Any]:
     """The same suite and outputs scored by the library directly, for comparison."""
     from assay.hashing import OutputHasher
-    from assay.outputs import index_outputs, read_slice
-    from assay.runs.scoring import CompiledSuite, score_outputs, tally
+    from assay.outputs.index import index_outputs
+    from assay.outputs.slices import read_slice
+    from assay.runs.metrics import tally
+    from assay.runs.scoring import CompiledSuite, score_outputs
     from assay.suites.suite import load_suite
 
     compiled = CompiledSuite.compile(load_suite(EXAMPLES / "support-suite.yaml"))

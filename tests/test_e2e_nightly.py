@@ -90,10 +90,12 @@ def test_nightly_fans_out_over_two_workers_and_a_retrigger_starts_no_job_twice(
     nightly_id = _deployment_id(api, "nightly")
     job_deployment_id = _deployment_id(api, "nightly-job")
     parameters = {
-        "jobs": JOBS,
-        "store": f"file://{store}",
-        "job_deployment": "suite-run/nightly-job",
-        "max_parallel": 4,
+        "options": {
+            "jobs": JOBS,
+            "store": f"file://{store}",
+            "job_deployment": "suite-run/nightly-job",
+            "max_parallel": 4,
+        }
     }
     logs = {name: tmp_path / f"{name}.log" for name in ("worker-a", "worker-b")}
     with ExitStack() as stack:

@@ -19,7 +19,7 @@ from assay.cli import app
 from assay.findings import list_findings
 from assay.gate.junit import junit_xml
 from assay.judge.port import JudgePin, Verdict
-from assay.runs.records import read_cases
+from assay.runs.chunks import read_cases
 from assay.store import FileStore
 from blocks import FinOpsBudget
 from tests.conftest import PREFECT_HOME

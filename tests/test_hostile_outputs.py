@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import InputError, shown
-from assay.outputs import index_outputs
+from assay.outputs.index import index_outputs
 
 KNOWN = {"c1", "c2"}
 

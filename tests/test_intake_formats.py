@@ -11,7 +11,10 @@ import pytest
 
 from assay.errors import InputError
 from assay.intake.record import Evidence
-from assay.outputs import OutputsReference, index_outputs, parse_line, read_slice
+from assay.outputs.candidate import parse_line
+from assay.outputs.index import index_outputs
+from assay.outputs.reference import OutputsReference
+from assay.outputs.slices import read_slice
 
 CANARY = "CANARY-intake-formats"
 

@@ -20,8 +20,10 @@ import pytest
 
 from assay.hashing import OutputHasher
 from assay.intake.record import Evidence
-from assay.outputs import index_outputs, read_slice
-from assay.runs.scoring import CompiledSuite, score_outputs, tally
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import read_slice
+from assay.runs.metrics import tally
+from assay.runs.scoring import CompiledSuite, score_outputs
 from assay.scorers import Status
 from assay.suites.suite import Suite, parse_suite
 from tests.frameworks.record import ALL_SETUPS

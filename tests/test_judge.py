@@ -17,7 +17,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -31,13 +31,13 @@ from assay.judge import (
     PromptError,
     Verdict,
     judge_all,
-    judge_from_env,
     judge_skip_reason,
     load_prompt,
 )
 from assay.judge.endpoint import retry_after_seconds
 from assay.judge.modes import ModeMemory
 from assay.judge.prompts import VERDICT_SCHEMA, parse_prompt, parse_verdict_reply, untrusted_block
+from blocks.judge_settings import JudgeSettings
 from tests.judge_server import (
     JudgeServer,
     RecordedRequest,
@@ -525,12 +525,12 @@ def test_judge_all_turns_an_exception_into_a_skipped_verdict(
 # --- configuration ----------------------------------------------------------------------------
 
 
-def test_judge_from_env_needs_both_model_and_key() -> None:
-    assert judge_from_env({}) is None
+def test_the_environment_configures_a_judge_with_both_model_and_key() -> None:
+    assert JudgeSettings.from_env({}) is None
     assert judge_skip_reason({}) == "no judge configured"
-    assert judge_from_env({"OPENAI_API_KEY": "sk-test"}) is None
+    assert JudgeSettings.from_env({"OPENAI_API_KEY": "sk-test"}) is None
     assert judge_skip_reason({"OPENAI_API_KEY": "sk-test"}) == "no judge configured"
-    assert judge_from_env({"ASSAY_JUDGE_MODEL": "gpt-x"}) is None
+    assert JudgeSettings.from_env({"ASSAY_JUDGE_MODEL": "gpt-x"}) is None
     assert judge_skip_reason({"ASSAY_JUDGE_MODEL": "gpt-x", "OPENAI_API_KEY": " "}) == (
         "no credentials"
     )
@@ -540,18 +540,20 @@ def test_judge_from_env_needs_both_model_and_key() -> None:
         "OPENAI_API_KEY": "sk-test",
         "OPENAI_BASE_URL": "http://127.0.0.1:9/v1/",
     }
-    judge = judge_from_env(env, max_attempts=2)
-    assert judge is not None
+    settings = JudgeSettings.from_env(env)
+    assert settings is not None
     assert judge_skip_reason(env) is None
-    assert (judge.model, judge.base_url, judge.max_attempts) == (
-        "gpt-x",
-        "http://127.0.0.1:9/v1",
-        2,
-    )
-    assert "sk-test" not in repr(judge)
-    default = OpenAIJudge.from_env({"ASSAY_JUDGE_MODEL": "gpt-x", "OPENAI_API_KEY": "k"})
+    make_judge = settings.judge_setup([], fresh=False).make_judge
+    assert make_judge is not None
+    judge = make_judge()
+    assert isinstance(judge, OpenAIJudge)
+    assert (judge.model, judge.base_url) == ("gpt-x", "http://127.0.0.1:9/v1")
+    assert "sk-test" not in repr(judge) + repr(settings)
+    default = JudgeSettings.from_env({"ASSAY_JUDGE_MODEL": "gpt-x", "OPENAI_API_KEY": "k"})
     assert default is not None
-    assert default.base_url == "https://api.openai.com/v1"
+    make_default = default.judge_setup([], fresh=False).make_judge
+    assert make_default is not None
+    assert cast(OpenAIJudge, make_default()).base_url == "https://api.openai.com/v1"
 
 
 def test_judge_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:

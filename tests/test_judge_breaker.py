@@ -19,19 +19,15 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.hashing import OutputHasher, store_secret
-from assay.judge import service
+from assay.judge import circuit
+from assay.judge.cache import cache_key
+from assay.judge.circuit import BREAKER_FAILURES, CIRCUIT_OPEN, CIRCUIT_OPEN_WHY
+from assay.judge.config import DEFAULT_JUDGE_CONCURRENCY
 from assay.judge.openai_adapter import OpenAIJudge
 from assay.judge.port import JudgeRequest
 from assay.judge.prompts import load_prompt
-from assay.judge.service import (
-    BREAKER_FAILURES,
-    CIRCUIT_OPEN,
-    CIRCUIT_OPEN_WHY,
-    JudgeSetup,
-    Spender,
-    cache_key,
-    judge_repeated,
-)
+from assay.judge.service import JudgeSetup, judge_repeated
+from assay.judge.spending import Spender
 from assay.store import FileStore
 from tests.judge_server import JudgeServer, Reply, malformed, slow, verdict
 
@@ -79,10 +75,11 @@ def test_a_judge_that_never_answers_fails_a_2000_check_run_closed_in_seconds(
     assert (result["passed"], m["scored"], m["passed"], m["skipped"]) == (False, 0, 0, CHECKS)
     not_sent = m["unavailable"][f"llm_judge: {CIRCUIT_OPEN_WHY}"]
     # The circuit opened after BREAKER_FAILURES failed calls; those still in flight were abandoned.
-    assert CHECKS - BREAKER_FAILURES - 4 <= not_sent <= CHECKS - BREAKER_FAILURES
+    in_flight = DEFAULT_JUDGE_CONCURRENCY
+    assert CHECKS - BREAKER_FAILURES - in_flight <= not_sent <= CHECKS - BREAKER_FAILURES
     assert f"{not_sent} llm_judge checks unavailable: {CIRCUIT_OPEN_WHY}" in shown.output
     # Two attempts a call at most (0.5 s each within the 1 s deadline), few calls.
-    assert len(judge_env.requests) <= 2 * (BREAKER_FAILURES + 4)
+    assert len(judge_env.requests) <= 2 * (BREAKER_FAILURES + in_flight)
 
 
 def _setup(judge_server: JudgeServer) -> JudgeSetup:
@@ -145,7 +142,7 @@ def test_only_consecutive_failures_open_the_circuit_and_it_closes_after_its_time
     assert len(judge_server.requests) == tripped + 1
     assert _ask(store, setup, other_run, 0, 2) == ["judged"] * 2
 
-    monkeypatch.setattr(service, "BREAKER_OPEN_SECONDS", 0.0)
+    monkeypatch.setattr(circuit, "BREAKER_OPEN_SECONDS", 0.0)
     assert _ask(store, setup, run, 40, 2) == ["judged"] * 2  # tried again after its time
 
 

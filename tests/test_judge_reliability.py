@@ -17,6 +17,7 @@ import ppi_py
 import pytest
 
 from assay.calibration.labels import CalibrationItem, append_item
+from assay.calibration.options import CalibrationOptions
 from assay.runs.render import markdown_summary
 from tests import launched
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
@@ -102,7 +103,7 @@ def test_ppi_corrected_pass_rate_through_a_real_run_equals_ppi_py(
     judge_env: JudgeServer, store_dir: Path, tmp_path: Path
 ) -> None:
     labelled = calibration_set(tmp_path, CALIBRATION, "labels.jsonl")
-    report = launched.flow("calibration", calibration_set=labelled)
+    report = launched.flow("calibration", CalibrationOptions(calibration_set=labelled))
     assert report.item_verdicts is not None and len(report.item_verdicts) == 40
 
     suite = judged_suite(tmp_path, RUN_CASES)
@@ -136,7 +137,7 @@ def test_a_set_for_another_pin_or_too_small_gives_null_and_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     small = calibration_set(tmp_path, {("pass", "pass"): 6, ("fail", "fail"): 4}, "small.jsonl")
-    launched.flow("calibration", calibration_set=small)
+    launched.flow("calibration", CalibrationOptions(calibration_set=small))
     suite = judged_suite(tmp_path, 20)
     outputs = outputs_file(tmp_path, 20, 15)
 
@@ -148,7 +149,7 @@ def test_a_set_for_another_pin_or_too_small_gives_null_and_a_warning(
     ]
 
     labelled = calibration_set(tmp_path, CALIBRATION, "labels.jsonl")
-    launched.flow("calibration", calibration_set=labelled)
+    launched.flow("calibration", CalibrationOptions(calibration_set=labelled))
     monkeypatch.setenv("ASSAY_JUDGE_MODEL", "judge-ppi-2")  # another pin
     other = suite_run(suite=suite, outputs=outputs, subject="agent:ppi@v2", calibration=labelled)
     assert other.judge_corrected is None

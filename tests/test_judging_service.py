@@ -9,10 +9,11 @@ from pathlib import Path
 
 from assay.canonical import content_hash
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.cache import CACHE_LAYOUT, cache_key
 from assay.judge.openai_adapter import OpenAIJudge
 from assay.judge.port import JudgePin, JudgeRequest, Verdict
 from assay.judge.prompts import load_prompt
-from assay.judge.service import CACHE_LAYOUT, JudgeSetup, cache_key, judge_requests
+from assay.judge.service import JudgeSetup, judge_requests
 from assay.store import FileStore
 from tests.judge_server import JudgeServer, verdict
 

@@ -18,6 +18,7 @@ from assay.cli import app
 from assay.errors import InputError
 from assay.findings import list_findings
 from assay.monitor.figures import window_stats
+from assay.monitor.options import MonitorOptions
 from assay.monitor.render import markdown_report
 from assay.monitor.report import (
     ABSENCE_NOTE,
@@ -565,7 +566,7 @@ def test_the_flow_writes_the_report_once_and_records_a_finding_per_alerting_subj
     (signals / "a.jsonl").write_bytes(EXAMPLE.read_bytes())
     write(signals / "b.jsonl", v3)
 
-    report = monitor(signals=str(signals), window="24h", now=NOW)
+    report = monitor(MonitorOptions(signals=str(signals), window="24h", now=NOW))
 
     store = FileStore(store_dir)
     assert load_report(store, report.report_id) == report
@@ -703,9 +704,9 @@ def test_the_hourly_deployment_runs_the_monitor_flow_with_valid_parameters() -> 
     assert hourly["schedules"] == [{"cron": "0 * * * *", "timezone": "UTC", "active": True}]
     flow = load_flow_from_entrypoint(str(repo / hourly["entrypoint"]))
     assert flow.name == "monitor"
-    parameters = flow.validate_parameters(hourly["parameters"])
-    assert (repo / parameters["signals"]).is_file()
-    parse_window(parameters["window"])
+    options = flow.validate_parameters(hourly["parameters"])["options"]
+    assert (repo / options.signals).is_file()
+    parse_window(options.window)
 
 
 @pytest.mark.usefixtures("prefect_api")

@@ -18,7 +18,7 @@ from prefect.client.schemas.filters import (
 from assay.runs.records import list_runs, load_result
 from assay.store import FileStore
 from blocks import EvidenceStorage, FinOpsBudget, JudgeSettings, NotificationTarget
-from flows.nightly import NightlyJob, NightlyJobsFailedError, nightly
+from flows.nightly import NightlyJob, NightlyJobsFailedError, NightlyOptions, nightly
 from tests import launched
 from tests.conftest import EXAMPLES
 from tests.launched import suite_run
@@ -47,7 +47,7 @@ def _job(version: str, outputs: Path | None = None) -> NightlyJob:
 
 
 def test_nightly_runs_every_job_and_reports_each(store_dir: Path) -> None:
-    outcomes = launched.flow("nightly", jobs=[_job("v1"), _job("v2")])
+    outcomes = launched.flow("nightly", NightlyOptions(jobs=[_job("v1"), _job("v2")]))
 
     assert [(o.status, o.passed) for o in outcomes] == [("completed", True), ("completed", False)]
     store = FileStore(store_dir)
@@ -61,7 +61,7 @@ def test_one_failing_job_does_not_stop_the_others(store_dir: Path, tmp_path: Pat
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"case_id": "no-such-case", "output": "x"}\n')
 
-    state = nightly(jobs=[_job("v1", broken), _job("v2")], return_state=True)
+    state = nightly(NightlyOptions(jobs=[_job("v1", broken), _job("v2")]), return_state=True)
 
     assert state.is_failed()
     with pytest.raises(NightlyJobsFailedError, match="1 of 2 nightly jobs failed"):

@@ -15,9 +15,12 @@ from typer.testing import CliRunner
 from assay.cli import app
 from assay.errors import InputError
 from assay.intake.record import Evidence
-from assay.outputs import CandidateOutput, OutputsIndex, index_outputs, read_slice
-from assay.runs.records import EvalResult, read_cases
-from assay.schemes import parse_s3_uri
+from assay.outputs.candidate import CandidateOutput
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import OutputsIndex, read_slice
+from assay.runs.chunks import read_cases
+from assay.runs.records import EvalResult
+from assay.schemes.s3 import parse_s3_uri
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite

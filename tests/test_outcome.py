@@ -27,6 +27,7 @@ from assay.outcome import (
     subject_outcome,
 )
 from assay.outcome.dimensions import SINGLE_RESPONSE, consistency, efficiency, safety
+from assay.outcome.options import OutcomeOptions
 from assay.store import FileStore
 from blocks import NotificationTarget
 from flows.outcome import outcome
@@ -391,7 +392,7 @@ def test_without_an_embedding_model_consistency_is_unavailable_and_the_composite
     monkeypatch.delenv("ASSAY_EMBEDDING_MODEL")
     records = _write(tmp_path, RECORDS)
     contract = _contract(tmp_path, "latency_target_ms: 1000\n")
-    report = outcome(records=str(records), contract=str(contract))
+    report = outcome(OutcomeOptions(records=str(records), contract=str(contract)))
 
     assert judged.embedded == 0
     for subject in report.subjects:
@@ -406,7 +407,7 @@ def test_without_an_embedding_model_consistency_is_unavailable_and_the_composite
     assert list_findings(FileStore(store_dir), report.report_id) == []  # no band, no action
 
     partial = _contract(tmp_path, "latency_target_ms: 1000\nallow_partial: true\n")
-    renormalised = outcome(records=str(records), contract=str(partial))
+    renormalised = outcome(OutcomeOptions(records=str(records), contract=str(partial)))
     a = renormalised.subjects[0]
     assert (a.composite.status, a.composite.missing) == ("partial", ["consistency"])
     dims = a.dimensions
@@ -424,7 +425,9 @@ def test_judge_failures_make_dimensions_unavailable_never_zero(
     judged.script(default=malformed())
     records = _write(tmp_path, RECORDS[:2])
     report = outcome(
-        records=str(records), contract=str(_contract(tmp_path, "latency_target_ms: 900"))
+        OutcomeOptions(
+            records=str(records), contract=str(_contract(tmp_path, "latency_target_ms: 900"))
+        )
     )
 
     (a,) = report.subjects
@@ -462,9 +465,11 @@ def test_marginal_and_below_are_notified_good_and_above_are_not(
     ]
     contract = _contract(tmp_path, "weights: {correctness: 0.5, safety: 0.5}\n")
     report = outcome(
-        records=str(_write(tmp_path, rows)),
-        contract=str(contract),
-        notification_block="assay-outcome-target",
+        OutcomeOptions(
+            records=str(_write(tmp_path, rows)),
+            contract=str(contract),
+            notification_block="assay-outcome-target",
+        )
     )
     assert [(s.band, s.composite.value) for s in report.subjects] == [
         ("Excellent", pytest.approx(0.95)),
@@ -521,7 +526,7 @@ def test_a_budget_stop_makes_judged_dimensions_unavailable(
         "outcome-tiny-budget", overwrite=True
     )
     try:
-        report = outcome(records=str(_write(tmp_path, RECORDS[:2])))
+        report = outcome(OutcomeOptions(records=str(_write(tmp_path, RECORDS[:2]))))
     finally:
         FinOpsBudget.delete("outcome-tiny-budget")  # type: ignore[attr-defined]
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from assay.errors import InputError
-from assay.outputs import OutputsIndex, index_outputs, read_slice
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import OutputsIndex, read_slice
 
 CANARY = "CANARY-51d0e2-private-output"
 IDS = [f"case-{n}" for n in range(1, 8)]

@@ -11,7 +11,7 @@ import pytest
 
 from assay.errors import InputError
 from assay.intake.record import AgentRecord
-from assay.outputs import CandidateOutput, parse_line
+from assay.outputs.candidate import CandidateOutput, parse_line
 from assay.trajectory import ToolCall, Trajectory
 
 CANARY = "CANARY-8e41f0-tool-argument"

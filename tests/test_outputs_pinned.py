@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from assay.errors import InputError
-from assay.outputs import OutputsIndex, index_outputs, read_slice
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import OutputsIndex, read_slice
 from assay.runs.records import RunStatus, load_aggregate
 from assay.s3 import make_client
-from assay.schemes import parse_s3_uri
+from assay.schemes.s3 import parse_s3_uri
 from assay.store import FileStore
 from tests.judge_server import JudgeServer, RecordedRequest, Reply, verdict
 from tests.launched import suite_run

@@ -28,6 +28,7 @@ from assay.judge.prompts import PAIR_SCHEMA, MalformedReply, parse_pair_reply
 from assay.judge.redaction import RedactionSettings
 from assay.judge.service import JudgeSetup
 from assay.pairwise.compare import compare_outputs, pair_outcome, pairwise_setup, side_of
+from assay.pairwise.options import CompareOptions
 from assay.pairwise.render import markdown_report
 from assay.pairwise.report import PairwiseReport, load_report
 from assay.stats import wilson
@@ -371,7 +372,9 @@ def test_position_biased_judge_is_inconsistent_on_every_pair_and_cached_per_orde
     judge_env.script(position_biased=True)
     a, b = _outputs(tmp_path, "a", MARK_A), _outputs(tmp_path, "b", MARK_B)
 
-    first = compare(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")
+    first = compare(
+        CompareOptions(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")
+    )
 
     assert (first.cases_compared, first.judged, first.inconsistent) == (PAIRS, PAIRS, PAIRS)
     assert (first.wins_a, first.wins_b, first.ties, first.unjudged) == (0, 0, 0, 0)
@@ -399,14 +402,16 @@ def test_position_biased_judge_is_inconsistent_on_every_pair_and_cached_per_orde
     (ledger,) = [k for k in store.list("costs/") if first.comparison_id in k and batch.search(k)]
     assert json.loads(store.get(ledger))["calls"] == 2 * PAIRS
 
-    second = compare(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")
+    second = compare(
+        CompareOptions(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")
+    )
 
     assert (second.calls, second.cache_hits) == (0, 2 * PAIRS)
     assert len(judge_env.requests) == 2 * PAIRS  # the cache spent nothing
     assert second.inconsistent == PAIRS
     assert second.comparison_id != first.comparison_id
 
-    fresh = compare(suite=str(SUITE), outputs_a=a, outputs_b=b, fresh_judge=True)
+    fresh = compare(CompareOptions(suite=str(SUITE), outputs_a=a, outputs_b=b, fresh_judge=True))
     assert (fresh.calls, fresh.cache_hits) == (2 * PAIRS, 0)
 
 
@@ -419,7 +424,9 @@ def test_consistent_judge_declares_winners_and_the_swapped_comparison_reuses_the
     judge_env.script(default=prefers(MARK_A))
     a, b = _outputs(tmp_path, "a", MARK_A), _outputs(tmp_path, "b", MARK_B)
 
-    report = compare(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")
+    report = compare(
+        CompareOptions(suite=str(SUITE), outputs_a=a, outputs_b=b, label_a="v1", label_b="v2")
+    )
 
     assert (report.wins_a, report.wins_b, report.ties, report.inconsistent) == (PAIRS, 0, 0, 0)
     assert report.position_consistency.consistent == report.position_consistency.judged == PAIRS
@@ -435,7 +442,9 @@ def test_consistent_judge_declares_winners_and_the_swapped_comparison_reuses_the
     assert sum(MARK_A in text for text in shown_first) == PAIRS
 
     # B vs A presents exactly the same (first, second) pairs: all cache hits, winners mirrored.
-    swapped = compare(suite=str(SUITE), outputs_a=b, outputs_b=a, label_a="v2", label_b="v1")
+    swapped = compare(
+        CompareOptions(suite=str(SUITE), outputs_a=b, outputs_b=a, label_a="v2", label_b="v1")
+    )
     assert (swapped.calls, swapped.cache_hits) == (0, 2 * PAIRS)
     assert (swapped.wins_a, swapped.wins_b) == (0, PAIRS)
 
@@ -454,9 +463,11 @@ def test_server_errors_count_as_unjudged_in_the_flow(
     judge_env.script(default=server_error(500, headers={"Retry-After": "0"}))
 
     report = compare(
-        suite=str(SUITE),
-        outputs_a=_outputs(tmp_path, "a", MARK_A),
-        outputs_b=_outputs(tmp_path, "b", MARK_B),
+        CompareOptions(
+            suite=str(SUITE),
+            outputs_a=_outputs(tmp_path, "a", MARK_A),
+            outputs_b=_outputs(tmp_path, "b", MARK_B),
+        )
     )
 
     assert (report.unjudged, report.judged, report.wins_a, report.wins_b) == (PAIRS, 0, 0, 0)
@@ -474,9 +485,11 @@ def test_canary_in_outputs_and_reasoning_reaches_neither_the_store_nor_prefect(
     judge_env.script(default=prefers(CANARY, reasoning=f"Reasoning {CANARY}-R"))
 
     report = compare(
-        suite=str(SUITE),
-        outputs_a=_outputs(tmp_path, "a", f"{MARK_A} {CANARY}"),
-        outputs_b=_outputs(tmp_path, "b", MARK_B),
+        CompareOptions(
+            suite=str(SUITE),
+            outputs_a=_outputs(tmp_path, "a", f"{MARK_A} {CANARY}"),
+            outputs_b=_outputs(tmp_path, "b", MARK_B),
+        )
     )
 
     assert report.wins_a == PAIRS

@@ -35,7 +35,7 @@ from assay.finops.ledger import read_costs
 from assay.judge import BUDGET_BLOCKED, JUDGED, NO_CREDENTIALS, NO_JUDGE, Verdict, load_prompt
 from assay.judge.port import is_known_reason
 from assay.judge.redaction import RedactionSettings
-from assay.runs.records import EvidenceChunk
+from assay.runs.chunks import EvidenceChunk
 from assay.scorers import Status
 from assay.store import FileStore
 from tests.launched import suite_run

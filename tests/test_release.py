@@ -30,6 +30,7 @@ from assay.release import (
     report_key,
     row,
 )
+from assay.release.options import ReleaseOptions
 from assay.release.render import COLUMNS, counts
 from assay.schemes import open_store
 from assay.stats import wilson
@@ -790,9 +791,10 @@ def test_flow_records_evidence_and_publishes_artifact(store_dir: Path) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-    report = launched.flow(
-        "release", trials=str(TRIALS), contract=str(CONTRACT), store=f"file://{store_dir}"
+    options = ReleaseOptions(
+        trials=str(TRIALS), contract=str(CONTRACT), store=f"file://{store_dir}"
     )
+    report = launched.flow("release", options)
     run_id = UUID(report.report_id)
     assert load_report(FileStore(store_dir), report.report_id) == report
     with get_client(sync_client=True) as client:
@@ -801,7 +803,7 @@ def test_flow_records_evidence_and_publishes_artifact(store_dir: Path) -> None:
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
         )
     assert run.name == "release · trials.jsonl"
-    assert run.parameters["trials"] == str(TRIALS)  # a reference, not content
+    assert run.parameters["options"]["trials"] == str(TRIALS)  # a reference, not content
     (artifact,) = artifacts
     assert artifact.type == "markdown" and artifact.key == "assay-release-trials"
     markdown = str(artifact.data)
@@ -817,7 +819,8 @@ def test_flow_records_evidence_and_publishes_artifact(store_dir: Path) -> None:
 def test_flow_reads_trials_from_s3(s3_env: str, moto_s3: Any) -> None:
     bucket = s3_env.removeprefix("s3://").split("/")[0]
     moto_s3.client().put_object(Bucket=bucket, Key="in/trials.jsonl", Body=TRIALS.read_bytes())
-    report = launched.flow("release", trials=f"s3://{bucket}/in/trials.jsonl", store=s3_env)
+    options = ReleaseOptions(trials=f"s3://{bucket}/in/trials.jsonl", store=s3_env)
+    report = launched.flow("release", options)
     assert [v.gate.stopped_at for v in report.variants] == [None, "false_success"]
     stored = open_store(s3_env).get(report_key(report.report_id))
     assert ReleaseReport.model_validate_json(stored) == report

@@ -27,7 +27,8 @@ from assay.calibration.report import Targets, measure, record_report
 from assay.cli import app
 from assay.judge.port import JudgePin, Verdict
 from assay.reports import report_key
-from assay.reports.run import MAX_CASE_ROWS, load_view, run_page
+from assay.reports.run import run_page
+from assay.reports.run_view import MAX_CASE_ROWS, load_view
 from assay.runs.options import GateOptions
 from assay.runs.records import load_result
 from assay.runs.trials import TrialFigures

@@ -15,9 +15,9 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from assay.api.runner import RunRequest
+from assay.api.requests import RunRequest
 from assay.cli import app
-from assay.outputs import OutputsReference
+from assay.outputs.reference import OutputsReference
 from assay.runs.options import GateOptions, RunOptions, option_problem, options_table
 from assay.runs.sampling import index_run_outputs
 from assay.suites.suite import load_suite

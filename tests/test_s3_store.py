@@ -26,7 +26,8 @@ from botocore.exceptions import (
 
 from assay import progress
 from assay.errors import EvidenceConflictError, NotFoundError
-from assay.runs.records import RunStatus, chunk_key, load_aggregate, load_result, read_chunk
+from assay.runs.chunks import chunk_key, read_chunk
+from assay.runs.records import RunStatus, load_aggregate, load_result
 from assay.s3 import (
     DEADLINE_ENV,
     MAX_ATTEMPTS_ENV,
@@ -34,7 +35,8 @@ from assay.s3 import (
     is_transient,
     make_client,
 )
-from assay.schemes import open_store, parse_s3_uri
+from assay.schemes import open_store
+from assay.schemes.s3 import parse_s3_uri
 from assay.store import StoreUnavailableError
 from assay.store.s3 import PROBE_PREFIX, S3Store
 from assay.suites import registry

@@ -9,18 +9,17 @@ import pytest
 
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_JUDGE
-from assay.outputs import CandidateOutput
+from assay.outputs.candidate import CandidateOutput
+from assay.runs.metrics import RunMetrics, tally
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import (
     NO_OUTPUT,
     SHARED_SCORERS,
     CaseEvidence,
     CompiledSuite,
-    RunMetrics,
     score_case,
     score_missing,
     score_outputs,
-    tally,
 )
 from assay.scorers import Outcome, Scorer, ScorerSpec, Status
 from assay.suites.suite import Case, Suite

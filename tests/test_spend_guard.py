@@ -34,10 +34,11 @@ from assay.finops.ledger import CostRecord, read_costs
 from assay.finops.pricing import Prices
 from assay.finops.reservations import TTL_ENV, live_reservations, reserve
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.cache import cache_key
 from assay.judge.openai_adapter import OpenAIJudge
 from assay.judge.port import JudgeRequest
 from assay.judge.prompts import load_prompt
-from assay.judge.service import JudgeSetup, cache_key, judge_requests
+from assay.judge.service import JudgeSetup, judge_requests
 from assay.runs.render import warnings
 from assay.store import EvidenceStore, FileStore
 from blocks import FinOpsBudget
@@ -244,7 +245,8 @@ from assay.hashing import OutputHasher, store_secret
 from assay.judge.openai_adapter import OpenAIJudge
 from assay.judge.port import JudgeRequest
 from assay.judge.prompts import load_prompt
-from assay.judge.service import JudgeSetup, cache_key, judge_requests
+from assay.judge.cache import cache_key
+from assay.judge.service import JudgeSetup, judge_requests
 from assay.store import FileStore
 
 root, base_url, chunk, first, last = sys.argv[1:6]

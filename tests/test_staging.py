@@ -6,7 +6,9 @@ import pytest
 
 from assay import staging
 from assay.errors import InputError
-from assay.outputs import index_outputs, output_sources, read_slice
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import read_slice
+from assay.outputs.sources import output_sources
 
 LINES = b'{"case_id": "a", "output": "first"}\n{"case_id": "b", "output": "second"}'
 

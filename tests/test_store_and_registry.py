@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError
 from assay.hashing import SECRET_ENV, SECRET_KEY, OutputHasher, store_secret
+from assay.process_state import reset_process_state
 from assay.schemes import open_store
 from assay.store import FileStore
 from assay.suites import registry
@@ -133,12 +133,6 @@ def suite_from(text: str) -> Suite:
     return parse_suite(text, "refunds.yaml")
 
 
-@pytest.fixture
-def forget_cache() -> Callable[[], None]:
-    """Empty the in-process suite cache so `resolve` must rebuild suites from the store."""
-    return registry.clear_cache
-
-
 def test_first_publish_creates_version_one(store: FileStore) -> None:
     suite = suite_from(V1)
     record, created = registry.publish(store, suite)
@@ -186,13 +180,11 @@ def test_case_hashes_show_which_case_changed(store: FileStore) -> None:
     assert one.case_hashes["b"] != two.case_hashes["b"]
 
 
-def test_resolve_old_version_rebuilds_its_exact_document(
-    store: FileStore, forget_cache: Callable[[], None]
-) -> None:
+def test_resolve_old_version_rebuilds_its_exact_document(store: FileStore) -> None:
     original = suite_from(V1)
     registry.publish(store, original)
     registry.publish(store, suite_from(V2))
-    forget_cache()  # nothing cached: read back from the store
+    reset_process_state()  # nothing cached: read back from the store
     record, rebuilt = registry.resolve(store, "refunds@1")
     assert record.version == 1
     assert rebuilt.document() == original.document()
@@ -200,24 +192,20 @@ def test_resolve_old_version_rebuilds_its_exact_document(
     assert rebuilt.cases[1].input == "How long is the window?"
 
 
-def test_a_stored_suite_that_no_longer_matches_its_address_is_refused(
-    store: FileStore, forget_cache: Callable[[], None]
-) -> None:
+def test_a_stored_suite_that_no_longer_matches_its_address_is_refused(store: FileStore) -> None:
     record, _ = registry.publish(store, suite_from(V1))
     content = store.root / "suites" / "refunds" / "content"
     (stored,) = content.iterdir()
     stored.write_bytes(stored.read_bytes().replace(b"Can I get a refund?", b"Can I get a rebate"))
-    forget_cache()
+    reset_process_state()
     with pytest.raises(InputError, match=f"does not match its address {record.content_hash}"):
         registry.resolve(store, "refunds@1")
 
 
-def test_resolve_by_name_is_the_latest_version(
-    store: FileStore, forget_cache: Callable[[], None]
-) -> None:
+def test_resolve_by_name_is_the_latest_version(store: FileStore) -> None:
     registry.publish(store, suite_from(V1))
     registry.publish(store, suite_from(V2))
-    forget_cache()
+    reset_process_state()
     record, suite = registry.resolve(store, "refunds")
     assert record.version == 2
     assert suite.document() == suite_from(V2).document()

@@ -18,16 +18,10 @@ from prefect.client.schemas.filters import (
 )
 
 from assay.errors import EvidenceConflictError, InputError
-from assay.outputs import OutputsReference
+from assay.outputs.reference import OutputsReference
+from assay.runs.chunks import read_chunk
 from assay.runs.pipeline import ChunkJob
-from assay.runs.records import (
-    RunPlan,
-    RunStatus,
-    load_aggregate,
-    load_result,
-    read_chunk,
-    start_run,
-)
+from assay.runs.records import RunPlan, RunStatus, load_aggregate, load_result, start_run
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from assay.cli import app
 from assay.errors import InputError
 from assay.hashing import OutputHasher
-from assay.outputs import CandidateOutput, parse_line
+from assay.outputs.candidate import CandidateOutput, parse_line
 from assay.runs.scoring import CompiledSuite, score_outputs
 from assay.scorers import Observation, Outcome, Scorer, ScorerSpec, Status
 from assay.suites.suite import parse_suite
@@ -578,7 +578,8 @@ def generated_agent_cases(count: int) -> tuple[str, list[dict[str, Any]], dict[s
 
 
 def scored(suite_text: str, uri: str) -> dict[str, tuple[Status, list[Status]]]:
-    from assay.outputs import index_outputs, read_slice
+    from assay.outputs.index import index_outputs
+    from assay.outputs.slices import read_slice
 
     suite = parse_suite(suite_text, "agents.json")
     ids = [case.id for case in suite.cases]

@@ -20,7 +20,7 @@ from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
 from assay.errors import InputError
-from assay.outputs import index_outputs
+from assay.outputs.index import index_outputs
 from assay.regression import RegressionStatus, RunSide, compare
 from assay.runs.render import regression_lines
 from assay.runs.scoring import CaseEvidence, decide_trials

@@ -26,7 +26,9 @@ from prefect.client.schemas.filters import (
 )
 from prefect.settings import get_current_settings
 
+from assay.calibration.options import CalibrationOptions
 from assay.gate.decision import GateRun
+from assay.release.options import ReleaseOptions
 from assay.reports import report_key
 from assay.runs.options import GateOptions, RunOptions
 from assay.runs.records import EvalResult, load_result
@@ -34,7 +36,7 @@ from assay.store import FileStore
 from flows.calibration import calibration
 from flows.gate import gate as gate_flow
 from flows.launch import launch
-from flows.nightly import NightlyJob, nightly
+from flows.nightly import NightlyJob, NightlyOptions, nightly
 from flows.release import release
 from flows.suite_run import suite_run as suite_run_flow
 from tasks.verdicts import verdict_result
@@ -173,19 +175,21 @@ def test_calibration_states(judge_env: JudgeServer, store_dir: Path, tmp_path: P
     ]
     _write_set(set_path, rows)
     judge_env.script(default=_judges_by_marker)
-    good = calibration(calibration_set=str(set_path), return_state=True)
+    good = calibration(CalibrationOptions(calibration_set=str(set_path)), return_state=True)
     assert _final(good)[:2] == ("COMPLETED", "Calibrated")
     assert _final(good)[2] == good.result().verdict
 
     judge_env.script(default=verdict("pass", 0.9))  # passes everything: kappa 0
-    bad = calibration(calibration_set=str(set_path), fresh_judge=True, return_state=True)
+    bad = calibration(
+        CalibrationOptions(calibration_set=str(set_path), fresh_judge=True), return_state=True
+    )
     assert _final(bad)[:2] == ("FAILED", "Not calibrated")
     assert not verdict_result(bad).passed
 
 
 def test_release_states(store_dir: Path, tmp_path: Path) -> None:
     trials = EXAMPLES / "release" / "trials.jsonl"
-    state = release(trials=str(trials), return_state=True)
+    state = release(ReleaseOptions(trials=str(trials)), return_state=True)
     report = verdict_result(state)
     kind, name, message = _final(state)
     assert (kind, name) == (
@@ -199,7 +203,7 @@ def test_release_states(store_dir: Path, tmp_path: Path) -> None:
     blocked_trials.write_text(
         "\n".join(line.replace('"outcome": "verified"', '"outcome": "failed"') for line in lines)
     )
-    blocked = release(trials=str(blocked_trials), return_state=True)
+    blocked = release(ReleaseOptions(trials=str(blocked_trials)), return_state=True)
     assert _final(blocked)[:2] == ("FAILED", "Release blocked")
     assert "stopped at" in _final(blocked)[2]
 
@@ -209,9 +213,9 @@ def test_nightly_states_and_sub_run_names(store_dir: Path) -> None:
         outputs = str(EXAMPLES / "outputs" / f"support-bot-{version}.jsonl")
         return NightlyJob(suite=SUITE, subject=f"agent:support-bot@{version}", outputs=outputs)
 
-    good = nightly(jobs=[job("v1")], return_state=True)
+    good = nightly(NightlyOptions(jobs=[job("v1")]), return_state=True)
     assert _final(good)[:2] == ("COMPLETED", "All passed")
-    mixed = nightly(jobs=[job("v1"), job("v2")], return_state=True)
+    mixed = nightly(NightlyOptions(jobs=[job("v1"), job("v2")]), return_state=True)
     kind, name, message = _final(mixed)
     assert (kind, name) == ("FAILED", "Some failed")
     assert "1 of 2 jobs did not pass" in message and "agent:support-bot@v2" in message
@@ -308,7 +312,7 @@ def test_the_launcher_is_told_the_result_once_recorded_before_the_flow_publishes
     options = (GateOptions if which == "gate" else RunOptions)(
         suite=SUITE, outputs=V1, subject="agent:told"
     )
-    outcome = launch(options, which, recorded=listener)  # type: ignore[call-overload]
+    outcome = launch(options, which, recorded=listener)  # type: ignore[arg-type]
     assert len(told) == 1
     value, report_written, result_stored = told[0]
     assert value == outcome and isinstance(value, GateRun if which == "gate" else EvalResult)
@@ -328,7 +332,7 @@ def test_launched_flow_runs_carry_the_tags_and_their_task_runs_none(
     options = (GateOptions if which == "gate" else RunOptions)(
         suite=SUITE, outputs=V1, subject="agent:tagged"
     )
-    outcome = launch(options, which, labels=("ci-nightly",))  # type: ignore[call-overload]
+    outcome = launch(options, which, labels=("ci-nightly",))  # type: ignore[arg-type]
     run_id = outcome.result.run_id if isinstance(outcome, GateRun) else outcome.run_id
     with get_client(sync_client=True) as client:
         suite_flow_run = client.read_flow_run(UUID(run_id))

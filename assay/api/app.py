@@ -1,7 +1,9 @@
 """The app factory: `create_app(settings)` builds the FastAPI service of `assay serve`.
 
-The store is opened once; the Prefect API is selected (and the ephemeral one started) once, at
-start-up, off the event loop; every router is mounted; errors are problem+json.
+The app starts from nothing its process remembered (`reset_process_state`, docs/architecture.md
+"What a process remembers"); the store is opened once; the Prefect API is selected (and the
+ephemeral one started) once, at start-up, off the event loop; every router is mounted; errors
+are problem+json.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from assay.api.routes import (
 )
 from assay.api.runner import AcceptedRuns, RunPool, prefect_api, settle_interrupted_runs
 from assay.api.settings import ServeSettings
+from assay.process_state import reset_process_state
 from assay.schemes import open_store
 from assay.store import StoreUnavailableError
 
@@ -52,6 +55,7 @@ ROUTERS = (
 def create_app(settings: ServeSettings | None = None) -> FastAPI:
     """The Assay HTTP service (SPEC §15)."""
     settings = settings or ServeSettings()
+    reset_process_state()
     store = open_store(settings.store)
 
     @asynccontextmanager

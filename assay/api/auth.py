@@ -8,7 +8,9 @@ rotated-out token stops working at once. `require_tier(...)` is the reusable dep
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
@@ -16,12 +18,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.problems import Problem
+from assay.api.settings import ServeSettings
 from assay.gate.access import Principal, Tier, identify
 from assay.store import EvidenceStore
 
 TierName = Literal["viewer", "operator", "admin"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="assay"'}
+_STARTED = datetime.now(UTC)
 
 
 def evidence(request: Request) -> EvidenceStore:
@@ -54,16 +58,35 @@ def bearer_token(
 Token = Annotated[str | None, Depends(bearer_token)]
 
 
+LOCAL_PRINCIPAL = "local"
+"""The name the lasting local service's caller (`assay server start`) is audited under."""
+
+
+def local_user(request: Request, token: str) -> Principal | None:
+    """The machine's user, when `token` is the local service's credential (an admin: the
+    user owns the store); None otherwise, and always on a service started without one."""
+    settings: ServeSettings = request.app.state.settings
+    local = settings.local_token
+    if local is None or not hmac.compare_digest(token, local.get_secret_value()):
+        return None
+    return Principal(name=LOCAL_PRINCIPAL, tier=Tier.ADMIN, since=_STARTED, added_by="local")
+
+
+def is_local(request: Request, token: str | None) -> bool:
+    """Whether the caller holds the local service's credential (it may name local paths)."""
+    return token is not None and local_user(request, token) is not None
+
+
 def require_tier(tier: TierName) -> Callable[..., Awaitable[Principal]]:
     """A dependency that yields the caller's principal when its tier includes `tier`."""
     needed = Tier(tier)
 
-    async def caller(store: Store, token: Token) -> Principal:
+    async def caller(request: Request, store: Store, token: Token) -> Principal:
         if token is None:
             raise Problem(
                 401, "send Authorization: Bearer TOKEN", kind="unauthorized", headers=_CHALLENGE
             )
-        principal = await run_in_threadpool(identify, store, token)
+        principal = local_user(request, token) or await run_in_threadpool(identify, store, token)
         if principal is None:
             raise Problem(
                 401, "unknown or rotated-out token", kind="unauthorized", headers=_CHALLENGE

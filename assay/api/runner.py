@@ -23,26 +23,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from uuid import UUID, uuid4
 
 import anyio
 import anyio.to_thread
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from assay import schemes, staging
+from assay import staging
 from assay.api.inputs import subject_param
 from assay.api.problems import Problem, as_problem, unexpected, without_store_location
+from assay.api.requests import FlowName, RequestBody
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
-from assay.identifiers import Identifier
-from assay.intake import messages as message_lists
-from assay.intake.conversation import MessagesError
-from assay.outputs import CandidateOutput, OutputsFormat, OutputsReference, output_sources
+from assay.outputs.sources import output_sources
 from assay.runs.lifecycle import gone_reason, settled, this_process
-from assay.runs.options import GateOptions, RunOptions, option_field
 from assay.runs.records import (
     EvalResult,
     RunAggregate,
@@ -66,87 +63,11 @@ log = logging.getLogger("assay.api")
 
 PREFECT_RETRY_AFTER_SECONDS = 30
 """Retry-After of a 503 for a Prefect API that refused a run (its client backed off already)."""
-FlowName = Literal["suite-run", "gate"]
-
-
-class RunRequest(BaseModel):
-    """`POST /runs` and `POST /gate`: a suite, a subject, and outputs inline or by URI."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    suite: str = Field(description="A published suite, `NAME` (latest) or `NAME@VERSION`.")
-    subject: str = Field(description="`KIND:ID[@VARIANT]`, e.g. `agent:support-bot@v2`.")
-    outputs: list[CandidateOutput] | None = Field(
-        default=None, description="Inline outputs: scored, never stored."
-    )
-    outputs_uri: str | None = Field(
-        default=None,
-        description="`s3://bucket/prefix`: every outputs object under it (JSON Lines, OTLP "
-        "traces, transcripts; `?format=NAME` names the format, docs/records.md).",
-    )
-    outputs_format: OutputsFormat = Field(
-        default="auto",
-        description="How to read the outputs (`--outputs-format`): `auto` tells each file by "
-        "its content; a message format (`openai-chat`, `openai-responses`, `anthropic`, "
-        "`langchain`) is what inline outputs' `messages` must be in.",
-    )
-    # The run options this service exposes, with RunOptions' bounds and descriptions.
-    sample: int | None = option_field("sample")
-    seed: int = option_field("seed")
-    baseline: Identifier | None = option_field("baseline")
-    judge_block: str | None = option_field("judge_block")
-    fresh_judge: bool = option_field("fresh_judge")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> RunRequest:
-        if (self.outputs is None) == (self.outputs_uri is None):
-            raise ValueError("give exactly one of outputs (inline) and outputs_uri")
-        named = self.outputs_format if self.outputs_format in message_lists.READERS else None
-        for index, output in enumerate(self.outputs or []):
-            try:
-                output.case_id.encode()
-                output.output.encode()
-            except UnicodeEncodeError:
-                # JSON lets `\ud800` through; it cannot be hashed, staged or scored as UTF-8.
-                raise ValueError(
-                    f"outputs[{index}]: not valid Unicode (a lone surrogate)"
-                ) from None
-            try:
-                output.record = output.read_messages(named)
-            except MessagesError as exc:
-                raise ValueError(f"outputs[{index}].{exc.field}: {exc.problem}") from None
-        if self.outputs_uri is not None:
-            # A service must not read its host's files on a caller's say-so.
-            location = OutputsReference.parse(self.outputs_uri).location
-            schemes.locate(location, ("s3",), "outputs_uri", paths=False)
-        return self
-
-    def options(
-        self, store: EvidenceStore, outputs: str, flow: FlowName, run_id: str | None = None
-    ) -> RunOptions:
-        """The run's options: this request's, with the service's store, the outputs' reference
-        (the S3 prefix, or the staged inline outputs) and the run id the service chose (an
-        asynchronous run is named before its flow run exists)."""
-        model = GateOptions if flow == "gate" else RunOptions
-        reference = OutputsReference.parse(outputs)
-        if self.outputs_format != "auto":
-            reference.format = self.outputs_format
-        return model(
-            store=store.uri,
-            outputs=reference,
-            run_id=run_id,
-            **self.model_dump(exclude={"outputs", "outputs_uri", "outputs_format"}),
-        )
-
-    def staged_bytes(self) -> bytes:
-        """The inline outputs as JSON Lines, for the staging area."""
-        assert self.outputs is not None
-        return "\n".join(o.model_dump_json(exclude_none=True) for o in self.outputs).encode()
 
 
 def launch(
     store: EvidenceStore,
-    request: RunRequest,
+    request: RequestBody,
     flow: FlowName,
     run_id: str | None = None,
     recorded: Callable[[EvalResult | GateRun], None] | None = None,
@@ -268,7 +189,7 @@ class RunPool:
 
 
 async def until_recorded(
-    pool: RunPool, store: EvidenceStore, request: RunRequest, flow: FlowName
+    pool: RunPool, store: EvidenceStore, request: RequestBody, flow: FlowName
 ) -> EvalResult | GateRun:
     """Run a request's flow in `pool` and return its result as soon as the flow has recorded
     it (its result and findings). The flow then publishes its artifacts and report and sends its
@@ -303,14 +224,15 @@ def _failed_after_answer(answered: asyncio.Future[Any], task: asyncio.Task[Any])
 _FAILURES_KEPT = 1000
 
 
-def _admissible(store: EvidenceStore, request: RunRequest) -> None:
+def _admissible(store: EvidenceStore, request: RequestBody) -> None:
     """The checks of a run request that read no outputs and no suite cases (`launch` makes them
     again, with the rest): the suite version, the subject, the baseline, and that `outputs_uri`
     lists objects (one listing: a bucket that is missing or down is the caller's 4xx/503)."""
     registry.resolve_version(store, request.suite)
     subject_param(request.subject)
-    if request.baseline is not None:
-        load_aggregate(store, request.baseline)
+    baseline = request.chosen().get("baseline")
+    if baseline is not None:
+        load_aggregate(store, baseline)
     if request.outputs_uri is not None:
         output_sources(request.outputs_uri)
 
@@ -386,7 +308,7 @@ class AcceptedRuns:
         """When Prefect was last asked whether a flow run of this process ended."""
         self._lock = threading.Lock()
 
-    async def accept(self, request: RunRequest, flow: FlowName) -> str:
+    async def accept(self, request: RequestBody, flow: FlowName) -> str:
         """Record a run as accepted, start it in the background and return its id at once (it
         is `queued` until its flow records it). What can be checked without reading the outputs
         (`_admissible`) is checked first and raised here (404/422/503), and a store that does
@@ -401,7 +323,7 @@ class AcceptedRuns:
         task.add_done_callback(partial(self._settle, run_id))
         return run_id
 
-    def _launch(self, request: RunRequest, flow: FlowName, run_id: str) -> str | None:
+    def _launch(self, request: RequestBody, flow: FlowName, run_id: str) -> str | None:
         """Run an accepted request (in its worker thread); returns why it failed, if it did,
         after recording that in the store (unless the store is what failed)."""
         try:

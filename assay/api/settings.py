@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class ServeSettings(BaseModel):
@@ -19,6 +19,11 @@ class ServeSettings(BaseModel):
     start_prefect: bool = Field(
         default=True,
         description="Select (and, with no PREFECT_API_URL, start) the Prefect API at start-up.",
+    )
+    local_token: SecretStr | None = Field(
+        default=None,
+        description="The lasting local service's credential (`assay server start`): a caller "
+        "holding it is the machine's user — an admin that may name outputs by local path.",
     )
 
     @property

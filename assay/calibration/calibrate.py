@@ -11,8 +11,9 @@ from assay.calibration.labels import load_set
 from assay.calibration.report import CalibrationReport, current_targets, measure, record_report
 from assay.errors import InputError
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.cache import cache_key
 from assay.judge.port import JudgePin, JudgeRequest
-from assay.judge.service import JudgeSetup, cache_key, judge_requests
+from assay.judge.service import JudgeSetup, judge_requests
 from assay.store import EvidenceStore
 
 CALIBRATION_SUITE = "calibration"

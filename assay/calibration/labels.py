@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from assay import schemes
 from assay.errors import InputError
 from assay.jsonl import FirstLines, parse_record
-from assay.outputs import OutputSource, index_outputs, read_slice
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import read_slice
+from assay.outputs.sources import OutputSource
 from assay.scorers import clamp
 from assay.scorers.judge import LlmJudgeConfig
 from assay.suites.suite import Suite

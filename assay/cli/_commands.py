@@ -45,9 +45,9 @@ COMMANDS: Final[dict[str, Listed]] = {
         "judged).",
     ),
     "run": Listed(
-        "runs",
-        "Score outputs against a suite in a Prefect flow and record the evidence (or, with\n"
-        "--server / $ASSAY_URL, have the Assay service do it).",
+        "run",
+        "Score outputs against a suite in a Prefect flow and record the evidence — through the\n"
+        "Assay service when one is up (`assay server start`, or --server / $ASSAY_URL).",
     ),
     "demo": Listed(
         "runs",
@@ -124,7 +124,7 @@ COMMANDS: Final[dict[str, Listed]] = {
     ),
     "server": Listed(
         "server",
-        "Keep a local Prefect server (API and UI) running between commands.",
+        "Keep a local Prefect server (API and UI) and the Assay service running between commands.",
     ),
     "suite": Listed(
         "suites",
@@ -135,48 +135,6 @@ COMMANDS: Final[dict[str, Listed]] = {
         "Inspect what Assay reads from your records (no scoring, no storing, no Prefect).",
     ),
 }
-
-OPTION_HELP: Final[dict[str, str]] = {
-    "baseline": (
-        "Run id to compare with (default: the pinned baseline, else the latest comparable run)."
-    ),
-    "calibration": (
-        "Calibration set: add the PPI++ judge-corrected pass rate of the `llm_judge` checks "
-        "(when it was calibrated for this run's judge)."
-    ),
-    "chunk_size": "Cases per scoring chunk (default 2000).",
-    "dask": (
-        "Score chunks on the Dask scheduler at ADDRESS (or `block:NAME`) (default: "
-        "`$ASSAY_DASK_ADDRESS`; applied where the run is launched)."
-    ),
-    "fresh_judge": "Ignore cached verdicts; judge again.",
-    "judge_block": (
-        "Saved JudgeSettings block (default: the environment, `ASSAY_JUDGE_MODEL`, "
-        "`OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped)."
-    ),
-    "judge_repeats": (
-        "Judge each `llm_judge` check K times: majority verdict, even split skipped, flip rate "
-        "reported (default: the JudgeSettings block's, else 1)."
-    ),
-    "max_judge_flip_rate": (
-        "Fail the gate when more than this share of checks flip across judge repeats (or the "
-        "flip rate was not measured); no limit by default."
-    ),
-    "resume": (
-        "Re-run an interrupted run under its `run_id`, keeping its evidence; an unknown id is "
-        "an error, not a new run."
-    ),
-    "sample": "Score only N cases, chosen reproducibly by the seed.",
-    "seed": "Seed that chooses the sampled cases.",
-    "store": "Evidence store URI (default: `$ASSAY_STORE` or file://.assay).",
-    "subject": (
-        "`KIND:ID[@VARIANT]`, e.g. `agent:bot@v2` (default: `agent:OUTPUTS-NAME`, the outputs "
-        "file or folder name without its suffix)."
-    ),
-    "workers": "Score chunks on a temporary local Dask cluster of N worker processes.",
-}
-"""The run options' descriptions (`assay.runs.options`, whose models take longer to import
-than the rest of the command line), for their flags' `--help`."""
 
 DEFAULT_CASE_ATTRIBUTE: Final = "assay.case_id"
 """`assay.outputs.DEFAULT_CASE_ATTRIBUTE`: `--case-attribute`'s default."""

@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from importlib import import_module
 from pathlib import Path
@@ -21,13 +22,14 @@ from rich.text import Text
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup
 
-from assay.cli._commands import COMMANDS, OPTION_HELP
+from assay import help_texts
+from assay.cli._commands import COMMANDS
 from assay.errors import AssayError, InputError, NotFoundError, shown
 from assay.identifiers import check_length
 
 if TYPE_CHECKING:
-    from assay.outputs import OutputsReference
-    from assay.runs.options import RunOptions
+    from assay.cli import local_service
+    from assay.outputs.reference import OutputsReference
     from assay.store import EvidenceStore
 
 EXIT_USAGE = 2
@@ -37,10 +39,10 @@ out = Console()
 err = Console(stderr=True)
 
 
-def option_help(name: str) -> str:
-    """An option's `--help`: its one description (`RunOptions`, copied in `OPTION_HELP`), as the
-    terminal shows it."""
-    return OPTION_HELP[name].replace("`", "").replace("[", "\\[")
+def flag_help(description: str) -> str:
+    """A field's description (`assay.help_texts`, a model's) as a flag's `--help` shows it: no
+    Markdown, no Rich markup."""
+    return description.replace("`", "").replace("[", "\\[")
 
 
 def _unwrapped_unless_sized() -> None:
@@ -154,18 +156,20 @@ def _global_options(
     _unwrapped_unless_sized()
 
 
-StoreOption = Annotated[str | None, typer.Option("--store", help=option_help("store"))]
+StoreOption = Annotated[str | None, typer.Option("--store", help=flag_help(help_texts.STORE))]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 JudgeBlockOption = Annotated[
-    str | None, typer.Option("--judge-block", help=option_help("judge_block"))
+    str | None, typer.Option("--judge-block", help=flag_help(help_texts.JUDGE_BLOCK))
 ]
-CalibrationOption = Annotated[
-    str | None, typer.Option("--calibration", help=option_help("calibration"))
+FreshJudgeOption = Annotated[
+    bool, typer.Option("--fresh-judge", help=flag_help(help_texts.FRESH_JUDGE))
 ]
-JudgeRepeatsOption = Annotated[
-    int | None, typer.Option("--judge-repeats", help=option_help("judge_repeats"))
-]
-FreshJudgeOption = Annotated[bool, typer.Option("--fresh-judge", help=option_help("fresh_judge"))]
+OUTPUTS_FLAG = typer.Option(
+    "--outputs",
+    help="Outputs, their traces or transcripts: a file, a folder or an s3:// prefix "
+    "(docs/records.md).",
+)
+OutputsOption = Annotated[str, OUTPUTS_FLAG]
 OutputsFormatOption = Annotated[
     str,
     typer.Option(
@@ -182,9 +186,6 @@ CaseAttributeOption = Annotated[
         "--case-attribute", help="Span (or resource) attribute naming the case in OTLP traces."
     ),
 ]
-SubjectOption = Annotated[str | None, typer.Option("--subject", help=option_help("subject"))]
-SampleOption = Annotated[int | None, typer.Option("--sample", help=option_help("sample"))]
-SeedOption = Annotated[int, typer.Option("--seed", help=option_help("seed"))]
 
 
 ServerOption = Annotated[
@@ -196,13 +197,67 @@ ServerOption = Annotated[
 ]
 
 
-def service(server: str | None, store: str | None) -> str | None:
-    """The service a command goes through (`assay.cli.remote`): `--server`, else `$ASSAY_URL`,
-    else None (run here). A `--store` is refused with a service: the service has its own."""
+LocalOption = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        "--no-server",
+        help="Run in this process: neither go through the local Assay service nor start it "
+        "(as ASSAY_LOCAL=1).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The Assay service a command goes through (`assay.cli.remote`)."""
+
+    url: str
+    token: str | None = None
+    """Its credential; None: `$ASSAY_TOKEN`."""
+    local: bool = False
+    """The lasting local service (`assay server start`): it reads the user's paths itself."""
+
+
+def service(
+    server: str | None, store: str | None, *, local: bool = False, start: bool = False
+) -> Endpoint | None:
+    """The service a command goes through: `--server`, else `$ASSAY_URL`, else the lasting local
+    service when it is up and keeps the command's store (`assay.cli.local_service`) — with
+    `start`, started for a person at a terminal when it is not, said in one line — unless
+    `local` (`--local`); None: run here. A `--store` is refused with a remote service: it has
+    its own."""
     url = server or os.environ.get("ASSAY_URL") or None
-    if url is not None and store is not None:
-        fail("--store is not available when calling a service")
-    return url
+    if url is not None:
+        if store is not None:
+            fail("--store is not available when calling a service")
+        return Endpoint(url)
+    if local:
+        return None
+    from assay.cli import local_service
+
+    found = local_service.for_store(store)
+    if found is None and start and local_service.may_start():
+        found = _started_for_user(store)
+    return None if found is None else Endpoint(found.url, found.token, local=True)
+
+
+def _started_for_user(store: str | None) -> local_service.LocalService | None:
+    """The local servers started for this command, said in one line on stderr; None (and a
+    warning: the command runs here) when they did not start."""
+    from assay.cli import local_service, orchestration
+
+    try:
+        started = local_service.start_for_user(store)
+    except local_service.NotStartedError as exc:
+        err.print(f"[yellow]warning:[/yellow] {exc}; running here", highlight=False)
+        return None
+    prefect = orchestration.running_server()
+    where = f"Prefect UI {prefect.ui_url}" if prefect else f"Prefect API {started.prefect_api}"
+    err.print(
+        f"started the local Assay server ({where}); assay server stop ends it", highlight=False
+    )
+    return started
 
 
 def checked_run_id(run_id: str | None) -> str | None:
@@ -213,17 +268,18 @@ def checked_run_id(run_id: str | None) -> str | None:
     return run_id
 
 
-BaselineOption = Annotated[
+ResumeOption = Annotated[
     str | None,
     typer.Option(
-        "--baseline",
-        help=option_help("baseline"),
+        "--resume",
+        metavar="RUN_ID",
+        help="Re-run the interrupted run RUN_ID, keeping its evidence; an unknown id is an "
+        "error, not a new run.",
         callback=checked_run_id,
     ),
 ]
 
 T = TypeVar("T")
-Options = TypeVar("Options", bound="RunOptions")
 
 
 def fail(message: str) -> NoReturn:
@@ -253,7 +309,7 @@ def print_json(value: Any) -> None:
 
 def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) -> OutputsReference:
     """The outputs a run reads: the location, the format and the case attribute."""
-    from assay.outputs import FORMAT_NAMES, OutputsFormat, OutputsReference
+    from assay.outputs.reference import FORMAT_NAMES, OutputsFormat, OutputsReference
 
     if outputs_format not in get_args(OutputsFormat):
         fail(f"--outputs-format must be one of {FORMAT_NAMES}")
@@ -262,17 +318,6 @@ def outputs_reference(outputs: str, outputs_format: str, case_attribute: str) ->
             location=outputs, format=outputs_format, case_attribute=case_attribute
         )
     )
-
-
-def run_options(model: type[Options], **values: Any) -> Options:
-    """The options of a run (or gate) from the command line's; a value out of bounds exits 2
-    with one line naming its flag."""
-    from assay.runs.options import option_problem
-
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        fail(option_problem(exc))
 
 
 def open_evidence(uri: str | None) -> EvidenceStore:
@@ -363,7 +408,7 @@ def resolve_suite_arg(evidence: EvidenceStore, suite: str, *outputs: str) -> str
 
     Each of `outputs` is then validated against that suite here, in the CLI process, before any
     Prefect API is started or contacted: a bad line exits 2 at once, with no flow run created."""
-    from assay.outputs import validate_outputs
+    from assay.outputs.index import validate_outputs
     from assay.suites import registry
 
     version, golden = guarded(lambda: registry.publish_or_resolve(evidence, suite))

@@ -104,6 +104,7 @@ def calibrate_command(
     from rich.markdown import Markdown
 
     from assay.calibration.labels import load_set
+    from assay.calibration.options import CalibrationOptions
     from assay.calibration.render import markdown_report
 
     evidence = common.open_evidence(store)
@@ -117,10 +118,12 @@ def calibrate_command(
         "calibration",
         ("calibration",),
         quiet=as_json,
-        calibration_set=str(calibration_set),
-        store=evidence.uri,
-        judge_block=judge_block,
-        fresh_judge=fresh_judge,
+        options=CalibrationOptions(
+            calibration_set=str(calibration_set),
+            store=evidence.uri,
+            judge_block=judge_block,
+            fresh_judge=fresh_judge,
+        ),
     )
     if as_json:
         common.print_json(report.model_dump(mode="json"))

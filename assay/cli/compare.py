@@ -25,20 +25,24 @@ def compare_command(
 ) -> None:
     """Pairwise A/B: judge each shared case that has an llm_judge check twice, with the order
     swapped. Cases without an llm_judge check are not compared (the rubric is what is judged)."""
+    from assay.pairwise.options import CompareOptions
+
     evidence = common.open_evidence(store)
     ref = common.resolve_suite_arg(evidence, suite, outputs_a, outputs_b)
     report = common.run_flow(
         "compare",
         (f"suite:{registry.parse_ref(ref)[0]}", "compare"),
         quiet=as_json,
-        suite=ref,
-        outputs_a=outputs_a,
-        outputs_b=outputs_b,
-        label_a=label_a,
-        label_b=label_b,
-        store=evidence.uri,
-        judge_block=judge_block,
-        fresh_judge=fresh_judge,
+        options=CompareOptions(
+            suite=ref,
+            outputs_a=outputs_a,
+            outputs_b=outputs_b,
+            label_a=label_a,
+            label_b=label_b,
+            store=evidence.uri,
+            judge_block=judge_block,
+            fresh_judge=fresh_judge,
+        ),
     )
     if as_json:
         common.print_json(report.model_dump(mode="json"))

@@ -7,20 +7,94 @@ when its effective verdict (after any governed override) is pass.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.text import Text
 
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
+from assay.cli._run_flags import run_option_flags, run_options
 from assay.cli.runs import launch_suite_flow, print_result
+from assay.runs.options import GateOptions
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateDecision, GateReport, GateVerdict
+    from assay.outputs.reference import OutputsReference
 
 EXIT_GATE_FAILED = 1
+
+SuiteArgument = Annotated[
+    str | None, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")
+]
+JunitOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--junit",
+        help="Write JUnit XML here (cases + gate rules). A path that cannot be written is a "
+        "warning, never the exit code.",
+    ),
+]
+CommentOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--comment",
+        help="Write the pull-request comment (markdown) here; `assay github comment` posts "
+        "it. A path that cannot be written is a warning, never the exit code.",
+    ),
+]
+ReportUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--report-url",
+        envvar="ASSAY_URL",
+        help="The Assay service's URL: the comment links its /runs/{id}/report.",
+    ),
+]
+CheckOption = Annotated[
+    str | None,
+    typer.Option(
+        "--check",
+        help="Re-check a past gate run's effective verdict instead.",
+        callback=common.checked_run_id,
+    ),
+]
+PassThresholdOption = Annotated[
+    float | None,
+    typer.Option(
+        "--pass-threshold",
+        min=0.0,
+        max=1.0,
+        help="With --check: what-if — the decision at this pass threshold (nothing recorded,"
+        " no judge call).",
+    ),
+]
+MinCoverageOption = Annotated[
+    float | None,
+    typer.Option(
+        "--min-coverage", min=0.0, max=1.0, help="With --pass-threshold: what-if coverage."
+    ),
+]
+AllowInsufficientOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-insufficient",
+        help="Exit 0 when the only failed rule is insufficient_evidence (non-inferiority).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How the gate answers, wherever it ran: the comment file, the report link, JSON or text,
+    and whether insufficient evidence passes."""
+
+    comment: Path | None
+    report_url: str | None
+    as_json: bool
+    allow_insufficient: bool
 
 
 def _exit_code(verdict: GateVerdict, allow_insufficient: bool) -> int:
@@ -51,10 +125,9 @@ def _print_decision(decision: GateDecision | GateReport) -> None:
 def _what_if(
     run_id: str,
     store: str | None,
-    as_json: bool,
     thresholds: tuple[float, float | None, float | None],
-    allow_insufficient: bool,
-) -> None:
+    answer: Answer,
+) -> NoReturn:
     from assay.gate.decision import what_if
 
     pass_threshold, min_coverage, max_flip_rate = thresholds
@@ -63,25 +136,25 @@ def _what_if(
             common.open_evidence(store), run_id, pass_threshold, min_coverage, max_flip_rate
         )
     )
-    if as_json:
+    if answer.as_json:
         common.print_json(decision.model_dump(mode="json"))
     else:
         _print_decision(decision)
-    raise typer.Exit(_exit_code(decision.verdict, allow_insufficient))
+    raise typer.Exit(_exit_code(decision.verdict, answer.allow_insufficient))
 
 
 def _check(
-    run_id: str, store: str | None, as_json: bool, url: str | None, allow_insufficient: bool
-) -> None:
-    if url is not None:
+    run_id: str, store: str | None, endpoint: common.Endpoint | None, answer: Answer
+) -> NoReturn:
+    if endpoint is not None:
         from assay.cli import remote
 
-        check = remote.gate_check(url, run_id)
+        check = remote.gate_check(endpoint, run_id)
     else:
         from assay.gate.overrides import check_gate
 
         check = common.guarded(lambda: check_gate(common.open_evidence(store), run_id))
-    if as_json:
+    if answer.as_json:
         common.print_json(check.model_dump(mode="json"))
     else:
         common.out.print(
@@ -92,7 +165,7 @@ def _check(
         )
         for reason in check.reasons:
             common.out.print(f"  recorded reason {reason.rule}: {reason.message}", highlight=False)
-    raise typer.Exit(_exit_code(check.effective, allow_insufficient))
+    raise typer.Exit(_exit_code(check.effective, answer.allow_insufficient))
 
 
 def _write_aside(path: Path, text: str, what: str) -> None:
@@ -114,164 +187,105 @@ def _write_aside(path: Path, text: str, what: str) -> None:
 
 
 def _gate_answer(
-    report: GateReport,
-    decision: GateDecision | GateReport,
-    comment: Path | None,
-    report_url: str | None,
-    as_json: bool,
-    allow_insufficient: bool,
+    report: GateReport, decision: GateDecision | GateReport, answer: Answer
 ) -> NoReturn:
     """A gate's answer, whether it ran here or in the service: the pull-request comment (with
     `--comment`), the report or its JSON, and the exit code of its verdict."""
-    if comment is not None:
+    if answer.comment is not None:
         from assay.gate.comment import gate_comment
 
-        _write_aside(comment, gate_comment(report, report_url), "pull-request comment")
-    if as_json:
+        text = gate_comment(report, answer.report_url)
+        _write_aside(answer.comment, text, "pull-request comment")
+    if answer.as_json:
         common.print_json(report.model_dump(mode="json"))
     else:
         print_result(report.result)
         _print_decision(decision)
-    raise typer.Exit(_exit_code(report.verdict, allow_insufficient))
+    raise typer.Exit(_exit_code(report.verdict, answer.allow_insufficient))
 
 
 @common.app.command("gate")
+@run_option_flags(GateOptions)
 def gate_command(
-    suite: Annotated[
-        str | None, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")
-    ] = None,
-    outputs: Annotated[
-        str | None,
-        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
-    ] = None,
-    subject: common.SubjectOption = None,
-    baseline: common.BaselineOption = None,
-    sample: common.SampleOption = None,
-    seed: common.SeedOption = 0,
-    junit: Annotated[
-        Path | None,
-        typer.Option(
-            "--junit",
-            help="Write JUnit XML here (cases + gate rules). A path that cannot be written is a "
-            "warning, never the exit code.",
-        ),
-    ] = None,
-    comment: Annotated[
-        Path | None,
-        typer.Option(
-            "--comment",
-            help="Write the pull-request comment (markdown) here; `assay github comment` posts "
-            "it. A path that cannot be written is a warning, never the exit code.",
-        ),
-    ] = None,
-    report_url: Annotated[
-        str | None,
-        typer.Option(
-            "--report-url",
-            envvar="ASSAY_URL",
-            help="The Assay service's URL: the comment links its /runs/{id}/report.",
-        ),
-    ] = None,
-    check: Annotated[
-        str | None,
-        typer.Option(
-            "--check",
-            help="Re-check a past gate run's effective verdict instead.",
-            callback=common.checked_run_id,
-        ),
-    ] = None,
-    judge_block: common.JudgeBlockOption = None,
-    calibration: common.CalibrationOption = None,
-    judge_repeats: common.JudgeRepeatsOption = None,
-    max_judge_flip_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--max-judge-flip-rate",
-            help=common.option_help("max_judge_flip_rate"),
-        ),
-    ] = None,
-    pass_threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--pass-threshold",
-            min=0.0,
-            max=1.0,
-            help="With --check: what-if — the decision at this pass threshold (nothing recorded,"
-            " no judge call).",
-        ),
-    ] = None,
-    min_coverage: Annotated[
-        float | None,
-        typer.Option(
-            "--min-coverage", min=0.0, max=1.0, help="With --pass-threshold: what-if coverage."
-        ),
-    ] = None,
-    allow_insufficient: Annotated[
-        bool,
-        typer.Option(
-            "--allow-insufficient",
-            help="Exit 0 when the only failed rule is insufficient_evidence (non-inferiority).",
-        ),
-    ] = False,
-    store: common.StoreOption = None,
+    options: dict[str, Any],
+    suite: SuiteArgument = None,
+    outputs: Annotated[str | None, common.OUTPUTS_FLAG] = None,
+    junit: JunitOption = None,
+    comment: CommentOption = None,
+    report_url: ReportUrlOption = None,
+    check: CheckOption = None,
+    pass_threshold: PassThresholdOption = None,
+    min_coverage: MinCoverageOption = None,
+    allow_insufficient: AllowInsufficientOption = False,
     outputs_format: common.OutputsFormatOption = "auto",
     case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
+    resume: common.ResumeOption = None,
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
+    local: common.LocalOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
-    url = common.service(server, store)
-    if (min_coverage is not None) and pass_threshold is None:
-        common.fail("--min-coverage is a what-if option: use it with --check and --pass-threshold")
-    if pass_threshold is not None:
-        if check is None:
-            common.fail("--pass-threshold is a what-if: use it with --check RUN_ID")
-        thresholds = (pass_threshold, min_coverage, max_judge_flip_rate)
-        _what_if(check, store, as_json, thresholds, allow_insufficient)
-    if check is not None:
-        _check(check, store, as_json, url, allow_insufficient)
+    endpoint = common.service(server, options["store"], local=local, start=True)
+    answer = Answer(comment, report_url, as_json, allow_insufficient)
+    if check is not None or pass_threshold is not None or min_coverage is not None:
+        _past_gate(check, (pass_threshold, min_coverage), options, endpoint, answer)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
-    if url is not None:
-        from assay.cli import remote
+    reference = common.outputs_reference(outputs, outputs_format, case_attribute)
+    if endpoint is not None:
+        _gate_through(endpoint, suite, reference, options, answer, resume=resume, junit=junit)
+    given = dict(options, suite=suite, outputs=reference, run_id=resume, resume=bool(resume))
+    _gate_here(run_options(GateOptions, **given), junit, answer)
 
-        remote.refuse_local_options(
-            outputs_format,
-            case_attribute,
-            junit=junit,
-            calibration=calibration,
-            judge_repeats=judge_repeats,
-            max_judge_flip_rate=max_judge_flip_rate,
-        )
-        report = remote.gate(
-            url, suite, outputs, subject, sample, seed, baseline=baseline, judge_block=judge_block
-        )
-        _gate_answer(report, report, comment, report_url, as_json, allow_insufficient)
-    from assay.runs.options import GateOptions
 
-    options = common.run_options(
-        GateOptions,
-        suite=suite,
-        outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
-        subject=subject,
-        sample=sample,
-        store=store,
-        seed=seed,
-        baseline=baseline,
-        judge_block=judge_block,
-        calibration=calibration,
-        judge_repeats=judge_repeats,
-        max_judge_flip_rate=max_judge_flip_rate,
-    )
+def _gate_through(
+    endpoint: common.Endpoint,
+    suite: str,
+    reference: OutputsReference,
+    options: dict[str, Any],
+    answer: Answer,
+    **here_only: object,
+) -> None:
+    """The gate through the service, and its answer; returns only when the local service
+    cannot take this run (it runs here then)."""
+    from assay.cli import remote
+
+    sent = remote.sendable(endpoint, GateOptions, options, reference, **here_only)
+    if sent is not None:
+        report = remote.gate(endpoint, suite, reference, sent)
+        _gate_answer(report, report, answer)
+
+
+def _past_gate(
+    check: str | None,
+    what_if: tuple[float | None, float | None],
+    options: dict[str, Any],
+    endpoint: common.Endpoint | None,
+    answer: Answer,
+) -> NoReturn:
+    """`--check RUN_ID`, or its what-if at other thresholds (`--pass-threshold`)."""
+    pass_threshold, min_coverage = what_if
+    if min_coverage is not None and pass_threshold is None:
+        common.fail("--min-coverage is a what-if option: use it with --check and --pass-threshold")
+    if check is None:
+        common.fail("--pass-threshold is a what-if: use it with --check RUN_ID")
+    if pass_threshold is None:
+        _check(check, options["store"], endpoint, answer)
+    thresholds = (pass_threshold, min_coverage, options["max_judge_flip_rate"])
+    _what_if(check, options["store"], thresholds, answer)
+
+
+def _gate_here(options: GateOptions, junit: Path | None, answer: Answer) -> NoReturn:
+    """The gate in this process: its flow run, JUnit XML with `--junit`, then the answer."""
     from assay.gate.decision import GateReport, GateRun
 
-    evidence, launched = launch_suite_flow("gate", ("gate",), not as_json, options)
+    evidence, launched = launch_suite_flow("gate", ("gate",), not answer.as_json, options)
     run = cast(GateRun, launched)
     if junit is not None:
         from assay.gate.junit import junit_xml
-        from assay.runs.records import read_decided_cases
+        from assay.runs.chunks import read_decided_cases
 
         cases = read_decided_cases(evidence, run.decision.run_id)
         _write_aside(junit, junit_xml(run.decision, cases), "JUnit XML")
-    _gate_answer(GateReport.of(run), run.decision, comment, report_url, as_json, allow_insufficient)
+    _gate_answer(GateReport.of(run), run.decision, answer)

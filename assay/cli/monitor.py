@@ -48,6 +48,7 @@ def monitor_command(
 ) -> None:
     """Per subject: completion, failure, high-severity share, cost and tokens, against the
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
+    from assay.monitor.options import MonitorOptions
     from assay.monitor.receiver import received_signals
     from assay.monitor.report import expected_subjects
     from assay.monitor.signals import read_signals
@@ -69,11 +70,9 @@ def monitor_command(
         "monitor",
         ("monitor",),
         quiet=as_json,
-        signals=signals,
-        window=window,
-        now=end,
-        expect=expect,
-        store=evidence.uri,
+        options=MonitorOptions(
+            signals=signals, window=window, now=end, expect=expect or [], store=evidence.uri
+        ),
     )
     if as_json:
         common.print_json(report.model_dump(mode="json"))

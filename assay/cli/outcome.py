@@ -44,6 +44,7 @@ def outcome_command(
 ) -> None:
     """Score invocation records per subject: six dimensions, composite, band and action."""
     from assay.outcome import check_records, load_contract
+    from assay.outcome.options import OutcomeOptions
 
     evidence = common.open_evidence(store)
     common.guarded(lambda: load_contract(contract))  # bad input fails before Prefect starts
@@ -52,12 +53,14 @@ def outcome_command(
         "outcome",
         ("outcome",),
         quiet=as_json,
-        records=records,
-        contract=contract,
-        store=evidence.uri,
-        judge_block=judge_block,
-        notification_block=notification_block,
-        fresh_judge=fresh_judge,
+        options=OutcomeOptions(
+            records=records,
+            contract=contract,
+            store=evidence.uri,
+            judge_block=judge_block,
+            notification_block=notification_block,
+            fresh_judge=fresh_judge,
+        ),
     )
     if as_json:
         common.print_json(

@@ -19,6 +19,7 @@ from assay.release import (
     row,
     stop_lines,
 )
+from assay.release.options import ReleaseOptions
 
 LAYOUTS: tuple[tuple[bool, bool], ...] = ((False, False), (True, False), (True, True))
 """(wrap, short gate) of the one-row-per-variant table, tried in order until one fits."""
@@ -100,9 +101,8 @@ def release_command(
     evidence = common.open_evidence(store)
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
     common.guarded(lambda: (load_contract(contract), load_trials(trials)))
-    report = common.run_flow(
-        "release", ("release",), quiet=as_json, trials=trials, contract=contract, store=evidence.uri
-    )
+    options = ReleaseOptions(trials=trials, contract=contract, store=evidence.uri)
+    report = common.run_flow("release", ("release",), quiet=as_json, options=options)
     if as_json:
         common.print_json(report.model_dump(mode="json"))
     else:

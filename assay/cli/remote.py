@@ -12,34 +12,63 @@ process (`--store`, `--resume`, `--dask`, …) are refused in one line.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from assay import schemes
+from assay.answers import AssayAPIError, validated
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
-from assay.client import AssayAPIError, AssayClient, validated
+from assay.cli._common import Endpoint
+from assay.client import AssayClient
 from assay.preload import preload
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateReport
     from assay.gate.overrides import GateCheck
+    from assay.outputs.reference import OutputsReference
     from assay.runs.cases import CaseFilter, CaseResult
+    from assay.runs.options import RunOptions
     from assay.runs.records import EvalResult, RunAggregate, RunState
 
 T = TypeVar("T")
 
 
-def refuse_local_options(outputs_format: str, case_attribute: str, **given: object) -> None:
-    """One line, exit 2, for an option a service run cannot take (named with its flag): any of
-    `given` that is set, an OTLP `--outputs-format` or another `--case-attribute` (the service
-    takes outputs as JSON Lines)."""
-    given["outputs_format"] = None if outputs_format in ("auto", "jsonl") else outputs_format
-    given["case_attribute"] = None if case_attribute == DEFAULT_CASE_ATTRIBUTE else case_attribute
-    for flag, value in given.items():
-        if value not in (None, False):
-            common.fail(f"--{flag.replace('_', '-')} is not available when calling a service")
+def sendable(
+    endpoint: Endpoint,
+    model: type[RunOptions],
+    options: Mapping[str, Any],
+    reference: OutputsReference,
+    **here_only: object,
+) -> dict[str, Any] | None:
+    """The run options to send `endpoint` (those not at their default), or None when the run
+    must happen in this process instead: an option the service does not take (`here_only`:
+    command-line options such as `--resume`, `--junit`; the run options
+    `assay.runs.edges.SERVICE` refuses) is one line and exit 2 for a remote service, and sends
+    a run on the local service back here. A remote service is sent local outputs inline as JSON
+    Lines, so another `--outputs-format` or `--case-attribute` is refused too."""
+    from assay.runs.edges import SERVICE
+
+    given = {
+        name: value
+        for name, value in options.items()
+        if value != model.model_fields[name].get_default()
+    }
+    refused = {name: SERVICE.refused[name] for name in given.keys() & SERVICE.refused.keys()}
+    refused |= {name: "it runs here only" for name, value in here_only.items() if value}
+    if not endpoint.local:
+        local = schemes.locate(reference.location, schemes.SCHEMES, "outputs").scheme.remote
+        if not local and (reference.format not in ("auto", "jsonl")):
+            refused["outputs_format"] = "local outputs are sent as JSON Lines"
+        if not local and reference.case_attribute != DEFAULT_CASE_ATTRIBUTE:
+            refused["case_attribute"] = "local outputs are sent as JSON Lines"
+    if not refused:
+        return given
+    if endpoint.local:
+        return None
+    name, why = next(iter(sorted(refused.items())))
+    common.fail(f"--{name.replace('_', '-')} is not available when calling a service: {why}")
 
 
 ANSWER_MODULES = ("assay.runs.records", "assay.runs.render", "assay.gate.decision")
@@ -64,9 +93,9 @@ def called(action: Callable[[], T], *, answer_models: bool = False) -> T:
         common.fail(f"{where}{exc.detail}")
 
 
-def _client(url: str) -> AssayClient:
-    """A client of the service at `url`: a malformed URL (or `$ASSAY_TIMEOUT`) is one line."""
-    return common.guarded(lambda: AssayClient(url))
+def _client(endpoint: Endpoint) -> AssayClient:
+    """A client of `endpoint`: a malformed URL (or `$ASSAY_TIMEOUT`) is one line."""
+    return common.guarded(lambda: AssayClient(endpoint.url, endpoint.token))
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -82,12 +111,20 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def _outputs(outputs: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """(inline rows, None) for a local file or folder; (None, URI) for an `s3://` prefix."""
-    location = schemes.locate(outputs, ("file", "s3"), "outputs")
-    if isinstance(location.scheme, schemes.S3Scheme):
-        return None, outputs
+def _outputs(
+    reference: OutputsReference, local: bool
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(inline rows, None) for a local file or folder; (None, URI) for a location the service
+    reads itself (`s3://` and any other scheme that is `remote`, and, for the local service,
+    the user's own paths, by absolute path: nothing is copied over HTTP)."""
+    outputs = reference.location
+    location = schemes.locate(outputs, (schemes.FileScheme.name, *schemes.REMOTE), "outputs")
+    if location.scheme.remote:
+        return None, str(reference)
     path = Path(location.rest)
+    if local:
+        absolute = reference.model_copy(update={"location": str(path.resolve())})
+        return None, str(absolute)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
     elif path.is_file():
@@ -116,39 +153,33 @@ def _suite_ref(client: AssayClient, suite: str) -> str:
 def _submission(
     client: AssayClient,
     suite: str,
-    outputs: str,
-    subject: str | None,
-    sample: int | None,
-    seed: int,
+    reference: OutputsReference,
+    options: Mapping[str, Any],
+    local: bool,
 ) -> dict[str, Any]:
+    """A service run's request: the suite published, the subject named (by default after the
+    outputs), the outputs inline or by URI, and the run options given."""
     from assay.subject import Subject
 
-    who = common.guarded(lambda: Subject.given_or_default(subject, outputs))
-    rows, uri = _outputs(outputs)
+    who = common.guarded(lambda: Subject.given_or_default(options.get("subject"), reference))
+    rows, uri = _outputs(reference, local)
     return {
+        **options,
         "suite": _suite_ref(client, suite),
         "subject": str(who),
         "outputs": rows,
         "outputs_uri": uri,
-        "sample": sample,
-        "seed": seed if sample is not None else None,
     }
 
 
 def run(
-    url: str,
-    suite: str,
-    outputs: str,
-    subject: str | None,
-    sample: int | None,
-    seed: int,
-    **options: Any,
+    endpoint: Endpoint, suite: str, outputs: OutputsReference, options: Mapping[str, Any]
 ) -> EvalResult:
-    """`assay run` through the service: the EvalResult (`options`: `baseline`, `judge_block`,
-    `fresh_judge`, as `AssayClient.run` takes them)."""
-    with _client(url) as client:
-        submission = _submission(client, suite, outputs, subject, sample, seed)
-        result = called(lambda: client.run(**submission, **options), answer_models=True)
+    """`assay run` through the service: the EvalResult (`options`: the run options the
+    command line was given, as `AssayClient.run` takes them)."""
+    with _client(endpoint) as client:
+        submission = _submission(client, suite, outputs, options, endpoint.local)
+        result = called(lambda: client.run(**submission), answer_models=True)
     from assay.runs.records import EvalResult  # loaded while the service ran (`called`)
 
     assert isinstance(result, EvalResult)  # waited for: never the accepted state
@@ -156,53 +187,47 @@ def run(
 
 
 def gate(
-    url: str,
-    suite: str,
-    outputs: str,
-    subject: str | None,
-    sample: int | None,
-    seed: int,
-    **options: Any,
+    endpoint: Endpoint, suite: str, outputs: OutputsReference, options: Mapping[str, Any]
 ) -> GateReport:
     """`assay gate` through the service: the gate report (`options` as `AssayClient.gate`)."""
-    with _client(url) as client:
-        submission = _submission(client, suite, outputs, subject, sample, seed)
-        report = called(lambda: client.gate(**submission, **options), answer_models=True)
+    with _client(endpoint) as client:
+        submission = _submission(client, suite, outputs, options, endpoint.local)
+        report = called(lambda: client.gate(**submission), answer_models=True)
     from assay.gate.decision import GateReport  # loaded while the service ran (`called`)
 
     assert isinstance(report, GateReport)
     return report
 
 
-def result_or_state(url: str, run_id: str) -> EvalResult | RunState:
+def result_or_state(endpoint: Endpoint, run_id: str) -> EvalResult | RunState:
     """`assay runs show` through the service."""
-    with _client(url) as service:
+    with _client(endpoint) as service:
         return called(lambda: service.result(run_id), answer_models=True)
 
 
-def answer(url: str, path: str) -> Any:
+def answer(endpoint: Endpoint, path: str) -> Any:
     """The service's JSON answer to `GET path`, as sent (what `--json` prints)."""
-    with _client(url) as service:
+    with _client(endpoint) as service:
         return called(lambda: service.answer(path))
 
 
-def runs(url: str) -> list[RunAggregate]:
+def runs(endpoint: Endpoint) -> list[RunAggregate]:
     """`assay runs list` through the service."""
     from assay.runs.records import RunAggregate
 
-    with _client(url) as service:
+    with _client(endpoint) as service:
         listed = called(service.runs)
         source = f"GET {service.url}/runs answered a run"
         return called(lambda: [validated(RunAggregate, run, source) for run in listed])
 
 
-def cases(url: str, run_id: str, status: CaseFilter | None) -> list[CaseResult]:
+def cases(endpoint: Endpoint, run_id: str, status: CaseFilter | None) -> list[CaseResult]:
     """`assay runs cases` through the service."""
-    with _client(url) as service:
+    with _client(endpoint) as service:
         return called(lambda: service.cases(run_id, status))
 
 
-def gate_check(url: str, run_id: str) -> GateCheck:
+def gate_check(endpoint: Endpoint, run_id: str) -> GateCheck:
     """`assay gate --check` through the service."""
-    with _client(url) as service:
+    with _client(endpoint) as service:
         return called(lambda: service.gate_check(run_id))

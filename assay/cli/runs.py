@@ -1,5 +1,5 @@
-"""`assay run`, `assay runs list|show|cases` and `assay demo`: scoring runs in the suite-run
-flow."""
+"""`assay runs list|show|cases`, `assay demo`, and what `assay run` and `assay gate` share:
+scoring runs in the suite-run flow."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import typer
 from rich.text import Text
 
 from assay.cli import _common as common
-from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
 
 if TYPE_CHECKING:
     from assay.gate.decision import GateRun
@@ -104,7 +103,7 @@ def _started_here(prepared: PreparedRun, since: datetime) -> str | None:
 def _resume_command(prepared: PreparedRun, run_id: str) -> str:
     """The `assay run` that resumes `run_id`: what a resume must repeat (the suite version,
     outputs, subject, sample, chunks), with the judge, baseline and store the run had."""
-    from assay.outputs import OutputsReference
+    from assay.outputs.reference import OutputsReference
     from assay.runs.options import DEFAULT_CHUNK_SIZE
 
     options = prepared.options
@@ -207,114 +206,19 @@ def print_result(result: EvalResult) -> None:
     common.out.print(f"  run [cyan]{result.run_id}[/cyan]", highlight=False)
 
 
-@common.app.command("run")
-def run(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a published NAME\\[@VERSION].")],
-    outputs: Annotated[
-        str,
-        typer.Option("--outputs", help="JSONL or OTLP trace export: file, folder or s3:// prefix."),
-    ],
-    subject: common.SubjectOption = None,
-    sample: common.SampleOption = None,
-    seed: common.SeedOption = 0,
-    store: common.StoreOption = None,
-    resume: Annotated[
-        str | None,
-        typer.Option(
-            "--resume",
-            help=common.option_help("resume"),
-            callback=common.checked_run_id,
-        ),
-    ] = None,
-    baseline: common.BaselineOption = None,
-    judge_block: common.JudgeBlockOption = None,
-    fresh_judge: common.FreshJudgeOption = False,
-    outputs_format: common.OutputsFormatOption = "auto",
-    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
-    calibration: common.CalibrationOption = None,
-    judge_repeats: common.JudgeRepeatsOption = None,
-    dask: Annotated[
-        str | None,
-        typer.Option(
-            "--dask",
-            help=common.option_help("dask"),
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option("--workers", help=common.option_help("workers")),
-    ] = None,
-    chunk_size: Annotated[
-        int | None, typer.Option("--chunk-size", help=common.option_help("chunk_size"))
-    ] = None,
-    as_json: common.JsonOption = False,
-    server: common.ServerOption = None,
-) -> None:
-    """Score outputs against a suite in a Prefect flow and record the evidence (or, with
-    --server / $ASSAY_URL, have the Assay service do it)."""
-    url = common.service(server, store)
-    if url is not None:
-        from assay.cli import remote
-
-        remote.refuse_local_options(
-            outputs_format,
-            case_attribute,
-            resume=resume,
-            calibration=calibration,
-            judge_repeats=judge_repeats,
-            dask=dask,
-            workers=workers,
-            chunk_size=chunk_size,
-        )
-        result = remote.run(
-            url,
-            suite,
-            outputs,
-            subject,
-            sample,
-            seed,
-            baseline=baseline,
-            judge_block=judge_block,
-            fresh_judge=fresh_judge or None,
-        )
-    else:
-        from assay.runs.options import RunOptions
-
-        options = common.run_options(
-            RunOptions,
-            suite=suite,
-            outputs=common.outputs_reference(outputs, outputs_format, case_attribute),
-            subject=subject,
-            sample=sample,
-            seed=seed,
-            store=store,
-            run_id=resume,
-            resume=resume is not None,
-            baseline=baseline,
-            judge_block=judge_block,
-            fresh_judge=fresh_judge,
-            calibration=calibration,
-            judge_repeats=judge_repeats,
-            dask=dask,
-            workers=workers,
-            **({"chunk_size": chunk_size} if chunk_size is not None else {}),
-        )
-        result = execute_run(options, show_progress=not as_json)
-    _print_shown(result, as_json)
-
-
 @runs_app.command("list")
 def runs_list(
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
+    local: common.LocalOption = False,
 ) -> None:
     """List recorded runs, newest first."""
-    url = common.service(server, store)
-    if url is not None:
+    endpoint = common.service(server, store, local=local)
+    if endpoint is not None:
         from assay.cli import remote
 
-        runs = remote.runs(url)
+        runs = remote.runs(endpoint)
     else:
         from assay.runs.lifecycle import settled
         from assay.runs.records import list_runs
@@ -352,16 +256,17 @@ def runs_show(
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
+    local: common.LocalOption = False,
 ) -> None:
     """Show one run's EvalResult (or its aggregate, while it runs or if it failed)."""
-    url = common.service(server, store)
-    if url is not None:
+    endpoint = common.service(server, store, local=local)
+    if endpoint is not None:
         from assay.cli import remote
 
         if as_json:  # the service's EvalResult (or RunState) JSON is the same as ours
-            common.print_json(remote.answer(url, f"/runs/{run_id}"))
+            common.print_json(remote.answer(endpoint, f"/runs/{run_id}"))
             return
-        shown = remote.result_or_state(url, run_id)
+        shown = remote.result_or_state(endpoint, run_id)
         from assay.runs.records import EvalResult  # already imported by the client's answer
 
         if isinstance(shown, EvalResult):
@@ -386,10 +291,10 @@ def runs_show(
                 + (f" — {aggregate.error}" if aggregate.error else "")
             )
         return
-    _print_shown(common.guarded(lambda: load_result(evidence, run_id)), as_json)
+    print_shown(common.guarded(lambda: load_result(evidence, run_id)), as_json)
 
 
-def _print_shown(result: EvalResult, as_json: bool) -> None:
+def print_shown(result: EvalResult, as_json: bool) -> None:
     if as_json:
         common.print_json(_result_json(result))
     else:
@@ -406,6 +311,7 @@ def runs_cases(
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
+    local: common.LocalOption = False,
 ) -> None:
     """List each case of a run: its status, score and check labels."""
     from assay.runs.cases import CASE_STATUSES
@@ -413,11 +319,11 @@ def runs_cases(
     if status is not None and status not in CASE_STATUSES:
         common.fail(f"--status must be one of {', '.join(CASE_STATUSES)}")
     wanted = cast("CaseFilter | None", status)
-    url = common.service(server, store)
-    if url is not None:
+    endpoint = common.service(server, store, local=local)
+    if endpoint is not None:
         from assay.cli import remote
 
-        cases = remote.cases(url, run_id, wanted)
+        cases = remote.cases(endpoint, run_id, wanted)
     else:
         from assay.runs.cases import case_results
         from assay.runs.records import resolve_run_id
@@ -439,7 +345,8 @@ def runs_cases(
 @common.app.command("demo")
 def demo(store: common.StoreOption = None) -> None:
     """Run the example support-bot suite end to end for two agent versions."""
-    from assay.outputs import OutputsReference
+    from assay.cli._run_flags import run_options
+    from assay.outputs.reference import OutputsReference
     from assay.rate import rate_text
     from assay.runs.options import RunOptions
 
@@ -452,7 +359,7 @@ def demo(store: common.StoreOption = None) -> None:
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
         outputs = common.EXAMPLES / "outputs" / f"support-bot-{version}.jsonl"
-        options = common.run_options(
+        options = run_options(
             RunOptions,
             suite=str(suite_file),
             outputs=OutputsReference(location=str(outputs)),

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from typing import Annotated, Final
 
 import typer
 
 from assay.cli import _common as common
+from assay.cli.local_service import LOCAL_TOKEN_ENV, LOOPBACK
 
 SERVICE_MODULES: Final = {
     "fastapi": "fastapi",
@@ -64,11 +66,17 @@ def serve(
 
     from assay.api import ServeSettings, create_app
 
+    # The lasting local service's credential comes by environment, never on the command line
+    # (`ps` shows that to every user), and only a loopback service may hold it.
+    local_token = os.environ.pop(LOCAL_TOKEN_ENV, None)
+    if local_token and host not in LOOPBACK:
+        common.fail(f"{LOCAL_TOKEN_ENV} is for a service on loopback only, not --host {host}")
     settings = ServeSettings(
         store=store,
         max_body_mb=max_body_mb,
         max_concurrent_runs=max_concurrent_runs,
         max_queued_runs=max_queued_runs,
+        local_token=local_token or None,
     )
     service = common.guarded(lambda: create_app(settings))
     handler = logging.StreamHandler(sys.stderr)

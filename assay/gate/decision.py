@@ -44,9 +44,10 @@ from assay.calibration.report import is_calibrated
 from assay.errors import NotFoundError
 from assay.judge.port import JudgePin
 from assay.regression import RegressionStatus
-from assay.runs.records import EvalResult, load_result, read_cases
+from assay.runs.chunks import read_cases
+from assay.runs.metrics import run_verdict
+from assay.runs.records import EvalResult, load_result
 from assay.runs.render import warnings
-from assay.runs.scoring import run_verdict
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
 from assay.store import EvidenceStore

@@ -1,9 +1,10 @@
 """The judge: a port (`assay.judge.port`), versioned prompts, and one OpenAI-compatible adapter.
 
 The port and the prompts import quickly and are what scorers and flows depend on. The adapter
-imports the `openai` SDK (about a second), so it is loaded on first use of `OpenAIJudge` or
-`judge_from_env` from this package, not when `assay.judge` is imported; `judge_skip_reason`
-(whether the environment configures a judge) needs no SDK.
+imports the `openai` SDK (about a second), so it is loaded on first use of `OpenAIJudge` from
+this package, not when `assay.judge` is imported; `judge_skip_reason` (whether the environment
+configures a judge) needs no SDK. Which judge a run uses is configured in one place: a
+JudgeSettings (`blocks/judge_settings.py`, saved or `JudgeSettings.from_env()`).
 Nothing here imports Prefect.
 """
 
@@ -30,9 +31,9 @@ from assay.judge.port import (
 from assay.judge.prompts import MalformedReply, Prompt, PromptError, load_prompt
 
 if TYPE_CHECKING:
-    from assay.judge.openai_adapter import OpenAIJudge, judge_from_env
+    from assay.judge.openai_adapter import OpenAIJudge
 
-_ADAPTER_NAMES = frozenset({"OpenAIJudge", "judge_from_env"})
+_ADAPTER_NAMES = frozenset({"OpenAIJudge"})
 
 __all__ = [
     "BUDGET_BLOCKED",
@@ -50,7 +51,6 @@ __all__ = [
     "PromptError",
     "Verdict",
     "judge_all",
-    "judge_from_env",
     "judge_skip_reason",
     "judge_unavailable",
     "load_prompt",

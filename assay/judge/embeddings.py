@@ -205,32 +205,3 @@ def embedder_skip_reason(
     if not (api_key or env.get(API_KEY_ENV, "").strip()):
         return NO_EMBEDDING_CREDENTIALS
     return None
-
-
-def embedder_from_env(
-    environ: Mapping[str, str] | None = None,
-    *,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    redaction: RedactionSettings | None = None,
-) -> OpenAIEmbedder | None:
-    """The embedder `ASSAY_EMBEDDING_MODEL` configures, with the judge's credentials.
-
-    Args:
-        environ: Where to read the settings; default `os.environ`.
-        api_key: The judge's key (a JudgeSettings block's); default `OPENAI_API_KEY`.
-        base_url: The judge's base URL (a JudgeSettings block's); default `OPENAI_BASE_URL`.
-        redaction: The judge's redaction settings; default `ASSAY_JUDGE_REDACT` (all kinds).
-
-    Returns:
-        The embedder, or None when `embedder_skip_reason` gives a reason.
-    """
-    env = os.environ if environ is None else environ
-    if embedder_skip_reason(env, api_key) is not None:
-        return None
-    return OpenAIEmbedder(
-        env[EMBEDDING_MODEL_ENV].strip(),
-        base_url=base_url or env.get(BASE_URL_ENV, "").strip() or None,
-        api_key=api_key or env[API_KEY_ENV].strip(),
-        redaction=redaction or RedactionSettings.configured(environ=env),
-    )

@@ -2,22 +2,29 @@
 failures are worth retrying, and how long the server asked to wait. Shared by the judge adapter
 and the embedder.
 
-The `openai` SDK (a few hundred milliseconds to import) is imported only by `is_transient`,
-which runs only once a client exists: a run with no judge configured never loads it.
+The `openai` SDK (a few hundred milliseconds to import) is imported only by `is_transient` and
+`LoopClients.client`, which run only once a judge exists: a run with no judge configured never
+loads it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
+import threading
+import weakref
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from assay.errors import InputError
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"
 BASE_URL_ENV: Final = "OPENAI_BASE_URL"
@@ -130,3 +137,60 @@ def redact_url(url: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+TIMEOUT_ENV: Final = "ASSAY_JUDGE_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT_SECONDS: Final = 30.0
+DEADLINE_ENV: Final = "ASSAY_JUDGE_DEADLINE_SECONDS"
+DEFAULT_DEADLINE_SECONDS: Final = 60.0
+
+
+def seconds_from_env(name: str, default: float) -> float:
+    """A positive number of seconds from the environment variable `name`, else `default`."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+class LoopClients:
+    """One async SDK client per running event loop, for one endpoint and key: an HTTP
+    connection pool belongs to the loop that opened it, and a judge is shared across threads
+    and loops. A client's own retries are off: tenacity owns every retry."""
+
+    def __init__(self, api_key: str, base_url: str, timeout: float) -> None:
+        self._api_key, self._base_url, self._timeout = api_key, base_url, timeout
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def client(self) -> AsyncOpenAI:
+        """The running loop's client, opened on first use."""
+        from openai import AsyncOpenAI
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = AsyncOpenAI(
+                    api_key=self._api_key,
+                    base_url=self._base_url,
+                    max_retries=0,
+                    timeout=self._timeout,
+                )
+                self._clients[loop] = client
+            return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (the others close with their loop)."""
+        with self._lock:
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()

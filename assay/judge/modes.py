@@ -1,5 +1,18 @@
 """Structured-output modes: the ladder a judge steps down, the `response_format` of each, and the
 memory of what an endpoint answered in.
+
+The reply is requested in the strongest form the endpoint accepts, in this order
+(`assay.judge.port.MODES`):
+
+1. `json_schema` — `response_format={"type": "json_schema", "json_schema": {"name": "verdict",
+   "strict": true, "schema": …}}` (OpenAI, vLLM, Ollama);
+2. `json_object` — `response_format={"type": "json_object", "schema": …}` (llama.cpp's server,
+   which constrains generation to the schema; elsewhere it at least forces JSON);
+3. `prompt` — no `response_format`; the prompt itself asks for the JSON object.
+
+The prompt asks for the same JSON in every mode and every reply is parsed strictly
+(`assay.judge.replies`), so the mode changes how sure we are to get JSON, never its meaning. When
+the adapter steps down is its fallback rule (`assay.judge.openai_adapter`).
 """
 
 from __future__ import annotations

@@ -5,16 +5,7 @@ own retries off (`max_retries=0`): tenacity owns every retry, so there is one bo
 policy with a total deadline, as for S3 (`assay.s3`).
 
 **Structured output, with fallback.** The reply is requested in the strongest form the endpoint
-accepts, in this order (`assay.judge.port.MODES`):
-
-1. `json_schema` — `response_format={"type": "json_schema", "json_schema": {"name": "verdict",
-   "strict": true, "schema": …}}` (OpenAI, vLLM, Ollama);
-2. `json_object` — `response_format={"type": "json_object", "schema": …}` (llama.cpp's server,
-   which constrains generation to the schema; elsewhere it at least forces JSON);
-3. `prompt` — no `response_format`; the prompt itself asks for the JSON object.
-
-The prompt asks for the same JSON in every mode and every reply is parsed strictly
-(`parse_verdict_reply`), so the mode changes how sure we are to get JSON, never its meaning.
+accepts: `json_schema`, then `json_object`, then `prompt` (the ladder: `assay.judge.modes`).
 
 **The fallback rule.** Which answers mean "this endpoint does not support that mode":
 
@@ -58,18 +49,15 @@ may echo the request) are never logged either: only status codes and exception t
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import threading
 import time
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
-from openai import APIStatusError, AsyncOpenAI
+from openai import APIStatusError
 from openai.types.chat import ChatCompletionMessageParam
 from tenacity import (
     AsyncRetrying,
@@ -81,15 +69,18 @@ from tenacity import (
 )
 
 from assay.judge.endpoint import (
-    API_KEY_ENV,
     BASE_URL_ENV,
+    DEADLINE_ENV,
     DEFAULT_BASE_URL,
-    MODEL_ENV,
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    TIMEOUT_ENV,
+    LoopClients,
     api_key_for,
     is_transient,
-    judge_skip_reason,
     redact_url,
     retry_after_seconds,
+    seconds_from_env,
 )
 from assay.judge.modes import ModeMemory, next_mode, structured_format
 from assay.judge.port import (
@@ -101,21 +92,20 @@ from assay.judge.port import (
     PairRequest,
     PairVerdict,
     Verdict,
-    Winner,
     judge_unavailable,
 )
-from assay.judge.prompts import (
-    PAIR_SCHEMA,
-    PAIRWISE_PLACEHOLDERS,
-    VERDICT_SCHEMA,
-    MalformedReply,
-    Prompt,
-    VerdictReply,
-    load_prompt,
-    parse_pair_reply,
-    parse_verdict_reply,
-)
+from assay.judge.prompts import PAIRWISE_PLACEHOLDERS, MalformedReply, Prompt, load_prompt
 from assay.judge.redaction import NO_REDACTION, RedactionSettings, Redactor
+from assay.judge.replies import (
+    PAIR_CONTRACT,
+    VERDICT_CONTRACT,
+    ReplyContract,
+    compared,
+    finish_reason,
+    graded,
+    reply_text,
+    usage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -131,93 +121,9 @@ AMBIGUOUS_REPEATS: Final = 2
 MALFORMED_RETRIES: Final = 1
 """A malformed reply is asked for again this many times before the verdict is skipped."""
 
-TIMEOUT_ENV: Final = "ASSAY_JUDGE_TIMEOUT_SECONDS"
-DEFAULT_TIMEOUT_SECONDS: Final = 30.0
-DEADLINE_ENV: Final = "ASSAY_JUDGE_DEADLINE_SECONDS"
-DEFAULT_DEADLINE_SECONDS: Final = 60.0
-
-
-def _seconds(name: str, default: float) -> float:
-    """A positive number of seconds from the environment variable `name`, else `default`."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
-    return value
-
-
 ReplyT = TypeVar("ReplyT")
-ReplyCoT = TypeVar("ReplyCoT", covariant=True)
 SkippedT = TypeVar("SkippedT")
 AnswerT = TypeVar("AnswerT")
-
-
-@dataclass(frozen=True)
-class _ReplyContract(Generic[ReplyCoT, AnswerT]):
-    """What a prompt asks the judge to reply: the schema (and its name), the strict parser, and
-    the skipped verdict when no reply parses."""
-
-    name: str
-    schema: dict[str, Any]
-    parse: Callable[[str | None], ReplyCoT]
-    skipped: Callable[..., AnswerT]
-
-
-def _graded(threshold: float | None, reply: VerdictReply, stamp: dict[str, Any]) -> Verdict:
-    """A grading reply's verdict: the judge's own, or score >= `threshold` when there is one."""
-    passed = reply.verdict == "pass" if threshold is None else reply.score >= threshold
-    return Verdict(status="pass" if passed else "fail", score=reply.score, **stamp)
-
-
-def _compared(winner: Winner, stamp: dict[str, Any]) -> PairVerdict:
-    """A pairwise reply's verdict: the winning position."""
-    return PairVerdict(status="judged", winner=winner, **stamp)
-
-
-_VERDICT_CONTRACT: Final = _ReplyContract(
-    "verdict", VERDICT_SCHEMA, parse_verdict_reply, Verdict.skipped
-)
-
-_PAIR_CONTRACT: Final = _ReplyContract(
-    "pairwise_verdict", PAIR_SCHEMA, parse_pair_reply, PairVerdict.skipped
-)
-
-
-def _member(value: object, name: str) -> object:
-    return value.get(name) if isinstance(value, dict) else None
-
-
-def _reply_text(completion: object) -> str | None:
-    """The first choice's message text; None when the body is not a usable completion."""
-    choices = _member(completion, "choices")
-    if not isinstance(choices, list) or not choices:
-        return None
-    content = _member(_member(choices[0], "message"), "content")
-    return content if isinstance(content, str) else None
-
-
-def _finish_reason(completion: object) -> object:
-    """Why the first choice ended (`stop`, `length`, …); None when the body has no choice."""
-    choices = _member(completion, "choices")
-    if not isinstance(choices, list) or not choices:
-        return None
-    return _member(choices[0], "finish_reason")
-
-
-def _usage(completion: object) -> tuple[int, int]:
-    """(prompt_tokens, completion_tokens) as reported; 0 for what is absent or nonsensical."""
-    usage = _member(completion, "usage")
-
-    def count(name: str) -> int:
-        value = _member(usage, name)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-    return count("prompt_tokens"), count("completion_tokens")
 
 
 @dataclass
@@ -245,7 +151,7 @@ class OpenAIJudge:
     """A `Judge` behind any OpenAI-compatible chat-completions endpoint.
 
     Safe to share across tasks, threads and event loops: it keeps one SDK client per running
-    event loop (an HTTP connection pool belongs to the loop that opened it).
+    event loop (`LoopClients`: an HTTP connection pool belongs to the loop that opened it).
 
     Args:
         model: The model pin (`gpt-4o-2024-08-06`, a vLLM/Ollama model name, …).
@@ -293,9 +199,10 @@ class OpenAIJudge:
         modes: ModeMemory | None = None,
         redaction: RedactionSettings = NO_REDACTION,
     ) -> None:
-        timeout = _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS) if timeout is None else timeout
+        if timeout is None:
+            timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
         if deadline_seconds is None:
-            deadline_seconds = _seconds(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
+            deadline_seconds = seconds_from_env(DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS)
         key = api_key_for("OpenAIJudge", model, api_key, timeout, deadline_seconds, max_attempts)
         if backoff_seconds < 0 or max_backoff_seconds < 0:
             raise ValueError("backoff_seconds and max_backoff_seconds must not be negative")
@@ -318,10 +225,7 @@ class OpenAIJudge:
         self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
         self._modes = modes if modes is not None else ModeMemory()
         self._where = redact_url(self.base_url)
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._clients_lock = threading.Lock()
+        self._clients = LoopClients(key, self.base_url, timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self._model!r}, base_url={self._where!r})"
@@ -346,34 +250,9 @@ class OpenAIJudge:
         """The mode this judge's memory holds for its endpoint, or None before any fallback."""
         return self._modes.mode
 
-    @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, **options: Any
-    ) -> OpenAIJudge | None:
-        """The judge configured by `ASSAY_JUDGE_MODEL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`.
-
-        Returns None when the model or the key is missing or blank: the caller then skips
-        judged checks with `judge_skip_reason(environ)` ("no judge configured" or
-        "no credentials"), never passes them.
-
-        Args:
-            environ: Where to read the settings; default `os.environ`.
-            **options: Other `OpenAIJudge` arguments (timeout, max_attempts, …).
-        """
-        env = os.environ if environ is None else environ
-        if judge_skip_reason(env) is not None:
-            return None
-        base_url = env.get(BASE_URL_ENV, "").strip() or None
-        return cls(
-            env[MODEL_ENV].strip(), base_url=base_url, api_key=env[API_KEY_ENV].strip(), **options
-        )
-
     async def aclose(self) -> None:
         """Close the SDK client of the running event loop (the others close with their loop)."""
-        with self._clients_lock:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     async def __aenter__(self) -> OpenAIJudge:
         return self
@@ -406,8 +285,8 @@ class OpenAIJudge:
         """
         request, redacted = self.redactor.request(request)
         user = self.prompt.user_message(request)
-        graded = partial(_graded, request.pass_threshold)
-        return await self._answer(self.prompt, user, _VERDICT_CONTRACT, request, redacted, graded)
+        answer = partial(graded, request.pass_threshold)
+        return await self._answer(self.prompt, user, VERDICT_CONTRACT, request, redacted, answer)
 
     async def judge_pair(self, request: PairRequest) -> PairVerdict:
         """Compare two outputs with the pairwise prompt; never raises for a judging failure.
@@ -424,13 +303,13 @@ class OpenAIJudge:
         request, redacted = self.redactor.pair(request)
         prompt = self.pairwise_prompt
         user = prompt.pair_message(request)
-        return await self._answer(prompt, user, _PAIR_CONTRACT, request, redacted, _compared)
+        return await self._answer(prompt, user, PAIR_CONTRACT, request, redacted, compared)
 
     async def _answer(
         self,
         prompt: Prompt,
         user: str,
-        contract: _ReplyContract[ReplyT, AnswerT],
+        contract: ReplyContract[ReplyT, AnswerT],
         request: JudgeRequest | PairRequest,
         redactions: dict[str, int],
         answer: Callable[[ReplyT, dict[str, Any]], AnswerT],
@@ -474,7 +353,7 @@ class OpenAIJudge:
         self,
         messages: list[ChatCompletionMessageParam],
         call: _Call,
-        contract: _ReplyContract[ReplyT, Any],
+        contract: ReplyContract[ReplyT, Any],
     ) -> ReplyT:
         """One attempt: a request in the call's mode, plus any immediate fallback requests, for
         any reply contract (the schema asked for and the parser applied)."""
@@ -505,12 +384,12 @@ class OpenAIJudge:
         call.mode = mode
         call.replied = True
         self._remember(mode)
-        tokens_in, tokens_out = _usage(completion)
+        tokens_in, tokens_out = usage(completion)
         call.input_tokens += tokens_in
         call.output_tokens += tokens_out
-        call.truncated = _finish_reason(completion) == "length"
+        call.truncated = finish_reason(completion) == "length"
         try:
-            return contract.parse(_reply_text(completion))
+            return contract.parse(reply_text(completion))
         except MalformedReply:
             call.malformed += 1
             raise
@@ -537,7 +416,7 @@ class OpenAIJudge:
         mode: Mode,
         messages: list[ChatCompletionMessageParam],
         call: _Call,
-        contract: _ReplyContract[Any, Any] = _VERDICT_CONTRACT,
+        contract: ReplyContract[Any, Any] = VERDICT_CONTRACT,
     ) -> object:
         """One HTTP request, its timeout clipped to what is left of the call's deadline."""
         body: dict[str, Any] = {"model": self._model, "messages": messages}
@@ -556,27 +435,13 @@ class OpenAIJudge:
         # model from the reply (~0.8 ms), both measured in bench/bench_judge.py — enough to make
         # Assay, not the judge, the bottleneck at 16 calls in flight. The body is already what
         # goes on the wire, and the reply is read as plain JSON (`cast_to=object`), defensively.
-        completion: object = await self._client().post(
+        completion: object = await self._clients.client().post(
             "/chat/completions",
             cast_to=object,
             body=body,
             options={"timeout": max(0.001, min(self.timeout, left))},
         )
         return completion
-
-    def _client(self) -> AsyncOpenAI:
-        loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            client = self._clients.get(loop)
-            if client is None:
-                client = AsyncOpenAI(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    max_retries=0,  # tenacity owns retries
-                    timeout=self.timeout,
-                )
-                self._clients[loop] = client
-            return client
 
     def _remember(self, mode: Mode) -> None:
         """Record that the endpoint answers in `mode`; the memory only ever moves down."""
@@ -629,8 +494,3 @@ class OpenAIJudge:
             output_tokens=call.output_tokens,
             redactions=call.redactions,
         )
-
-
-def judge_from_env(environ: Mapping[str, str] | None = None, **options: Any) -> OpenAIJudge | None:
-    """`OpenAIJudge.from_env`: the judge the environment configures, or None (see there)."""
-    return OpenAIJudge.from_env(environ, **options)

@@ -215,10 +215,19 @@ class Judge(Protocol):
         ...
 
 
+class Slots(Protocol):
+    """What a call takes a slot of before it starts and gives back after: an
+    `asyncio.Semaphore`, or slots shared across threads (`assay.judge.concurrency`)."""
+
+    async def acquire(self) -> object: ...
+
+    def release(self) -> None: ...
+
+
 async def judge_all(
     judge: Judge,
     requests: Sequence[JudgeRequest],
-    max_concurrency: int,
+    max_concurrency: int | Slots,
     on_verdict: Callable[[int, Verdict], Awaitable[None] | None] | None = None,
     stop: Callable[[], BaseException | None] | None = None,
 ) -> list[Verdict]:
@@ -236,7 +245,7 @@ async def judge_all(
     Args:
         judge: Any `Judge`.
         requests: The outputs to grade.
-        max_concurrency: Calls in flight at most (>= 1).
+        max_concurrency: Calls in flight at most (>= 1), or slots shared with other calls.
         on_verdict: Called with (request index, verdict) as each verdict arrives, while other
             calls are still in flight — so per-verdict work (e.g. writing the verdict cache)
             overlaps the judge's latency instead of following it. When it returns an
@@ -264,7 +273,7 @@ async def judge_all(
 async def _bounded(
     call: Callable[[RequestT], Awaitable[ResultT]],
     requests: Sequence[RequestT],
-    max_concurrency: int,
+    max_concurrency: int | Slots,
     on_error: Callable[[RequestT, Exception], ResultT],
     on_result: Callable[[int, ResultT], Awaitable[None] | None] | None = None,
     stop: Callable[[], BaseException | None] | None = None,
@@ -275,10 +284,13 @@ async def _bounded(
     exist at any time however long `requests` is. An exception becomes `on_error`'s result for
     that request only; cancellation propagates. `on_result` sees each result as it arrives.
     """
-    if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+    if isinstance(max_concurrency, int):
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+        slots: Slots = asyncio.Semaphore(max_concurrency)
+    else:
+        slots = max_concurrency
     results: list[ResultT | None] = [None] * len(requests)
-    slots = asyncio.Semaphore(max_concurrency)
 
     async def run(index: int, request: RequestT) -> None:
         try:
@@ -401,7 +413,7 @@ class PairJudge(Protocol):
 async def judge_pairs_all(
     judge: PairJudge,
     requests: Sequence[PairRequest],
-    max_concurrency: int,
+    max_concurrency: int | Slots,
     on_verdict: Callable[[int, PairVerdict], Awaitable[None] | None] | None = None,
     stop: Callable[[], BaseException | None] | None = None,
 ) -> list[PairVerdict]:
@@ -414,7 +426,7 @@ async def judge_pairs_all(
     Args:
         judge: Any `PairJudge`.
         requests: The pairs to compare (each order of a case is its own request).
-        max_concurrency: Calls in flight at most (>= 1).
+        max_concurrency: Calls in flight at most (>= 1), or slots shared with other calls.
         on_verdict: Called with (request index, verdict) as each verdict arrives.
         stop: As in `judge_all`.
 

@@ -28,7 +28,7 @@ from pydantic import (
 
 from assay import schemes
 from assay.jsonl import numbered_lines, parse_record
-from assay.outputs import output_sources
+from assay.outputs.sources import output_sources
 
 State = Literal["completed", "failed", "abandoned", "running", "waiting"]
 

@@ -88,6 +88,11 @@ class PendingUsage:
             while len(self._figures) > self.capacity:
                 self._figures.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every trace's figures."""
+        with self._lock:
+            self._figures.clear()
+
     def take(self, trace_id: str) -> SpanUsage:
         """The trace's collected figures, forgotten from now on."""
         with self._lock:

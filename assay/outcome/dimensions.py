@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from assay.hashing import OutputHasher
+from assay.judge.cache import cache_key
 from assay.judge.port import JudgePin, JudgeRequest
-from assay.judge.service import cache_key
 from assay.outcome.contract import Contract, JudgedDimension
 from assay.outcome.records import OutcomeRecord
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from assay import schemes
 from assay.errors import InputError, shown
 from assay.jsonl import numbered_lines, parse_record
-from assay.outputs import OutputSource, output_sources
+from assay.outputs.sources import OutputSource, output_sources
 from assay.subject import Subject
 
 

@@ -47,14 +47,17 @@ from assay.findings import budget_finding
 from assay.findings import record as record_finding
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.cache import cache_key
 from assay.judge.port import (
     PairRequest,
     PairVerdict,
     Winner,
 )
 from assay.judge.prompts import load_prompt
-from assay.judge.service import JudgeSetup, Spender, cache_key, judge_pair_requests
-from assay.outputs import index_outputs, read_slice
+from assay.judge.service import JudgeSetup, judge_pair_requests
+from assay.judge.spending import Spender
+from assay.outputs.index import index_outputs
+from assay.outputs.slices import read_slice
 from assay.pairwise.report import (
     PairwiseReport,
     PositionConsistency,

@@ -26,7 +26,7 @@ from pydantic import (
 from assay import schemes
 from assay.errors import InputError
 from assay.jsonl import FirstLines, parse_record
-from assay.outputs import OutputSource
+from assay.outputs.sources import OutputSource
 
 TrialVerdict = Literal["verified", "failed", "unknown", "declined"]
 """Destination evidence for one tool call; `declined` is a boundary that held, not a failure."""

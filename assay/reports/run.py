@@ -1,219 +1,29 @@
-"""The report of one run (`assay report RUN_ID [--against BASELINE]`), from stored records only.
-
-`RunView` gathers what the page shows — the EvalResult, each case's verdicts (ids, statuses,
-scores, check labels: never output text), the suite's tags and query classes, the comparison,
-the baseline's case verdicts and the judge's latest calibration report — and `run_page` renders
-it. Figures that other parts of Assay add to the EvalResult later (`trials`,
-`regression.minimum_detectable_drop`) are read from its JSON by name, so the page shows them once
-they are recorded and shows nothing (never fails) before.
+"""The report page of one run (`assay report RUN_ID [--against BASELINE]`): `run_page` renders
+the `RunView` that `assay.reports.run_view.load_view` read from the store; `run_report` does both.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from assay.calibration.report import CalibrationReport, reports
-from assay.errors import NotFoundError
-from assay.gate.decision import GateDecision, load_decision
-from assay.gcpause import gc_paused
-from assay.regression import CaseChange, Comparison, RegressionStatus, case_change
+from assay.regression import Comparison, RegressionStatus
 from assay.reports import calibration, charts, page
-from assay.runs.comparison import case_verdicts, compare_with_baseline
-from assay.runs.records import (
-    CaseStatus,
-    EvalResult,
-    load_aggregate,
-    load_result,
-    read_chunk,
-    read_statuses,
+from assay.reports.run_view import (
+    MAX_CASE_ROWS,
+    NO_INFO,
+    RunView,
+    later_field,
+    load_view,
+    trials_of,
 )
 from assay.runs.render import check_kind_lines, regression_lines, suite_run_verdict, warnings
-from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
-from assay.suites import registry
 
 MARKS = {Status.PASS: "✓", Status.FAIL: "✗", Status.ERROR: "!", Status.SKIPPED: "–"}
 """Each status has a mark as well as a colour, so no reading depends on colour."""
-
-
-@dataclass(frozen=True)
-class CaseInfo:
-    """What the suite says about a case that a report may show: its tags and query class."""
-
-    tags: tuple[str, ...] = ()
-    query_class: str | None = None
-
-
-NO_INFO = CaseInfo()
-"""A case with neither tags nor a query class."""
-
-
-class _KRate(BaseModel):
-    rate: float
-    lo: float | None = None
-    hi: float | None = None
-    method: str = ""
-
-
-class Trials(BaseModel):
-    """The EvalResult's `trials` figures, as far as a report reads them."""
-
-    cases: int = 0
-    trials: int = 0
-    k_min: int | None = None
-    k_max: int | None = None
-    pass_rate: _KRate | None = None
-    pass_at_k: dict[int, float] = {}
-    pass_pow_k: dict[int, float] = {}
-    flaky_cases: int = 0
-    flaky: list[str] = []
-
-
-def _field(record: BaseModel | None, name: str) -> Any:
-    """A field a later version of the record may carry, read from its JSON (None without)."""
-    return None if record is None else record.model_dump(mode="json").get(name)
-
-
-def trials_of(result: EvalResult) -> Trials | None:
-    """The run's trial figures, when it recorded any in a shape this page reads."""
-    found = _field(result, "trials")
-    if not found:
-        return None
-    try:
-        return Trials.model_validate(found)
-    except ValidationError:
-        return None
-
-
-MAX_CASE_ROWS = 2_000
-"""Rows the case table holds: every case that did not pass or changed against the baseline
-first, then passing ones, each in suite order. A 100,000-case page stays a few MB that a browser
-opens at once, and building it keeps at most this many cases' evidence in memory; `assay runs
-cases RUN_ID` and `GET /runs/{id}/cases` list every case."""
-
-
-@dataclass
-class RunView:
-    """Everything the run page shows, read from the store."""
-
-    result: EvalResult
-    rows: list[CaseEvidence]
-    """The case table's cases (at most `MAX_CASE_ROWS`, see there), in suite order."""
-    cases: int
-    """Every case (or trial) of the run, listed in the table or not."""
-    info: Mapping[str, CaseInfo]
-    tags: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Per tag: cases passed, scored."""
-    classes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Per query class: cases passed, scored."""
-    flipped: dict[CaseChange, list[str]] = field(default_factory=dict)
-    """Case ids by their change against the baseline (empty without a baseline)."""
-    comparison: Comparison | None = None
-    baseline_verdicts: Mapping[str, bool] | None = None
-    calibration: CalibrationReport | None = None
-    gate: GateDecision | None = None
-    """The gate's recorded decision, when the run went through the gate."""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def omitted(self) -> int:
-        """Cases the table leaves out (passing and unchanged ones of a large run)."""
-        return self.cases - len(self.rows)
-
-
-def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> RunView:
-    """Read a finished run, compared with `against` (default: its recorded baseline)."""
-    result = load_result(store, run_id)
-    _, golden = registry.resolve(store, f"{result.suite}@{result.suite_version}")
-    # Only cases with something to show: the others read as `NO_INFO`.
-    info = {
-        case.id: CaseInfo(tuple(case.tags), case.query_class)
-        for case in golden.cases
-        if case.tags or case.query_class
-    }
-    comparison = result.regression
-    if against is not None:
-        # A stored RunMetrics leaves out its score sum (the EvalResult keeps the mean score).
-        metrics = result.metrics.model_copy(
-            update={"score_sum": (result.score or 0.0) * result.metrics.scored}
-        )
-        comparison = compare_with_baseline(
-            store, load_aggregate(store, run_id), metrics, golden.regression_threshold, against
-        )
-    baseline = comparison.baseline_run if comparison is not None else None
-    latest = reports(store, result.judge) if result.judge is not None else []
-    view = RunView(
-        result=result,
-        rows=[],
-        cases=0,
-        info=info,
-        comparison=comparison,
-        baseline_verdicts=case_verdicts(store, baseline) if baseline else None,
-        calibration=latest[-1] if latest else None,
-        gate=_gate_decision(store, run_id),
-    )
-    with gc_paused():  # the records read are acyclic, and most are dropped at once
-        _read_cases(view, store, run_id)
-    return view
-
-
-def _gate_decision(store: EvidenceStore, run_id: str) -> GateDecision | None:
-    try:
-        return load_decision(store, run_id)
-    except NotFoundError:
-        return None
-
-
-def _read_cases(view: RunView, store: EvidenceStore, run_id: str) -> None:
-    """The group pass rates, the changes against the baseline and the table's rows, in two
-    passes over the evidence: every case's id and status first, then the whole evidence of the
-    chunks that hold a row of the table (a 100,000-case run: 0.2 s and a few chunks, instead of
-    1.2 s parsing every record)."""
-    tags: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    classes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    notable: list[tuple[int, int]] = []
-    passing: list[tuple[int, int]] = []
-    for chunk in range(load_aggregate(store, run_id).chunks):
-        statuses = read_statuses(store, run_id, chunk)
-        view.cases += len(statuses)
-        for position, case in enumerate(statuses):
-            change = _change(view, case)
-            if change in ("newly failing", "newly passing"):
-                view.flipped.setdefault(change, []).append(case.case_id)
-            info = view.info.get(case.case_id, NO_INFO)
-            if info is not NO_INFO and case.status is not Status.SKIPPED:
-                groups = [tags[tag] for tag in info.tags]
-                if info.query_class:
-                    groups.append(classes[info.query_class])
-                for tally in groups:
-                    tally[0] += case.status is Status.PASS
-                    tally[1] += 1
-            kept = passing if case.status is Status.PASS and change == "unchanged" else notable
-            if len(kept) < MAX_CASE_ROWS:
-                kept.append((chunk, position))
-    listed = sorted(notable + passing[: max(MAX_CASE_ROWS - len(notable), 0)])
-    for chunk, rows in groupby(listed, key=itemgetter(0)):
-        cases = read_chunk(store, run_id, chunk).cases
-        view.rows.extend(cases[position] for _, position in rows)
-    view.tags = {k: (v[0], v[1]) for k, v in tags.items()}
-    view.classes = {k: (v[0], v[1]) for k, v in classes.items()}
-
-
-def _change(view: RunView, case: CaseEvidence | CaseStatus) -> CaseChange:
-    """The case against the baseline (`unchanged` when there is none to compare with)."""
-    if view.baseline_verdicts is None:
-        return "unchanged"
-    now = None if case.status is Status.SKIPPED else case.status is Status.PASS
-    return case_change(view.baseline_verdicts.get(case.case_id), now)
 
 
 def run_report(store: EvidenceStore, run_id: str, against: str | None = None) -> str:
@@ -359,7 +169,7 @@ def _comparison(view: RunView) -> str:
         page.bullets(regression_lines(comparison)),
         _flip_table(comparison),
     ]
-    detectable = _field(comparison, "minimum_detectable_drop")
+    detectable = later_field(comparison, "minimum_detectable_drop")
     if isinstance(detectable, int | float):
         parts.append(
             page.note(
@@ -510,7 +320,7 @@ def _case_table(view: RunView) -> str:
             f"<td>{ident}</td>"
             f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
             f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
-            f"<td>{checks}</td><td>{page.text(_change(view, case)) if compared else ''}</td>"
+            f"<td>{checks}</td><td>{page.text(view.change(case)) if compared else ''}</td>"
             f"<td>{page.text(case.label)}</td></tr>"
         )
     filters = (

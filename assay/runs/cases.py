@@ -8,7 +8,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, Field
 
-from assay.runs.records import read_cases
+from assay.runs.chunks import read_cases
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.store import EvidenceStore

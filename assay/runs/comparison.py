@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from threading import Lock
 
+from assay.process_state import remembered
 from assay.regression import Comparison, Counts, RunSide, compare, no_baseline
 from assay.runs.baselines import select_baseline
-from assay.runs.records import RunAggregate, load_aggregate, load_result, read_verdicts
-from assay.runs.scoring import RunMetrics, verdict_over_trials
+from assay.runs.chunks import read_verdicts
+from assay.runs.metrics import RunMetrics
+from assay.runs.records import RunAggregate, load_aggregate, load_result
+from assay.runs.scoring import verdict_over_trials
 from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.suites import registry
@@ -17,6 +20,7 @@ _Verdicts = tuple[Mapping[str, bool], Mapping[str, bool], Mapping[str, float]]
 _LAST_READ: dict[tuple[str, str, int], _Verdicts] = {}
 _LAST_READ_KEPT = 2
 _LAST_READ_LOCK = Lock()
+remembered(__name__, "_LAST_READ", _LAST_READ.clear, _LAST_READ_LOCK)
 
 
 def case_verdicts(store: EvidenceStore, run_id: str) -> Mapping[str, bool]:

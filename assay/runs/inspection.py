@@ -19,7 +19,8 @@ from assay.intake.record import AgentRecord, Evidence, TooManyCalls
 from assay.trajectory import TOOL_NAME
 
 if TYPE_CHECKING:
-    from assay.outputs import CandidateOutput, OutputsReference
+    from assay.outputs.candidate import CandidateOutput
+    from assay.outputs.reference import OutputsReference
     from assay.suites.suite import Suite
 
 
@@ -75,7 +76,8 @@ def _records(reference: OutputsReference) -> Iterator[tuple[str, str, CandidateO
     from assay.intake.otlp import record as otlp
     from assay.intake.otlp.index import TraceBook, read_documents
     from assay.jsonl import numbered_lines
-    from assay.outputs import formatted_sources, output_of, parse_line
+    from assay.outputs.candidate import output_of, parse_line
+    from assay.outputs.sources import formatted_sources
 
     named = reference.format if reference.format not in ("auto", "jsonl", "otlp") else None
     for source, kind in formatted_sources(reference):

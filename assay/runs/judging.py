@@ -24,18 +24,14 @@ from typing import Final
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher
 from assay.intake.record import Evidence
+from assay.judge.cache import cache_key
+from assay.judge.circuit import CIRCUIT_OPEN, CIRCUIT_OPEN_WHY
 from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import majority
-from assay.judge.service import (
-    CIRCUIT_OPEN,
-    CIRCUIT_OPEN_WHY,
-    JudgeSetup,
-    Spender,
-    cache_key,
-    judge_repeated,
-)
-from assay.outputs import CandidateOutput
+from assay.judge.service import JudgeSetup, judge_repeated
+from assay.judge.spending import Spender
+from assay.outputs.candidate import CandidateOutput
 from assay.runs.scoring import CompiledSuite
 from assay.scorers import Outcome, Status
 from assay.scorers._registry import UNAVAILABLE

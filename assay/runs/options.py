@@ -1,10 +1,10 @@
 """The options of one suite run (and of a gate), with every bound in one place.
 
 `RunOptions` is what the `suite-run` flow takes as its one parameter, so Prefect validates it on
-every run, a deployment run included; the CLI builds it from its options, the service from its
-request body, the nightly fan-out from its jobs. Each field's description is the one text of that
-option: the CLI's `--help`, the service's OpenAPI schema and docs/configuration.md are read
-from it (`option_help`, `options_table`).
+every run, a deployment run included. Each field is declared once, here (or, for what every flow
+takes, in `assay.choices`): every edge derives its parameters from the fields — the CLI's flags,
+the service's request bodies, `AssayClient`, a nightly job (`assay.runs.edges`) — and
+docs/configuration.md's table is `options_table`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from copy import copy
 from typing import Annotated, Any, Final, Self, get_args
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -23,10 +22,11 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from assay.choices import JudgeChoice, NotificationChoice, StoreChoice
 from assay.dask_reference import check_reference
 from assay.errors import InputError
 from assay.identifiers import MAX_IDENTIFIER_BYTES, Identifier
-from assay.outputs import OutputsReference
+from assay.outputs.reference import OutputsReference
 
 DEFAULT_CHUNK_SIZE: Final = 2000
 MAX_CHUNK_SIZE: Final = 1_000_000
@@ -39,7 +39,7 @@ def _location(value: Any) -> Any:
     return {"location": value} if isinstance(value, str) else value
 
 
-class RunOptions(BaseModel):
+class RunOptions(StoreChoice, JudgeChoice, NotificationChoice):
     """One suite run: what to score, against what, where the evidence goes, how to judge."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -76,12 +76,6 @@ class RunOptions(BaseModel):
         le=MAX_CHUNK_SIZE,
         description=f"Cases per scoring chunk (default {DEFAULT_CHUNK_SIZE}).",
     )
-    judge_block: str | None = Field(
-        default=None,
-        description="Saved JudgeSettings block (default: the environment, `ASSAY_JUDGE_MODEL`, "
-        "`OPENAI_API_KEY`, `OPENAI_BASE_URL`; neither: `llm_judge` checks are skipped).",
-    )
-    fresh_judge: bool = Field(default=False, description="Ignore cached verdicts; judge again.")
     judge_repeats: int | None = Field(
         default=None,
         ge=1,
@@ -94,19 +88,10 @@ class RunOptions(BaseModel):
         description="Calibration set: add the PPI++ judge-corrected pass rate of the "
         "`llm_judge` checks (when it was calibrated for this run's judge).",
     )
-    store: str | None = Field(
-        default=None, description="Evidence store URI (default: `$ASSAY_STORE` or file://.assay)."
-    )
-    storage_block: str | None = Field(
-        default=None, description="Saved EvidenceStorage block; takes precedence over the store."
-    )
-    notification_block: str | None = Field(
-        default=None, description="Saved NotificationTarget block that findings are sent to."
-    )
     dask: str | None = Field(
         default=None,
         description="Score chunks on the Dask scheduler at ADDRESS (or `block:NAME`) "
-        "(default: `$ASSAY_DASK_ADDRESS`; applied where the run is launched).",
+        "(default: `$ASSAY_DASK_ADDRESS` where the flow runs).",
     )
     workers: int | None = Field(
         default=None,
@@ -150,6 +135,7 @@ class GateOptions(RunOptions):
         default=None,
         ge=0.0,
         le=1.0,
+        allow_inf_nan=False,
         description="Fail the gate when more than this share of checks flip across judge "
         "repeats (or the flip rate was not measured); no limit by default.",
     )
@@ -160,16 +146,20 @@ class GateOptions(RunOptions):
 
 
 def option_field(name: str) -> Any:
-    """A copy of an option's field (default, bounds, description), for a model that exposes
-    the option (the service's request, a nightly job)."""
+    """A copy of an option's field (default, bounds, description), for a model that takes the
+    option beside others (the service's what-if gate)."""
     return copy(GateOptions.model_fields[name])
 
 
-def option_help(field: str, model: type[RunOptions] = GateOptions) -> str:
-    """The one description of an option, for the CLI's `--help`."""
-    description = model.model_fields[field].description
-    assert description is not None, field
-    return description
+def option_bounds(name: str) -> dict[str, Any]:
+    """An option's bounds (`ge`, `le`) as `Field` takes them, for a setting that holds the same
+    quantity (a JudgeSettings block's default `judge_repeats`)."""
+    return {
+        key: getattr(meta, key)
+        for meta in GateOptions.model_fields[name].metadata
+        for key in ("ge", "le")
+        if getattr(meta, key, None) is not None
+    }
 
 
 def _bounds(info: FieldInfo) -> str:

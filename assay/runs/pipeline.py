@@ -14,15 +14,16 @@ from pydantic import BaseModel
 
 from assay.finops.budget import Decision, strictest
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.config import JudgeConfig
 from assay.judge.port import JudgePin
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import Correction, JudgeReliability, run_reliability
-from assay.outputs import OutputsIndex, OutputSlice
+from assay.outputs.slices import OutputsIndex, OutputSlice
 from assay.runs.lifecycle import recorded_for_resume
+from assay.runs.metrics import RunMetrics
 from assay.runs.options import RunOptions
 from assay.runs.records import RunPlan, load_aggregate
 from assay.runs.sampling import index_run_outputs
-from assay.runs.scoring import RunMetrics
 from assay.store import EvidenceStore
 from assay.subject import Subject
 from assay.suites import registry
@@ -86,6 +87,10 @@ class ChunkJob(BaseModel):
     judge_block: str | None = None
     fresh_judge: bool = False
     judge_repeats: int | None = None
+    judge: JudgeConfig | None = None
+    """The environment's judge as resolved where the run was launched (no `judge_block`), so
+    every worker judges with the same model, endpoint, concurrency, prices and redaction; None:
+    a block's, or none configured. Never the API key: each process brings its own."""
 
 
 class CaseRow(BaseModel):
@@ -155,6 +160,7 @@ def set_up_run(
         # Keyed like output hashes: a plain digest of a small run's outputs could be guessed.
         outputs_digest=OutputHasher(store_secret(evidence))(index.digest()),
     )
+    judge = None if options.judge_block else JudgeConfig.from_environ()
     jobs = [
         ChunkJob(
             store=store,
@@ -169,6 +175,7 @@ def set_up_run(
             judge_block=options.judge_block,
             fresh_judge=options.fresh_judge,
             judge_repeats=options.judge_repeats,
+            judge=judge,
         )
         for number, (piece, ids) in enumerate(pieces)
     ]

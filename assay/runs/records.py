@@ -1,4 +1,4 @@
-"""Runs: the EvalResult, the mutable run aggregate, per-case evidence chunks, and their layout.
+"""Runs: the EvalResult, the mutable run aggregate, the run index, and the evidence layout.
 
 Layout in the evidence store:
     runs/<run_id>/aggregate.json          RunAggregate (the only mutable object)
@@ -13,9 +13,7 @@ Layout in the evidence store:
                                           request), so a crash leaves it `interrupted`
     accepted/failures/<run_id>.json       why an accepted run failed before it was recorded
 
-Chunk content carries no timestamps, so a retried or re-run write of the same chunk is byte-for-
-byte identical and therefore idempotent; different content under the same key is an integrity
-error, never an overwrite.
+The evidence chunks are written and read by `assay.runs.chunks`.
 """
 
 from __future__ import annotations
@@ -34,10 +32,8 @@ from assay.finops.ledger import read_costs
 from assay.judge.port import JudgePin
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
-from assay.runs.scoring import CaseEvidence, RunMetrics, run_verdict
-from assay.runs.trials import Clustered, SettledCases, TrialFigures, decide_cases
-from assay.scorers import Status
-from assay.scorers.trajectory import TRAJECTORY_KINDS
+from assay.runs.metrics import RunMetrics, run_verdict
+from assay.runs.trials import Clustered, SettledCases, TrialFigures
 from assay.store import EvidenceStore
 from assay.store.write_once import write_once
 from assay.subject import Subject
@@ -175,56 +171,6 @@ class EvalResult(JudgeReliability, _RunOf):
     """The case pass rate with the suite's clusters: suites whose cases carry `cluster`."""
 
 
-class EvidenceChunk(BaseModel):
-    """Per-case evidence for one chunk of a run."""
-
-    run_id: str
-    chunk: int
-    cases: list[CaseEvidence]
-
-
-class _CheckVerdict(BaseModel):
-    kind: str | None = None
-    status: Status
-
-
-class CaseVerdict(BaseModel):
-    """What a comparison reads of one case's evidence: its id, status and checks' kinds."""
-
-    case_id: str
-    status: Status
-    checks: list[_CheckVerdict] = []
-    trial: int | None = None
-
-    @property
-    def trajectory_passed(self) -> bool | None:
-        """Whether every scored trajectory check (`TRAJECTORY_KINDS`) passed; None without any."""
-        scored = [
-            c.status is Status.PASS
-            for c in self.checks
-            if c.kind in TRAJECTORY_KINDS and c.status is not Status.SKIPPED
-        ]
-        return all(scored) if scored else None
-
-
-class CaseStatus(BaseModel):
-    """A case's id, trial and status: what a count or a choice of cases reads of its evidence."""
-
-    case_id: str
-    status: Status
-    trial: int | None = None
-
-
-class _ChunkStatuses(BaseModel):
-    cases: list[CaseStatus]
-    """Only these fields of each case are built; the rest of the record is skipped."""
-
-
-class _ChunkVerdicts(BaseModel):
-    cases: list[CaseVerdict]
-    """Only these fields of each case are built; the rest of the record is skipped."""
-
-
 class RunIndexEntry(BaseModel):
     """One line of the run index."""
 
@@ -242,11 +188,6 @@ def aggregate_key(run_id: str) -> str:
 
 def _result_key(run_id: str) -> str:
     return f"runs/{run_id}/result.json"
-
-
-def chunk_key(run_id: str, chunk: int) -> str:
-    """Key of one evidence chunk."""
-    return f"runs/{run_id}/cases/{chunk:06d}.json"
 
 
 def now() -> datetime:
@@ -322,43 +263,6 @@ def runs_of_subject(store: EvidenceStore, run: _RunOf) -> Iterator[RunAggregate]
     for key in reversed(list(store.list(_subject_index(run)))):
         _started, _, run_id = key.rpartition("/")[2].removesuffix(".json").partition("-")
         yield load_aggregate(store, run_id)
-
-
-def write_chunk(store: EvidenceStore, chunk: EvidenceChunk) -> bool:
-    """Persist one evidence chunk (write-once; identical re-writes are no-ops)."""
-    return store.put_once(chunk_key(chunk.run_id, chunk.chunk), chunk.model_dump_json().encode())
-
-
-def read_chunk(store: EvidenceStore, run_id: str, chunk: int) -> EvidenceChunk:
-    """Read one evidence chunk back."""
-    return EvidenceChunk.model_validate_json(store.get(chunk_key(run_id, chunk)))
-
-
-def read_verdicts(store: EvidenceStore, run_id: str, chunk: int) -> list[CaseVerdict]:
-    """The id and status of each case of one evidence chunk: a comparison over every case of
-    two runs reads these, about 4x faster than whole chunks (`read_chunk`)."""
-    return _ChunkVerdicts.model_validate_json(store.get(chunk_key(run_id, chunk))).cases
-
-
-def read_statuses(store: EvidenceStore, run_id: str, chunk: int) -> list[CaseStatus]:
-    """The id, trial and status of each case of one evidence chunk: about 6x faster than whole
-    chunks (`read_chunk`), for a report's counts over every case of a large run."""
-    return _ChunkStatuses.model_validate_json(store.get(chunk_key(run_id, chunk))).cases
-
-
-def read_cases(store: EvidenceStore, run_id: str) -> Iterator[CaseEvidence]:
-    """Every case's evidence of a run, chunk by chunk (one chunk in memory at a time)."""
-    for chunk in range(load_aggregate(store, run_id).chunks):
-        yield from read_chunk(store, run_id, chunk).cases
-
-
-def read_decided_cases(store: EvidenceStore, run_id: str) -> list[CaseEvidence]:
-    """Every case of a run as decided: its evidence, or for a run with trials each case decided
-    over its trials (label `c/n trials passed (policy)`, no per-trial checks)."""
-    policy = load_aggregate(store, run_id).trials_policy
-    if policy is None:
-        return list(read_cases(store, run_id))
-    return decide_cases(read_cases(store, run_id), policy)[0]
 
 
 def finished_chunks(aggregate: RunAggregate) -> list[int]:

@@ -5,7 +5,7 @@ A run launched in this process (`flows.launch`) validates its outputs before the
 the index that pass builds is kept here, keyed by what was read (each local file's path, size
 and modification time, or the staged inline outputs), and the flow's ingest takes it instead of
 reading the outputs in full again. Each chunk still checks the bytes of its slice against the
-SHA-256 the index pinned (`assay.outputs.read_slice`), so outputs changed in between fail
+SHA-256 the index pinned (`assay.outputs.slices.read_slice`), so outputs changed in between fail
 closed. Outputs in S3 have no cheap signature and are indexed again.
 """
 
@@ -20,24 +20,28 @@ from pathlib import Path
 
 from assay import schemes
 from assay.gcpause import gc_paused
-from assay.outputs import OutputsIndex, OutputsReference, index_outputs, output_sources
+from assay.outputs.index import index_outputs
+from assay.outputs.reference import OutputsReference
+from assay.outputs.slices import OutputsIndex
+from assay.outputs.sources import output_sources
+from assay.process_state import remembered
 from assay.suites.suite import Suite
 
 TRUSTED_INDEXES = 8
 """Indexes kept per process: the runs in flight at once in one service, with room to spare."""
 _trusted: OrderedDict[tuple[object, ...], OutputsIndex] = OrderedDict()
 _lock = threading.Lock()
+remembered(__name__, "_trusted", _trusted.clear, _lock)
 
 
 def select_cases(case_ids: Sequence[str], sample: int | None, seed: int) -> list[str]:
     """All case ids, or `sample` of them chosen by `seed` — the same choice every time.
 
-    The result keeps suite order so evidence chunks line up with the suite file.
+    The result keeps suite order so evidence chunks line up with the suite file. `sample` is
+    within `RunOptions.sample`'s bounds.
     """
     if sample is None or sample >= len(case_ids):
         return list(case_ids)
-    if sample < 1:
-        raise ValueError("--sample must be at least 1")
     chosen = set(random.Random(seed).sample(sorted(case_ids), sample))
     return [case_id for case_id in case_ids if case_id in chosen]
 

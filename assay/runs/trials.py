@@ -25,7 +25,8 @@ from typing import Final
 
 from pydantic import BaseModel
 
-from assay.runs.scoring import CaseEvidence, RunMetrics, decide_trials, tally
+from assay.runs.metrics import RunMetrics, tally
+from assay.runs.scoring import CaseEvidence, decide_trials
 from assay.scorers import Status
 from assay.stats import clustered_mean, pass_at_k, pass_pow_k
 from assay.suites.suite import Suite, TrialsPolicy

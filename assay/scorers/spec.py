@@ -21,12 +21,15 @@ from pydantic import (
     model_validator,
 )
 
+from assay.process_state import remembered
 from assay.scorers._registry import Scorer, ScorerConfig, scorer_type
 from assay.trajectory import Trajectory
 
 _SPEC_CACHE_SIZE = 65_536
 _SPECS: dict[str, ScorerSpec] = {}
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
+remembered(__name__, "_SPECS", _SPECS.clear)
+remembered(__name__, "_FIELD_SETS", _FIELD_SETS.clear)
 
 
 def share_fields_set(model: BaseModel) -> None:

@@ -19,6 +19,7 @@ from threading import Lock
 from pydantic import BaseModel
 
 from assay.errors import EvidenceConflictError, InputError, NotFoundError, shown
+from assay.process_state import remembered
 from assay.store import EvidenceStore
 from assay.suites.suite import (
     MAX_NAME_CHARS,
@@ -88,13 +89,8 @@ _pinned: OrderedDict[tuple[str, str, int], SuiteVersion] = OrderedDict()
 (the launcher hands the flow `name@N`) resolves it from the store once per process."""
 _PINNED_SIZE = 64
 _pinned_lock = Lock()
-
-
-def clear_cache() -> None:
-    """Forget every cached suite: `resolve` then rebuilds suites from the store."""
-    _cache.clear()
-    with _pinned_lock:
-        _pinned.clear()
+remembered(__name__, "_cache", _cache.clear)
+remembered(__name__, "_pinned", _pinned.clear, _pinned_lock)
 
 
 def _version(store: EvidenceStore, name: str, number: int) -> SuiteVersion:

@@ -12,10 +12,11 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
+from assay.api.requests import GateRequest
 from assay.api.routes.runs import ACCEPTED, RUN_ID, RunId, Submit
-from assay.api.runner import RunRequest
 from assay.gate.decision import GateDecision, GateReport, GateRun, load_decision, what_if
 from assay.gate.overrides import GateCheck, check_gate
+from assay.runs.options import option_field
 from assay.runs.records import load_result
 from assay.store import EvidenceStore
 
@@ -29,7 +30,7 @@ def _report(store: EvidenceStore, run_id: str) -> GateReport:
 
 
 @router.post("/gate", response_model=GateReport, responses=ACCEPTED)
-async def run_gate(body: RunRequest, submission: Submit) -> Any:
+async def run_gate(body: GateRequest, submission: Submit) -> Any:
     """Run the suite in the gate flow and return the recorded decision (verdict, reasons,
     warnings, rules, the EvalResult): HTTP 200 whatever the verdict. With `Prefer:
     respond-async`: 202 at once, as `POST /runs`; the decision is then at `/gates/{run_id}`."""
@@ -54,7 +55,7 @@ class WhatIf(BaseModel):
     run_id: str = Field(pattern=RUN_ID)
     pass_threshold: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     min_coverage: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
-    max_judge_flip_rate: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    max_judge_flip_rate: float | None = option_field("max_judge_flip_rate")
 
 
 @router.post("/gate/what-if", response_model=GateDecision)

@@ -26,6 +26,7 @@ from assay.monitor.receiver import (
     response_body,
 )
 from assay.monitor.spans import PendingUsage
+from assay.process_state import remembered
 
 MAX_DECOMPRESSED: Final = 64 * 1024 * 1024
 """Largest body after gzip; the service's body limit applies to what is sent."""
@@ -34,6 +35,7 @@ router = APIRouter(tags=["otlp"], responses=documented(401, 403, 413, 503))
 
 _pending = PendingUsage()
 """Child spans' usage waiting for their root span, in this server process."""
+remembered(__name__, "_pending", _pending.clear)
 
 
 @router.post(

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from assay.api.auth import Operator, Store, Viewer
+from assay.api.auth import Operator, Store, Token, Viewer, is_local
 from assay.api.idempotency import Idempotency
 from assay.api.pagination import (
     DEFAULT_LIMIT,
@@ -24,11 +24,13 @@ from assay.api.pagination import (
     sort_key,
 )
 from assay.api.problems import AUTHENTICATED, Problem, documented, without_store_location
-from assay.api.runner import AcceptedRuns, FlowName, RunPool, RunRequest, until_recorded
+from assay.api.requests import FlowName, RunRequest
+from assay.api.runner import AcceptedRuns, RunPool, until_recorded
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.identifiers import MAX_IDENTIFIER_BYTES
 from assay.runs.cases import CaseFilter, CaseResult, case_page
+from assay.runs.chunks import read_chunk
 from assay.runs.records import (
     EvalResult,
     RunAggregate,
@@ -38,7 +40,6 @@ from assay.runs.records import (
     list_runs,
     load_aggregate,
     load_result,
-    read_chunk,
 )
 from assay.runs.scoring import CaseEvidence
 from assay.store import EvidenceStore, StoreUnavailableError
@@ -86,6 +87,7 @@ class Submission:
         response: Response,
         store: Store,
         _: Operator,
+        token: Token,
         idempotency_key: IdempotencyKey = None,
         prefer: Annotated[
             str | None,
@@ -97,6 +99,7 @@ class Submission:
         ] = None,
     ) -> None:
         self.store = store
+        self.local = is_local(request, token)
         self._state = request.app.state
         self._response = response
         self._key = idempotency_key
@@ -105,6 +108,8 @@ class Submission:
     async def run(self, body: RunRequest, flow: FlowName) -> str:
         """Run `body` in `flow` (until it ends, or until accepted when `respond_async`);
         returns the run id and marks a replayed response with `Idempotent-Replayed: true`."""
+        if not self.local:
+            body.refuse_local_outputs()
         pool: RunPool = self._state.pool
         accepted: AcceptedRuns = self._state.accepted
 

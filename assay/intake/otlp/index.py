@@ -41,7 +41,7 @@ Claim = Callable[[str, str, int, str], None]
 
 
 class Source(Protocol):
-    """One trace export object (`assay.outputs.OutputSource` is one)."""
+    """One trace export object (`assay.outputs.sources.OutputSource` is one)."""
 
     name: str
 

@@ -5,14 +5,17 @@ records, session signals, calibration sets) names its location by URI, and this 
 tells the schemes apart:
 
 - `file` — a local file or folder: `file://PATH`, or a plain path;
-- `s3` — an object or a key prefix of a bucket: `s3://BUCKET[/KEY-OR-PREFIX]`;
+- `s3` — an object or a key prefix of a bucket: `s3://BUCKET[/KEY-OR-PREFIX]`
+  (`assay.schemes.s3`);
 - `inline` — outputs staged in this process by the service (`inline://NAME/outputs.jsonl`, see
   `assay.staging`); they exist only while the request that sent them runs.
 
 `locate` parses a URI into its `Scheme` and the rest; each scheme opens an evidence store (if one
-can live there), lists the objects at a location and reads byte ranges of an object. Adding a
-backend is one `Scheme` subclass in `SCHEMES`. A URI with any other `NAME://` is one
-`UnknownSchemeError`, never a local path that happens not to exist.
+can live there), lists the objects at a location and reads byte ranges of an object, and says
+where it may be used (`holds_stores`, `shared`, `remote`). Adding a backend is one module with
+its `Scheme` subclass and one entry in `SCHEMES` (docs/architecture.md, "How to add a storage
+scheme"). A URI with any other `NAME://` is one `UnknownSchemeError`, never a local path that
+happens not to exist.
 """
 
 from __future__ import annotations
@@ -21,80 +24,30 @@ import errno
 import os
 import re
 import stat
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from assay import staging
-from assay.errors import InputError, OutputsChangedError, shown
+from assay.errors import InputError, shown
+from assay.schemes.base import Location, Scheme, UnknownSchemeError, named
+from assay.schemes.s3 import S3Scheme
 
 if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
-
-    from assay.s3 import ObjectPin, ObjectReader
+    from assay.s3 import ObjectPin
     from assay.store.base import EvidenceStore
 
 DEFAULT_STORE: Final = "file://.assay"
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-class UnknownSchemeError(InputError, ValueError):
-    """A URI names a scheme that is not registered, or one this use does not accept (an
-    evidence store on `inline://`). A `ValueError` too, so pydantic validators report it."""
-
-
-@dataclass(frozen=True)
-class Location:
-    """A parsed URI: its scheme and what follows `SCHEME://` (a plain path: the path)."""
-
-    scheme: Scheme
-    uri: str
-    """As given: what errors name."""
-    rest: str
-
-
-class Scheme(ABC):
-    """One kind of location: how to open a store there, list its objects and read them."""
-
-    name: ClassVar[str]
-    form: ClassVar[str]
-    """How a location of this scheme is written, for error messages."""
-    holds_stores: ClassVar[bool] = False
-    """Whether an evidence store can live there (`open_store`)."""
-
-    def open_store(
-        self, location: Location, s3_client: Callable[[], S3Client] | None
-    ) -> EvidenceStore:
-        """The evidence store at a location (only schemes that `holds_stores`)."""
-        raise NotImplementedError
-
-    @abstractmethod
-    def objects(self, location: Location, suffixes: tuple[str, ...], what: str) -> list[str]:
-        """The objects at a location, in key or path order: the one it names, or every object
-        under a folder or prefix whose name ends with one of `suffixes`."""
-
-    @abstractmethod
-    def one_object(self, location: Location, what: str) -> str:
-        """The single object a location names; InputError when it names none."""
-
-    @abstractmethod
-    def read(
-        self, location: Location, start: int, end: int, pin: ObjectPin | None
-    ) -> tuple[bytes, ObjectPin | None]:
-        """Bytes [start, end) of an object (an S3 object: the pinned one) and its pin."""
-
-
 class FileScheme(Scheme):
     name = "file"
     form = "file://PATH"
     holds_stores = True
+    shared = True
 
-    def open_store(
-        self, location: Location, s3_client: Callable[[], S3Client] | None
-    ) -> EvidenceStore:
+    def open_store(self, location: Location, connection: Mapping[str, Any]) -> EvidenceStore:
         from assay.store.file import FileStore
 
         return FileStore(location.rest)
@@ -104,7 +57,7 @@ class FileScheme(Scheme):
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
             if not files:
-                raise InputError(location.uri, f"the folder holds no {_named(suffixes)} files")
+                raise InputError(location.uri, f"the folder holds no {named(suffixes)} files")
             return [str(p) for p in files]
         return [self._file(location, f"no such {what} file or folder")]
 
@@ -123,41 +76,6 @@ class FileScheme(Scheme):
         with open(location.rest, "rb") as handle:
             handle.seek(start)
             return handle.read(end - start), pin
-
-
-class S3Scheme(Scheme):
-    name = "s3"
-    form = "s3://BUCKET/PREFIX"
-    holds_stores = True
-
-    def open_store(
-        self, location: Location, s3_client: Callable[[], S3Client] | None
-    ) -> EvidenceStore:
-        from assay.store.s3 import S3Store
-
-        bucket, prefix = parse_s3_uri(location.uri)
-        return S3Store(bucket, prefix, client=s3_client() if s3_client else None)
-
-    def objects(self, location: Location, suffixes: tuple[str, ...], what: str) -> list[str]:
-        bucket, prefix = parse_s3_uri(location.uri)
-        keys = [k for k in object_reader().keys(bucket, prefix) if k.endswith(suffixes)]
-        if not keys:
-            raise InputError(location.uri, f"no {_named(suffixes)} objects under this S3 prefix")
-        return [f"{self.name}://{bucket}/{key}" for key in keys]
-
-    def one_object(self, location: Location, what: str) -> str:
-        return location.uri
-
-    def read(
-        self, location: Location, start: int, end: int, pin: ObjectPin | None
-    ) -> tuple[bytes, ObjectPin | None]:
-        from assay.s3 import ObjectChangedError
-
-        bucket, _, key = location.rest.partition("/")
-        try:
-            return object_reader().read_pinned(bucket, key, start, end, pin)
-        except ObjectChangedError as exc:
-            raise OutputsChangedError(location.uri, str(exc)) from None
 
 
 class InlineScheme(Scheme):
@@ -181,11 +99,34 @@ class InlineScheme(Scheme):
 SCHEMES: Final[dict[str, Scheme]] = {
     scheme.name: scheme for scheme in (FileScheme(), S3Scheme(), InlineScheme())
 }
-STORES: Final = tuple(name for name, scheme in SCHEMES.items() if scheme.holds_stores)
+"""The registry: a backend is one entry (a test may add one for its duration)."""
+
+
+class SchemeNames(Collection[str]):
+    """The names of the registered schemes that have a property, read from `SCHEMES` whenever
+    used, so a scheme registered after import is among them."""
+
+    def __init__(self, having: Callable[[Scheme], bool]) -> None:
+        self._having = having
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name, scheme in SCHEMES.items() if self._having(scheme)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        scheme = SCHEMES.get(name) if isinstance(name, str) else None
+        return scheme is not None and self._having(scheme)
+
+
+STORES: Final = SchemeNames(lambda scheme: scheme.holds_stores)
 """The schemes an evidence store can live on."""
-SHARED: Final = ("file", "s3")
+SHARED: Final = SchemeNames(lambda scheme: scheme.shared)
 """The schemes of inputs a flow may read in another process (trials, records, signals,
 calibration sets): not `inline`, which exists only in the process that staged it."""
+REMOTE: Final = SchemeNames(lambda scheme: scheme.remote)
+"""The schemes a service reads on a caller's say-so (`outputs_uri`)."""
 
 
 def is_inline(uri: str) -> bool:
@@ -195,7 +136,7 @@ def is_inline(uri: str) -> bool:
 
 
 def locate(
-    uri: str, accepted: Collection[str] = tuple(SCHEMES), what: str = "data", *, paths: bool = True
+    uri: str, accepted: Collection[str] = SCHEMES, what: str = "data", *, paths: bool = True
 ) -> Location:
     """Parse `uri` into its scheme and the rest.
 
@@ -223,13 +164,13 @@ def locate(
 def objects(
     uri: str, what: str, suffixes: tuple[str, ...] = (".jsonl",), accepted: Collection[str] = SHARED
 ) -> list[str]:
-    """The objects behind a file, folder, `s3://` prefix (or staged reference), in order."""
+    """The objects behind a file, folder, key prefix (or staged reference), in order."""
     location = locate(uri, accepted, what)
     return location.scheme.objects(location, suffixes, what)
 
 
 def one_object(uri: str, what: str, accepted: Collection[str] = SHARED) -> str:
-    """The one object a file path or `s3://` key names (a folder or prefix is refused)."""
+    """The one object a file path or key names (a folder or prefix is refused)."""
     location = locate(uri, accepted, what)
     return location.scheme.one_object(location, what)
 
@@ -243,48 +184,23 @@ def read(
 
 
 def open_store(
-    uri: str | None = None, *, s3_client: Callable[[], S3Client] | None = None
+    uri: str | None = None, *, connection: Mapping[str, Any] | None = None
 ) -> EvidenceStore:
     """Open the evidence store named by `uri`, else `ASSAY_STORE`, else the local default.
 
-    `s3_client` makes the client of an `s3://` store (the EvidenceStorage block's credentials);
-    without it boto3's standard configuration applies. S3 support is imported only when an
-    `s3://` store is opened, so commands on a local store do not pay for loading boto3.
+    `connection`: saved settings of its scheme's client (an EvidenceStorage block's); without
+    them the scheme's standard configuration applies. A scheme imports its client library only
+    when its store is opened, so commands on a local store do not pay for loading it.
     """
     uri = uri or os.environ.get("ASSAY_STORE") or DEFAULT_STORE
     location = locate(uri, STORES, "an evidence store", paths=False)
-    return location.scheme.open_store(location, s3_client)
+    return location.scheme.open_store(location, connection or {})
 
 
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """Split `s3://bucket/some/prefix` into its bucket and key prefix.
-
-    Returns:
-        `(bucket, prefix)`; the prefix is `""` or ends with `/`, so `prefix + key` is a key.
-
-    Raises:
-        ValueError: not an `s3://` URI, no bucket, or an empty path segment (`a//b`), which
-            S3-compatible servers that map keys to files refuse.
-    """
-    found = _SCHEME.match(uri)
-    if found is None or found.group(1).lower() != S3Scheme.name:
-        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://BUCKET[/PREFIX])")
-    from assay.s3 import bucket_and_prefix
-
-    bucket, _, prefix = uri[found.end() :].partition("/")
-    return bucket_and_prefix(bucket, prefix)
-
-
-def object_reader() -> ObjectReader:
-    """The reader of `s3://` inputs, one per process and S3 endpoint."""
-    return _reader_at(os.environ.get("AWS_ENDPOINT_URL"))
-
-
-@lru_cache(maxsize=4)
-def _reader_at(endpoint: str | None) -> ObjectReader:
-    from assay.s3 import ObjectReader, make_client
-
-    return ObjectReader(make_client(endpoint_url=endpoint))
+def configuration() -> tuple[str | None, ...]:
+    """The environment every registered scheme's clients are configured by, as it is now: what
+    a cache of open stores or readers is keyed by."""
+    return tuple(os.environ.get(name) for scheme in SCHEMES.values() for name in scheme.environment)
 
 
 def not_a_file(path: Path) -> str | None:
@@ -311,7 +227,3 @@ def not_a_file(path: Path) -> str | None:
         if test(mode):
             return f"{kind}, not a regular file"
     return None
-
-
-def _named(suffixes: tuple[str, ...]) -> str:
-    return " or ".join(suffixes)

@@ -1,0 +1,141 @@
+"""A judge's configuration that is not secret, every bound of it declared once, and reading it
+from the environment.
+
+`JudgeFields` are the fields a saved JudgeSettings block (`blocks/judge_settings.py`) and the
+environment share; `JudgeConfig` is them resolved in the process that launches a run, which is
+what travels with the run to every process that judges it (`assay.runs.pipeline.ChunkJob`): a
+Dask worker judges with the launching process's model, endpoint, concurrency, prices and
+redaction, never with its own environment's. The API key is never part of it: a key must not
+reach Prefect's database as a parameter, so each judging process brings its own
+(`OPENAI_API_KEY`, or the block's).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Self
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from assay.errors import InputError
+from assay.judge.endpoint import BASE_URL_ENV, MODEL_ENV
+from assay.judge.redaction import RedactionSettings
+
+CONCURRENCY_ENV: Final = "ASSAY_JUDGE_CONCURRENCY"
+INPUT_PRICE_ENV: Final = "ASSAY_JUDGE_INPUT_PRICE"
+OUTPUT_PRICE_ENV: Final = "ASSAY_JUDGE_OUTPUT_PRICE"
+DEFAULT_JUDGE_CONCURRENCY: Final = 16
+"""Calls in flight per process by default: what four chunk threads of four calls each kept in
+flight before the bound was per process (a 2,000-case judged run in 16-18 s)."""
+MAX_JUDGE_CONCURRENCY: Final = 256
+
+
+class JudgeFields(BaseModel):
+    """The judge settings a JudgeSettings block and the environment share, with their bounds."""
+
+    model: str = Field(
+        min_length=1, description="Pinned judge model, e.g. `gpt-4o-mini-2024-07-18`."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL (vLLM, Ollama, llama.cpp); empty for OpenAI.",
+    )
+    prompt_version: str = Field(
+        default="default", description="Name of the versioned judge prompt template to use."
+    )
+    max_concurrency: int = Field(
+        default=DEFAULT_JUDGE_CONCURRENCY,
+        ge=1,
+        le=MAX_JUDGE_CONCURRENCY,
+        description="Judge calls in flight at once in each process a run judges in (this one, "
+        "or each Dask worker), shared by its chunks.",
+    )
+    input_price_per_million: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="USD per 1M input tokens, for the cost ledger and budgets.",
+    )
+    output_price_per_million: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="USD per 1M output tokens, for the cost ledger and budgets.",
+    )
+    redact: list[str] | None = Field(
+        default=None,
+        description="Kinds replaced by placeholders before any judge call: email, phone, "
+        "credit_card, secret (empty list: none); unset: ASSAY_JUDGE_REDACT, else all four. "
+        "Part of the recorded prompt version.",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="Extra RE2 patterns redacted as `[REDACTED:custom]` (part of the prompt "
+        "version).",
+    )
+
+    @model_validator(mode="after")
+    def _redaction_is_valid(self) -> Self:
+        RedactionSettings.parse(self.redact, self.redact_patterns)  # names the bad kind/pattern
+        return self
+
+    def redaction(self, source: str = "JudgeSettings") -> RedactionSettings:
+        """What this judge (and its embedder) redacts: `redact` / `redact_patterns`, with the
+        environment's kinds where `redact` is unset."""
+        return RedactionSettings.configured(self.redact, self.redact_patterns, source=source)
+
+    def config(self, source: str = "JudgeSettings") -> JudgeConfig:
+        """These settings resolved here (redaction included), to travel with a run."""
+        redaction = self.redaction(source)
+        fields = self.model_dump(include=set(JudgeFields.model_fields))
+        return JudgeConfig.model_validate(
+            fields | {"redact": list(redaction.kinds), "redact_patterns": list(redaction.patterns)}
+        )
+
+
+class JudgeConfig(JudgeFields):
+    """A judge's settings resolved where a run is launched: every one but the API key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
+        """The judge `ASSAY_JUDGE_MODEL`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY`, the price
+        variables and `ASSAY_JUDGE_REDACT` configure, or None without `ASSAY_JUDGE_MODEL`.
+
+        Every variable that is set is checked against its field's bounds, a judge or not.
+
+        Raises:
+            InputError: Naming the variable whose value is out of bounds (never the value).
+        """
+        env = os.environ if environ is None else environ
+        values = {
+            field: _checked(name, field, env[name].strip())
+            for name, field in ENVIRONMENT.items()
+            if env.get(name, "").strip()
+        }
+        redaction = RedactionSettings.configured(environ=env)
+        if "model" not in values:
+            return None
+        return cls.model_validate(values | {"redact": list(redaction.kinds)})
+
+
+ENVIRONMENT: Final = {
+    MODEL_ENV: "model",
+    BASE_URL_ENV: "base_url",
+    CONCURRENCY_ENV: "max_concurrency",
+    INPUT_PRICE_ENV: "input_price_per_million",
+    OUTPUT_PRICE_ENV: "output_price_per_million",
+}
+"""Each environment variable a judge is configured by, and the field it sets."""
+
+
+def _checked(name: str, field: str, raw: str) -> Any:
+    info = JudgeFields.model_fields[field]
+    field_type: Any = Annotated[info.annotation, info]  # the field's type with its bounds
+    try:
+        return TypeAdapter(field_type).validate_python(raw)
+    except ValidationError as exc:
+        problem = exc.errors(include_input=False, include_url=False)[0]["msg"]
+        raise InputError(name, problem[:1].lower() + problem[1:]) from None

@@ -1,0 +1,191 @@
+"""A judging's spend: reserved before, checked as it goes, handed to the ledger as it returns.
+
+For every batch the service (`assay.judge.service`) asks the judge for:
+
+- before any call, the batch *reserves* its projected spend (`assay.finops.reservations`) and
+  runs the FinOps preflight counting everyone else's reservations (`reserve`): `blocked`,
+  `throttled` or `refused` stops the spending; the reservation is released once the actual spend
+  is in the ledger;
+- as calls return, their tokens are priced and appended to the cost ledger, one record per call,
+  then one summary per batch that stands for them (`Spend`);
+- after every paid call, the judging's actual spend is checked against each `block` budget
+  (`Guard`, `assay.finops.budget.spent_past`): once a limit is passed no further call starts.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from assay.finops import reservations
+from assay.finops.budget import Decision, Standing, assess, refused, spent_past
+from assay.finops.ledger import CostRecord, record_cost, scope_matches
+from assay.finops.pricing import price
+from assay.finops.reservations import Reservation, release
+from assay.judge.port import PairVerdict, Verdict
+from assay.store import EvidenceStore
+
+if TYPE_CHECKING:
+    from assay.judge.service import JudgeSetup
+
+CONTENTION_RETRIES: Final = 3
+CONTENTION_PAUSE_SECONDS: Final = 0.2
+
+
+@dataclass(frozen=True)
+class Spender:
+    """Whose spend a batch is: what budgets scope and the cost ledger records."""
+
+    run_id: str
+    """Names the cost records (with the chunk number)."""
+    suite: str
+    """The suite judged (empty outside a suite)."""
+    subject: str
+    """The subject judged (`KIND:ID[@VARIANT]`)."""
+    at: datetime
+    """When the spend happens: dates the ledger and picks budget periods."""
+
+
+def reserve(
+    store: EvidenceStore, setup: JudgeSetup, spender: Spender, chunk: int, projected: float
+) -> tuple[Reservation | None, Decision, tuple[Standing, ...]]:
+    """Reserve the projected spend, then run the preflight counting everyone else's reservations.
+
+    Reserving *before* reading means two concurrent batches always see at least one of each
+    other's reservations, so together they cannot pass a limit that each alone fits under. When
+    only other live reservations stop a batch (`Decision.contended`), it withdraws and tries
+    again after a random pause, so a race ends with one winner rather than two losers.
+    Returns the reservation (when one is held), the decision and the block budgets' standings.
+    """
+
+    def check(reservation: Reservation | None) -> tuple[Decision, tuple[Standing, ...]]:
+        return assess(
+            store,
+            setup.budgets,
+            projected,
+            spender.suite,
+            spender.subject,
+            spender.at,
+            reservation=reservation,
+        )
+
+    if projected <= 0 or not any(
+        scope_matches(budget.scope, spender.suite, spender.subject)
+        for budget in setup.budgets or []
+    ):
+        return None, *check(None)  # nothing to hold: no spend, no budget, or budgets unreadable
+    for attempt in range(CONTENTION_RETRIES + 1):
+        try:
+            reservation = reservations.reserve(
+                store,
+                run_id=spender.run_id,
+                chunk=chunk,
+                suite=spender.suite,
+                subject=spender.subject,
+                amount_usd=projected,
+                now=spender.at,
+            )
+        except Exception as exc:  # a reservation that cannot be written refuses (fail closed)
+            why = f"budget reservation not written ({type(exc).__name__})"
+            return None, refused(projected, why), ()
+        decision, standings = check(reservation)
+        if decision.allowed:
+            return reservation, decision, standings
+        release(store, reservation)
+        if not decision.contended or attempt == CONTENTION_RETRIES:
+            return None, decision, ()
+        time.sleep(random.uniform(0.5, 1.5) * CONTENTION_PAUSE_SECONDS * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+
+
+@dataclass
+class Guard:
+    """A judging's actual spend against its block budgets, across its batches (step 5)."""
+
+    decision: Decision
+    """The preflight's decision that let it spend."""
+    standings: tuple[Standing, ...]
+    """Where each block budget stood at the preflight."""
+    actual_usd: float = 0.0
+    stopped: Decision | None = None
+    """The `blocked` decision, once the actual spend passed a block budget's limit."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def paid(self, cost_usd: float) -> None:
+        with self._lock:
+            self.actual_usd += cost_usd
+            if self.stopped is None:
+                self.stopped = spent_past(self.decision, self.standings, self.actual_usd)
+
+
+class BudgetSpent(Exception):
+    """Stops a batch's calls: its actual spend passed a block budget (see `Guard`)."""
+
+
+@dataclass
+class Spend:
+    """Records one batch's spend in the ledger as its calls return (see `assay.finops.ledger`)."""
+
+    store: EvidenceStore
+    setup: JudgeSetup
+    spender: Spender
+    chunk: int
+    reservation: Reservation | None
+    guard: Guard
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    over_bound: int = 0
+    parts: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _record(self, calls: int, used_in: int, used_out: int, **which: Any) -> float:
+        cost = price(self.setup.prices, used_in, used_out)
+        record_cost(
+            self.store,
+            CostRecord(
+                run_id=self.spender.run_id,
+                chunk=self.chunk,
+                suite=self.spender.suite,
+                subject=self.spender.subject,
+                model=self.setup.model or "",
+                prompt_version=self.setup.prompt_version or "",
+                calls=calls,
+                input_tokens=used_in,
+                output_tokens=used_out,
+                cost_usd=cost,
+                at=self.spender.at,
+                reservation=self.reservation.id if self.reservation else None,
+                **which,
+            ),
+        )
+        return cost
+
+    def call(self, verdict: Verdict | PairVerdict) -> None:
+        """Append one returned call's spend to the ledger (write-once, its own record)."""
+        part = uuid.uuid4().hex
+        cost = self._record(1, verdict.input_tokens, verdict.output_tokens, part=part)
+        with self._lock:
+            self.parts.append(part)
+            self.cost_usd += cost
+            self.input_tokens += verdict.input_tokens
+            self.output_tokens += verdict.output_tokens
+            self.over_bound += verdict.output_tokens > self.setup.max_output_tokens
+        self.guard.paid(cost)
+
+    def close(self) -> None:
+        """Write the batch's summary, which stands for its calls' records from now on."""
+        if self.parts:
+            covers = sorted(self.parts)
+            self._record(
+                len(covers),
+                self.input_tokens,
+                self.output_tokens,
+                batch=uuid.uuid4().hex,
+                covers=covers,
+            )
