@@ -191,7 +191,7 @@ class AssayClient:
             raise AssayAPIError(None, {"title": "unreachable", "detail": detail}) from None
         return self._checked(response, response.content)
 
-    def is_pages(self, path: str, params: Mapping[str, Any]) -> Iterator[Answer]:
+    def _pages(self, path: str, params: Mapping[str, Any]) -> Iterator[Answer]:
         query = {name: value for name, value in params.items() if value is not None}
         while True:
             page = self._request("GET", path, params=query)
@@ -293,6 +293,21 @@ class AssayClient:
         `--json` in client mode prints it)."""
         return self._request("GET", path).body
 
+    def report(self, run_id: str) -> str:
+        """A run's HTML report page (as `assay report RUN_ID` writes it)."""
+        read = httpx.Timeout(self.timeout)
+        path = f"/runs/{_segment(run_id)}/report"
+        try:
+            response = self._http.request("GET", path, timeout=read)
+        except httpx.RequestError as exc:
+            detail = self._unanswered("GET", path, exc, self.timeout)
+            raise AssayAPIError(None, {"title": "unreachable", "detail": detail}) from None
+        if response.is_success and media_type(response) == "text/html":
+            self._answered = True
+            return response.text
+        self._checked(response, response.content)  # the service's problem, or not Assay's
+        raise not_assay(f"{answer_source(response)}, not a report page")
+
     def result(self, run_id: str) -> EvalResult | RunState:
         """A run's EvalResult once completed, else its state (queued or running)."""
         answer = self._request("GET", f"/runs/{_segment(run_id)}")
@@ -300,14 +315,14 @@ class AssayClient:
 
     def runs(self, suite: str | None = None, subject: str | None = None) -> list[dict[str, Any]]:
         """Recorded runs (their aggregates), newest first."""
-        pages = self.is_pages("/runs", {"suite": suite, "subject": subject})
+        pages = self._pages("/runs", {"suite": suite, "subject": subject})
         return [run for page in pages for run in page.body["items"]]
 
     def cases(self, run_id: str, status: str | None = None) -> list[CaseResult]:
         """Each case of a completed run (`status`: passed, failed, skipped or error)."""
         from assay.runs.cases import CaseResult
 
-        pages = self.is_pages(f"/runs/{_segment(run_id)}/cases", {"status": status, "limit": 500})
+        pages = self._pages(f"/runs/{_segment(run_id)}/cases", {"status": status, "limit": 500})
         return [
             validated(CaseResult, item, page.source)
             for page in pages
@@ -392,7 +407,7 @@ class AssayClient:
         """Findings, newest first."""
         params = {"suite": suite, "subject": subject, "kind": kind, "since": since}
         return [
-            finding for page in self.is_pages("/findings", params) for finding in page.body["items"]
+            finding for page in self._pages("/findings", params) for finding in page.body["items"]
         ]
 
 

@@ -1,10 +1,12 @@
 """Statistics for honest denominators (SPEC §1.3, §7, §9).
 
 Every rate Assay shows carries a 95% interval; regressions, calibration and scorecards compare
-rates with the intervals below. Formulas come from statsmodels/scipy wherever those libraries
-implement them; the one interval they lack (Newcombe's paired-difference interval) is written out
-here once, with its citation. statsmodels and scipy are imported inside the functions because
-importing them costs about 1.5 s, which CLI commands that never compute a statistic should not pay.
+rates with the intervals below. What every suite run computes — Wilson and Newcombe intervals,
+the minimum detectable drop — is closed-form (or a few Newton steps) on the standard library, each
+written out once with its citation and tested against statsmodels' value; the exact McNemar test
+takes scipy's binomial distribution. statsmodels (~0.7 s to import) is left to the calibration
+figures (kappa), and scipy (~0.2–0.5 s) is imported inside the functions that need it, so a run
+or a CLI command that never computes such a figure does not pay for either.
 """
 
 from __future__ import annotations
@@ -53,15 +55,6 @@ class Trend(NamedTuple):
     n: int
 
 
-RUN_LIBRARIES = (
-    "statsmodels.stats.proportion",
-    "statsmodels.stats.contingency_tables",
-    "statsmodels.stats.power",
-)
-"""What every suite run's figures need: Wilson, Newcombe (vs the baseline), exact McNemar, the
-minimum detectable drop (see `assay.preload`)."""
-
-
 def _scipy_stats() -> Any:
     """scipy.stats, imported on first use (heavy); scipy ships no type information."""
     import scipy.stats  # type: ignore[import-untyped]
@@ -70,13 +63,25 @@ def _scipy_stats() -> Any:
 
 
 def wilson(successes: int, n: int, alpha: float = 0.05) -> Interval | None:
-    """Wilson score interval for successes/n; None when n == 0 (no data, no interval)."""
+    """Wilson score interval for successes/n; None when n == 0 (no data, no interval).
+
+    Wilson EB, "Probable inference, the law of succession, and statistical inference", J Am Stat
+    Assoc 1927;22:209–212: with p = x/n and z the 1 − α/2 normal quantile,
+    (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n), clamped to [0, 1] — the arithmetic of
+    statsmodels' `proportion_confint(method="wilson")`, in its order (tests: equal to 1e-12).
+    """
     if n == 0:
         return None
-    from statsmodels.stats.proportion import proportion_confint  # heavy import, paid on use
-
-    lo, hi = proportion_confint(successes, n, alpha=alpha, method="wilson")
-    return Interval(max(0.0, float(lo)), min(1.0, float(hi)))
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denominator
+    # At 0/n and n/n a limit is exactly 0 or 1; the arithmetic leaves a rounding error there.
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(lo, hi)
 
 
 def newcombe_diff(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> Interval | None:
@@ -90,8 +95,8 @@ def newcombe_diff(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> In
     proportions: comparison of eleven methods", Stat Med 1998;17:873–890: with Wilson limits
     (l1, u1) for p1 = x1/n1 and (l2, u2) for p2 = x2/n2,
     lo = (p1 − p2) − sqrt((p1 − l1)² + (u2 − p2)²) and
-    hi = (p1 − p2) + sqrt((u1 − p1)² + (p2 − l2)²). Computed by statsmodels
-    `confint_proportions_2indep(method="newcomb", compare="diff")`.
+    hi = (p1 − p2) + sqrt((u1 − p1)² + (p2 − l2)²), as statsmodels'
+    `confint_proportions_2indep(method="newcomb", compare="diff")` computes it (tests: to 1e-12).
 
     Args:
         x1: Successes in the first sample (e.g. the candidate run).
@@ -103,14 +108,13 @@ def newcombe_diff(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> In
     Returns:
         The interval, clamped to [−1, 1]; None when either sample is empty.
     """
-    if n1 == 0 or n2 == 0:
+    first, second = wilson(x1, n1, alpha), wilson(x2, n2, alpha)
+    if first is None or second is None:
         return None
-    from statsmodels.stats.proportion import confint_proportions_2indep  # heavy import
-
-    lo, hi = confint_proportions_2indep(
-        x1, n1, x2, n2, method="newcomb", compare="diff", alpha=alpha
-    )
-    return Interval(max(-1.0, float(lo)), min(1.0, float(hi)))
+    p1, p2 = x1 / n1, x2 / n2
+    lo = (p1 - p2) - math.sqrt((p1 - first.lo) ** 2 + (second.hi - p2) ** 2)
+    hi = (p1 - p2) + math.sqrt((p2 - second.lo) ** 2 + (first.hi - p1) ** 2)
+    return Interval(max(-1.0, lo), min(1.0, hi))
 
 
 def paired_diff(
@@ -189,8 +193,9 @@ def mcnemar_exact(first_only: int, second_only: int) -> float:
     approximation is unreliable. McNemar Q, "Note on the sampling error of the difference between
     correlated proportions or percentages", Psychometrika 1947;12:153–157; exact (conditional)
     form as in Fagerland MW, Lydersen S, Laake P, "The McNemar test for binary matched-pairs
-    data", BMC Med Res Methodol 2013;13:91: p = min(1, 2·P(X ≤ min(b, c))), X ~ Bin(b + c, 1/2).
-    Computed by statsmodels `mcnemar(exact=True)`.
+    data", BMC Med Res Methodol 2013;13:91: p = min(1, 2·P(X ≤ min(b, c))), X ~ Bin(b + c, 1/2),
+    as statsmodels' `mcnemar(exact=True)` computes it; P from scipy's binomial distribution
+    function (`scipy.special.bdtr`).
 
     Args:
         first_only: Pairs where only the first succeeded (b).
@@ -201,10 +206,10 @@ def mcnemar_exact(first_only: int, second_only: int) -> float:
     """
     if first_only + second_only == 0:
         return 1.0
-    from statsmodels.stats.contingency_tables import mcnemar  # heavy import
+    from scipy.special import bdtr  # type: ignore[import-untyped]  # heavy import, paid on use
 
-    result = mcnemar([[0, first_only], [second_only, 0]], exact=True)
-    return min(1.0, float(result.pvalue))
+    tail = float(bdtr(min(first_only, second_only), first_only + second_only, 0.5))
+    return min(1.0, 2.0 * tail)
 
 
 def cohens_kappa(table: Sequence[Sequence[int]], alpha: float = 0.05) -> Kappa:
@@ -460,6 +465,11 @@ def _check_trials(n: int, c: int, k_max: int) -> None:
         raise ValueError(f"need 0 <= c <= n and 1 <= k_max <= n, got n={n}, c={c}, k_max={k_max}")
 
 
+_NEWTON_STEPS = 4
+"""Newton steps for the minimum detectable effect: from its one-tail start the error falls below
+1e-15 within three (tests)."""
+
+
 def minimum_detectable_drop(
     baseline_rate: float, n_baseline: int, n_candidate: int, alpha: float = 0.05, power: float = 0.8
 ) -> float | None:
@@ -467,29 +477,28 @@ def minimum_detectable_drop(
     `power`, with these two sample sizes.
 
     Cohen J, Statistical Power Analysis for the Behavioral Sciences, 2nd ed., 1988, ch. 6: the
-    effect size of two proportions is h = 2·asin(√p1) − 2·asin(√p2). statsmodels'
-    `NormalIndPower().solve_power` finds the h that reaches `power` (nobs1 = the baseline's n,
-    ratio = n_candidate/n_baseline); the rate it stands for is p2 = sin(asin(√p1) − h/2)², and
-    the drop p1 − p2. When even a drop to 0 has less effect than h, the drop is the whole
-    baseline rate (the suite cannot see any drop with that power).
+    effect size of two proportions is h = 2·asin(√p1) − 2·asin(√p2). The h that reaches `power`
+    solves Φ(h√m − z) + Φ(−h√m − z) = power, with z the 1 − α/2 normal quantile and
+    m = n1·n2/(n1 + n2) — the two-sided power of statsmodels' `NormalIndPower` (nobs1 = the
+    baseline's n, ratio = n_candidate/n_baseline): at this h statsmodels' power is `power` to
+    1e-12 (tests; its own `solve_power` stops ~1e-5 short). Solved by Newton's method from
+    h = (z + z_power)/√m, where the far tail is negligible. The rate it stands for is
+    p2 = sin(asin(√p1) − h/2)², and the drop p1 − p2. When even a drop to 0 has less effect than
+    h, the drop is the whole baseline rate (the suite cannot see any drop with that power).
 
     Returns:
         The drop in [0, baseline_rate]; None when either run has no cases.
     """
     if n_baseline <= 0 or n_candidate <= 0:
         return None
-    from statsmodels.stats.power import NormalIndPower  # heavy import
-
-    h = float(
-        NormalIndPower().solve_power(
-            effect_size=None,
-            nobs1=n_baseline,
-            alpha=alpha,
-            power=power,
-            ratio=n_candidate / n_baseline,
-            alternative="two-sided",
-        )
-    )
+    normal = NormalDist()
+    z = normal.inv_cdf(1 - alpha / 2)
+    root = math.sqrt(n_baseline * n_candidate / (n_baseline + n_candidate))
+    h = (z + normal.inv_cdf(power)) / root
+    for _ in range(_NEWTON_STEPS):
+        near, far = h * root - z, -h * root - z
+        shortfall = normal.cdf(near) + normal.cdf(far) - power
+        h -= shortfall / (root * (normal.pdf(near) - normal.pdf(far)))
     angle = math.asin(math.sqrt(min(max(baseline_rate, 0.0), 1.0))) - h / 2
     lowest = math.sin(angle) ** 2 if angle > 0 else 0.0
     return baseline_rate - lowest

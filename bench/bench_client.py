@@ -1,13 +1,17 @@
-"""Client-mode benchmark: a 10-case `assay run` through a warm service (`ASSAY_URL`) against the
-same command run in-process.
+"""Client-mode benchmark: a 10-case `assay run` the default way (through the local Assay service
+`assay server start` keeps), through a warm service (`ASSAY_URL`), and in-process (`--local`).
 
-Starts a lasting Prefect server (`assay server start`) and `assay serve` on it (a fresh local
-store), writes a 10-case suite (the first 10 cases of the example support-bot suite, as a JSON
-suite file) and its v1 outputs, then times, each a fresh subprocess (wall time, median of
-`--repeat` after one unmeasured warm-up that publishes the suite):
+Starts the lasting local servers (`assay server start`: Prefect's, and the Assay service on the
+command's store) and another `assay serve` on the same Prefect API (a fresh store), writes a
+10-case suite (the first 10 cases of the example support-bot suite, as a JSON suite file) and its
+v1 outputs, then times, each a fresh subprocess (wall time, median of `--repeat` after one
+unmeasured warm-up that publishes the suite):
 
-- in-process: `assay run SUITE --outputs OUT --subject agent:bench --json` with the store local
-  and the flow run on the lasting server (the CLI's warm path);
+- default: `assay run SUITE --outputs OUT --subject agent:bench --json` — through the local
+  service, the outputs named by path; whether that CLI process imported Prefect is printed,
+  with `python -c "import prefect"` alone beside it;
+- in-process: the same command with `--local`, the flow run on the lasting server (the CLI's
+  warm in-process path); its JSON must equal the default's but for the run's identity;
 - client: the same command with `ASSAY_URL` and `ASSAY_TOKEN` set: the CLI publishes the suite
   (200, identical) and posts the outputs inline; the service runs the flow. Timed against an
   idle service (each command starts once the previous run's flow run has ended: the service
@@ -117,6 +121,33 @@ def post_seconds(service: Service, outputs: Path, repeat: int, idle_api: str) ->
     return statistics.median(times)
 
 
+def imports_prefect(command: list[str], env: dict[str, str]) -> bool:
+    """Whether `command` (an `assay` command) imports Prefect in its own process."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "assay.cli", *command[len(ASSAY) :]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return any(line.rstrip().endswith("| prefect") for line in done.stderr.splitlines())
+
+
+def import_seconds(module: str, env: dict[str, str], repeat: int) -> float:
+    """Median wall time of `python -c "import MODULE"` (interpreter start-up included)."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {module}"], env=env, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def comparable(result: dict[str, object]) -> dict[str, object]:
+    """A run's JSON but for its identity, time and comparison with the runs before it."""
+    return {k: v for k, v in result.items() if k not in ("run_id", "occurred_at", "regression")}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="runs per median")
@@ -137,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         command = [*ASSAY, "run", str(suite), "--outputs", str(outputs)]
         command += ["--subject", "agent:bench", "--json"]
-        local, local_result = measure(command, env, args.repeat)
+        default, default_result = measure(command, env, args.repeat, idle_api=api)
+        default_imports_prefect = imports_prefect(command, env)
+        prefect_import = import_seconds("prefect", env, args.repeat)
+        local, local_result = measure([*command, "--local"], env, args.repeat)
         client_env = {
             **env,
             "ASSAY_URL": service.url,
@@ -156,16 +190,21 @@ def main(argv: list[str] | None = None) -> int:
         if service is not None:
             service.stop()
         subprocess.run([*ASSAY, "server", "stop"], env=env, capture_output=True)
-    for result in (local_result, remote_result):
+    for result in (default_result, local_result, remote_result):
         metrics = result["metrics"]
         assert isinstance(metrics, dict) and metrics["cases"] == CASES, metrics
     local_passed = local_result["metrics"]["passed"]  # type: ignore[index]
     if remote_result["metrics"]["passed"] != local_passed:  # type: ignore[index]
         print("benchmark failed: the two runs disagree", file=sys.stderr)
         return 1
+    if comparable(default_result) != comparable(local_result):
+        print("benchmark failed: the default and --local JSON differ", file=sys.stderr)
+        return 1
     ratio = remote / local
     rows = [
-        ("10-case assay run, in-process (lasting server)", local, ""),
+        ("10-case assay run, default (local service)", default, "≤ 0.5 s", default <= 0.5),
+        ("  python -c 'import prefect' alone", prefect_import, ""),
+        ("10-case assay run, --local (in-process, lasting server)", local, ""),
         ("10-case assay run, ASSAY_URL (warm, idle service)", remote, "≤ 0.5 s", remote <= 0.5),
         ("10-case assay run, ASSAY_URL, back-to-back", back_to_back, ""),
         ("  of which: POST /runs alone (the service's flow)", flow_only, ""),
@@ -179,9 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     for label, seconds, goal, *met in rows:
         mark = "" if not met else ("  met" if met[0] else "  NOT MET")
         print(f"{label:<52} {seconds:>8.3f} s" + (f"  goal {goal}{mark}" if goal else ""))
+    label = "  the default run's CLI process imported Prefect"
+    print(f"{label:<52} {default_imports_prefect}")
     goal = "met" if ratio <= 0.3 else "NOT MET"
     print(f"{'  ratio client / in-process':<52} {ratio:>8.3f}    goal ≤ 0.3×  {goal}")
-    figures = {
+    figures: dict[str, float] = {
+        "default_s": default,
+        "import_prefect_s": prefect_import,
         "in_process_s": local,
         "client_s": remote,
         "client_back_to_back_s": back_to_back,

@@ -1,4 +1,5 @@
-"""Judge benchmark: 1,000 judged cases against a local judge with 100 ms latency, concurrency 16.
+"""Judge benchmark: 1,000 judged cases against a local judge with 100 ms latency, concurrency 16
+(or `auto` against a judge that answers 429 beyond `--provider-limit` calls at once).
 
 Starts the scripted OpenAI-compatible judge server of the tests (`tests/judge_server.py`) in a
 subprocess, answering every `POST /v1/chat/completions` with a passing verdict after a fixed
@@ -6,11 +7,17 @@ delay, and judges a generated suite (one `llm_judge` check per case) through the
 `assay.runs.judging.judge_chunk` (verdict cache, FinOps preflight, bounded concurrency, cost ledger)
 with a `FileStore`, the `OpenAIJudge` adapter and the real `openai` SDK over real HTTP. Prints
 
-    wall time, the ideal (cases x latency / concurrency), ideal / wall as a percentage
-    (goal >= 80%), and the calls made; then the same suite again, answered by the verdict
-    cache: calls made (goal 0) and wall time.
+    wall time, the ideal (cases x latency / calls at once), ideal / wall as a percentage
+    (goal >= 80%), and the calls made; with a provider limit, the 429s backed off and the most
+    calls in flight; then the same suite again, answered by the verdict cache: calls made
+    (goal 0) and wall time.
 
-    python bench/bench_judge.py [--cases 1000] [--concurrency 16] [--latency 0.1]
+    python bench/bench_judge.py [--cases 1000] [--concurrency 16|auto] [--latency 0.1]
+                                [--provider-limit N]
+
+`--concurrency auto --provider-limit 32` is the adaptive scenario: with the default settings,
+against a judge that answers in 100 ms and with 429 (`Retry-After-Ms: 100`) beyond 32 calls at
+once, 1,000 judged cases in <= 5 s (ideal 1,000 x 0.1 s / 32 = 3.1 s), every 429 backed off.
 
 Exit status: 0 when every run succeeded and counted what was expected (every case judged and
 passed the first time, every verdict a cache hit the second time) whatever the goals say: this
@@ -42,6 +49,8 @@ if str(ROOT) not in sys.path:  # `tests.judge_server` and the packages, run from
 from assay.finops.pricing import Prices  # noqa: E402
 from assay.hashing import OutputHasher, store_secret  # noqa: E402
 from assay.judge import OpenAIJudge, load_prompt  # noqa: E402
+from assay.judge.concurrency import run_slots  # noqa: E402
+from assay.judge.config import AUTO, DEFAULT_CONCURRENCY_CEILING, Concurrency  # noqa: E402
 from assay.judge.service import JudgeSetup  # noqa: E402
 from assay.outputs.candidate import CandidateOutput  # noqa: E402
 from assay.runs.judging import ChunkJudgement, judge_chunk  # noqa: E402
@@ -51,6 +60,7 @@ from assay.store import FileStore  # noqa: E402
 from assay.suites.suite import load_suite  # noqa: E402
 
 GOAL_RATIO = 0.80
+GOAL_ADAPTIVE_SECONDS = 5.0
 MODEL = "bench-judge-1"
 PRICES = Prices(input_per_million=1.0, output_per_million=2.0)
 SERVER_START_SECONDS = 30.0
@@ -60,33 +70,43 @@ TOPICS = ["refund", "exchange", "store credit", "cancellation", "warranty", "shi
 # ---------------------------------------------------------------- the judge server
 
 
-def serve(port: int, latency: float) -> None:
+def serve(port: int, latency: float, capacity: int | None) -> None:
     """Run the tests' scripted judge server on 127.0.0.1:`port` until killed.
 
-    Every completion is a passing verdict answered after `latency` seconds. Two routes are
-    added for the benchmark: `GET /stats` (requests received, most in flight at once) and
-    `POST /reset`.
+    Every completion is a passing verdict answered after `latency` seconds; with a `capacity`,
+    a request arriving while that many are served is answered 429 at once. Two routes are
+    added for the benchmark: `GET /stats` (requests received, 429s for capacity, most in flight
+    at once, calls served at once on average) and `POST /reset`.
     """
     import uvicorn
 
     from tests.judge_server import JudgeServer, slow
 
     state = JudgeServer()
-    state.script(default=slow(latency))
+    state.script(default=slow(latency), capacity=capacity)
     app = state.app()
 
     @app.get("/stats")
     async def stats() -> dict[str, float]:
+        requests = state.requests
+        served = [r for r in requests if not r.over_capacity and r.finished is not None]
+        busy = max((r.finished or 0.0 for r in served), default=0.0) - min(
+            (r.arrived for r in served), default=0.0
+        )
         return {
-            "requests": len(state.requests),
+            "requests": len(requests),
+            "over_capacity": sum(r.over_capacity for r in requests),
             "max_in_flight": state.max_in_flight,
+            "mean_served": sum((r.finished or 0.0) - r.arrived for r in served) / busy
+            if busy > 0
+            else 0.0,
             "cpu_seconds": time.process_time(),
         }
 
     @app.post("/reset")
     async def reset() -> dict[str, bool]:
         state.reset()
-        state.script(default=slow(latency))
+        state.script(default=slow(latency), capacity=capacity)
         return {"reset": True}
 
     uvicorn.run(
@@ -115,10 +135,11 @@ def _http(url: str, method: str = "GET") -> dict[str, Any]:
 class Server:
     """The judge server subprocess (its own interpreter, so it does not share Assay's GIL)."""
 
-    def __init__(self, latency: float, log: Path) -> None:
+    def __init__(self, latency: float, capacity: int | None, log: Path) -> None:
         self.port = _free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self._log = log.open("wb")
+        limit = [] if capacity is None else ["--provider-limit", str(capacity)]
         self._process = subprocess.Popen(
             [
                 sys.executable,
@@ -128,6 +149,7 @@ class Server:
                 str(self.port),
                 "--latency",
                 str(latency),
+                *limit,
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -246,7 +268,15 @@ class Run:
     wall: float
     judgement: ChunkJudgement
     server_requests: int
+    over_capacity: int
+    """Requests the server answered 429 because its limit of calls at once was reached."""
     max_in_flight: int
+    mean_served: float
+    """Calls the server served at once on average over the run."""
+    window_peak: int
+    """The most calls the run's window let into flight at once (retries waiting included)."""
+    backed_off: int
+    """429s the run's window counted (each backed off for its `Retry-After`, then retried)."""
     client_cpu: float
     """CPU seconds of this process (Assay, the openai SDK, the store) during the run."""
     server_cpu: float
@@ -258,7 +288,7 @@ class Run:
         return sum(1 for outcome in self.judgement.outcomes.values() if outcome.status is status)
 
 
-def judge_setup(base_url: str, concurrency: int) -> JudgeSetup:
+def judge_setup(base_url: str, concurrency: Concurrency) -> JudgeSetup:
     """The setup `blocks.judge_settings.judge_setup` builds from `ASSAY_JUDGE_MODEL`,
     `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` and the price variables —
     without reading the FinOps budgets from Prefect (no Prefect API here): no budget applies, the
@@ -295,12 +325,17 @@ def judge_once(
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu
     stats = server.stats()
+    window = run_slots(label, setup.max_concurrency, setup.concurrency_ceiling)
     return Run(
         label=label,
         wall=wall,
         judgement=judgement,
         server_requests=int(stats["requests"]),
+        over_capacity=int(stats["over_capacity"]),
         max_in_flight=int(stats["max_in_flight"]),
+        mean_served=float(stats["mean_served"]),
+        window_peak=window.peak,
+        backed_off=window.congestion["429"],
         client_cpu=cpu,
         server_cpu=float(stats["cpu_seconds"]) - server_cpu,
         store_writes=store.writes,
@@ -309,13 +344,15 @@ def judge_once(
 
 
 def check(run: Run, calls: int, cache_hits: int, requests: int, passes: int) -> None:
-    """Raise unless the run made exactly these calls, hits, server requests and passes."""
-    expected = (calls, cache_hits, requests, passes)
+    """Raise unless the run made exactly these calls, hits, server requests (besides the 429s
+    it backed off, each counted by its window) and passes."""
+    expected = (calls, cache_hits, requests, passes, run.over_capacity)
     got = (
         run.judgement.calls,
         run.judgement.cache_hits,
-        run.server_requests,
+        run.server_requests - run.over_capacity,
         run.count(Status.PASS),
+        run.backed_off,
     )
     if got != expected:
         raise BenchError(
@@ -325,8 +362,11 @@ def check(run: Run, calls: int, cache_hits: int, requests: int, passes: int) -> 
 
 
 def report(args: argparse.Namespace, first: Run, cached: Run) -> None:
-    ideal = args.cases * args.latency / args.concurrency
+    at_once = DEFAULT_CONCURRENCY_CEILING if args.concurrency == AUTO else args.concurrency
+    at_once = min(at_once, args.provider_limit or at_once)
+    ideal = args.cases * args.latency / at_once
     ratio = ideal / first.wall
+    limit = f" · provider limit {args.provider_limit} at once (429 beyond)"
     print()
     print(
         f"machine: nproc {os.cpu_count()} · Python {platform.python_version()} "
@@ -334,28 +374,41 @@ def report(args: argparse.Namespace, first: Run, cached: Run) -> None:
     )
     print(
         f"{args.cases} cases, one llm_judge check each · judge latency {args.latency * 1000:.0f} ms"
-        f" per call · concurrency {args.concurrency} · path: assay.runs.judging.judge_chunk + "
-        "OpenAIJudge (openai SDK, HTTP)"
+        f" per call · concurrency {args.concurrency}{limit if args.provider_limit else ''} · "
+        "path: assay.runs.judging.judge_chunk + OpenAIJudge (openai SDK, HTTP)"
     )
     print()
     print(f"judged run   wall time      : {first.wall:8.2f} s")
     print(
         f"             ideal          : {ideal:8.2f} s  "
-        f"({args.cases} x {args.latency:g} s / {args.concurrency})"
+        f"({args.cases} x {args.latency:g} s / {at_once})"
     )
     print(
         f"             ideal / wall   : {ratio:8.1%}    goal >= {GOAL_RATIO:.0%}  "
         f"{'PASS' if ratio >= GOAL_RATIO else 'FAIL'}"
     )
+    if args.concurrency == AUTO and args.provider_limit:
+        print(
+            f"             wall <= {GOAL_ADAPTIVE_SECONDS:g} s    :     "
+            f"{'PASS' if first.wall <= GOAL_ADAPTIVE_SECONDS else 'FAIL'}"
+        )
     print(
         f"             calls made     : {first.judgement.calls:8d}    "
         f"(server received {first.server_requests}, at most {first.max_in_flight} in flight)"
     )
+    print(
+        f"             429s backed off: {first.backed_off:8d}    (the server refused "
+        f"{first.over_capacity}; every one retried after its Retry-After)"
+    )
+    print(
+        f"             in flight      : {first.window_peak:8d}    at most (the window, "
+        f"retries waiting included); {first.mean_served:.1f} served at once on average"
+    )
     print(f"             cost (ledger)  : {first.judgement.cost_usd:10.6f} USD")
     print(
         f"             store writes   : {first.store_seconds:8.2f} s in {first.store_writes} "
-        "(fsync'd verdict-cache records written as verdicts arrive, overlapping the calls; "
-        "+ 1 ledger record)"
+        "(fsync'd: a ledger and a verdict-cache record per call as it returns, overlapping "
+        "the calls; + 1 batch summary)"
     )
     print(
         f"             CPU            : {first.client_cpu:8.2f} s here (Assay + openai SDK), "
@@ -376,7 +429,15 @@ def report(args: argparse.Namespace, first: Run, cached: Run) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--concurrency",
+        type=lambda text: AUTO if text == AUTO else int(text),
+        default=16,
+        help="calls in flight (a number), or auto",
+    )
+    parser.add_argument(
+        "--provider-limit", type=int, help="the judge answers 429 beyond this many calls at once"
+    )
     parser.add_argument("--latency", type=float, default=0.1, help="judge seconds per call")
     parser.add_argument("--workdir", type=Path, help="default: a temporary folder, removed")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -386,10 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         if args.port is None:
             parser.error("--serve needs --port")
-        serve(args.port, args.latency)
+        serve(args.port, args.latency, args.provider_limit)
         return 0
-    if args.cases < 1 or args.concurrency < 1 or args.latency <= 0:
-        parser.error("need --cases >= 1, --concurrency >= 1 and --latency > 0")
+    if args.cases < 1 or args.latency <= 0 or (args.concurrency != AUTO and args.concurrency < 1):
+        parser.error("need --cases >= 1, --concurrency >= 1 or auto, and --latency > 0")
 
     for name in ("NO_PROXY", "no_proxy"):  # a proxy from the environment must not see 127.0.0.1
         os.environ[name] = "127.0.0.1,localhost"
@@ -406,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         store_root = workdir / "store"
         shutil.rmtree(store_root, ignore_errors=True)
         store = TimedFileStore(store_root)
-        server = Server(args.latency, workdir / "judge-server.log")
+        server = Server(args.latency, args.provider_limit, workdir / "judge-server.log")
         setup = judge_setup(server.base_url, args.concurrency)
         print(f"workdir {workdir} · judge server {server.base_url}", flush=True)
 

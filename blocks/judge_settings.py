@@ -3,8 +3,8 @@ configuration every path judges with.
 
 A JudgeSettings is a saved block, or one built unsaved from the environment
 (`JudgeSettings.from_env`: `ASSAY_JUDGE_MODEL` + `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
-`ASSAY_JUDGE_CONCURRENCY`, the price variables, `ASSAY_JUDGE_REDACT`), or, in a suite run's
-chunk, one rebuilt from the settings the run resolved where it was launched
+`ASSAY_JUDGE_CONCURRENCY` and its `_CEILING`, the price variables, `ASSAY_JUDGE_REDACT`), or, in a
+suite run's chunk, one rebuilt from the settings the run resolved where it was launched
 (`JudgeSettings.from_config`, with this process's `OPENAI_API_KEY`). `judge_setup` hands a task
 its judge (and `JudgeSettings.embedder` the outcome score its embedder) from one of them, with
 every saved FinOpsBudget; with none, the checks are skipped with the reason.
@@ -161,6 +161,7 @@ class JudgeSettings(Block, JudgeFields):
             redaction=redaction,
             repeats=repeats or self.judge_repeats,
             max_concurrency=self.max_concurrency,
+            concurrency_ceiling=self.concurrency_ceiling,
             prices=Prices(
                 input_per_million=self.input_price_per_million,
                 output_per_million=self.output_price_per_million,

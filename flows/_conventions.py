@@ -82,26 +82,10 @@ def assay_flow(
 
         @functools.wraps(body)
         def run(options: OptionsT) -> ResultT:
-            caller = _running.get()
-            if caller is not None and not caller.starting_subflow:
-                raise RuntimeError(
-                    f"flow {caller.flow} runs {body.__name__} directly: call run_subflow, so "
-                    "that the subflow run is tagged like its caller"
-                )
-            running = _Running(
-                flow=body.__name__,
-                tags=frozenset(TagsContext.get().current_tags),
-                report_left_to_caller=caller is not None and caller.publishes_subflow_reports,
-                publishes_subflow_reports=publishes_subflow_reports,
-            )
-            token = _running.set(running)
-            try:
-                with untagged_tasks():  # the flow run carries the tags
-                    result = body(options)
+            with _running_as(body.__name__, publishes_subflow_reports) as running:
+                result = body(options)
                 if not running.told:
                     tell_caller(result)
-            finally:
-                _running.reset(token)
             return result if verdict is None else verdict_state(verdict(result), result)
 
         # Prefect builds the parameters' model from the signature and resolves its names in the
@@ -121,6 +105,33 @@ def assay_flow(
         return built
 
     return build
+
+
+@contextmanager
+def _running_as(name: str, publishes_subflow_reports: bool) -> Iterator[_Running]:
+    """The body of the Assay flow `name` runs in this block, with untagged task runs; yields
+    what it records of the run (whether the caller was told).
+
+    A module-level function, not code in `assay_flow`'s wrapper: a Dask worker gets the flow run's
+    context pickled with the wrapper by value, and a `ContextVar` it named cannot be pickled."""
+    caller = _running.get()
+    if caller is not None and not caller.starting_subflow:
+        raise RuntimeError(
+            f"flow {caller.flow} runs {name} directly: call run_subflow, so that the subflow run "
+            "is tagged like its caller"
+        )
+    running = _Running(
+        flow=name,
+        tags=frozenset(TagsContext.get().current_tags),
+        report_left_to_caller=caller is not None and caller.publishes_subflow_reports,
+        publishes_subflow_reports=publishes_subflow_reports,
+    )
+    token = _running.set(running)
+    try:
+        with untagged_tasks():  # the flow run carries the tags
+            yield running
+    finally:
+        _running.reset(token)
 
 
 def _options_model(body: Callable[[OptionsT], Any]) -> type[OptionsT]:

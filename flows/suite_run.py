@@ -17,7 +17,6 @@ from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.runtime import flow_run
 from prefect.task_runners import TaskRunner
 
-from assay import stats
 from assay.preload import preload
 from assay.reports import charts
 from assay.runs.lifecycle import this_process
@@ -68,6 +67,7 @@ def _score_chunks(
     for future in as_completed(futures):
         summaries.append(future.result())
         progress.chunk_done(summaries[-1].chunk, summaries[-1].metrics)
+    progress.flush()
     return merge_chunks(summaries)
 
 
@@ -84,7 +84,7 @@ def suite_run(options: RunOptions) -> EvalResult:
     result. The verdict is the flow run's final state: `Passed` (Completed), or `Regressed` /
     `Not passed` (Failed), the EvalResult recorded and returned either way.
     """
-    preload((*stats.RUN_LIBRARIES, *charts.LIBRARIES))  # the summary and report need them
+    preload(charts.LIBRARIES)  # the report's charts, drawn at the run's end
     store = store_reference(options.store, options.storage_block)
     version = resolve_suite(store, options.suite)
     who = Subject.given_or_default(options.subject, options.outputs)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from collections.abc import Callable
 from typing import cast
 from uuid import UUID
 
@@ -126,14 +129,33 @@ def publish_scorecard(store: str) -> None:
     )
 
 
-class ProgressReporter:
-    """Keeps the progress artifact and the mutable run aggregate in step with finished chunks."""
+PROGRESS_SECONDS = 1.0
+"""How often at most a run's progress is written (the aggregate and the progress artifact): a
+100,000-case run finishes a chunk every ~0.1 s, and a write per chunk — the aggregate rewritten,
+an HTTP call to Prefect — cost it ~2 s (bench/README.md)."""
 
-    def __init__(self, store: str, aggregate: RunAggregate) -> None:
+
+class ProgressReporter:
+    """Keeps the progress artifact and the mutable run aggregate in step with finished chunks,
+    written for the first chunk, then at most every `interval` seconds, and once more by `flush`
+    at the end: a reader of the aggregate (the service's event stream) sees the chunks in
+    batches, each once, in order."""
+
+    def __init__(
+        self,
+        store: str,
+        aggregate: RunAggregate,
+        interval: float = PROGRESS_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._store = store
         self._aggregate = aggregate
         self._artifact: UUID | None = None
         self._running = RunMetrics()
+        self._interval = interval
+        self._clock = clock
+        self._written_at = -math.inf  # the first chunk is written at once: a follower sees it live
+        self._unwritten = False
         if aggregate.chunks > 1:
             created = create_progress_artifact(
                 progress=0.0, description=f"Scoring {aggregate.cases} cases"
@@ -142,15 +164,26 @@ class ProgressReporter:
 
     def chunk_done(self, chunk: int, metrics: RunMetrics) -> None:
         """Record one more finished chunk (its number, in finishing order), adding its counts to
-        the running ones."""
+        the running ones; written when the last write is `interval` old."""
         self._running.merge(metrics)
         aggregate = self._aggregate
         aggregate.chunks_done += 1
         aggregate.chunk_order.append(chunk)
         aggregate.metrics = self._running
-        update_aggregate(evidence_store(self._store), aggregate)
         progress.report(aggregate.chunks_done, aggregate.chunks)
+        self._unwritten = True
+        if self._clock() - self._written_at >= self._interval:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the progress not written yet: the aggregate, then the artifact."""
+        if not self._unwritten:
+            return
+        aggregate = self._aggregate
+        update_aggregate(evidence_store(self._store), aggregate)
         if self._artifact is not None:
             update_progress_artifact(
                 self._artifact, progress=100.0 * aggregate.chunks_done / aggregate.chunks
             )
+        self._written_at = self._clock()
+        self._unwritten = False

@@ -20,7 +20,7 @@ from assay.judge.service import NO_JUDGE_NEEDED
 from assay.outputs.slices import read_slice
 from assay.process_state import remembered
 from assay.runs.chunks import EvidenceChunk, write_chunk
-from assay.runs.judging import ChunkJudgement, judge_chunk
+from assay.runs.judging import ChunkJudgement, judge_chunk, suite_judge_setup
 from assay.runs.metrics import tally
 from assay.runs.pipeline import CaseRow, ChunkJob, ChunkSummary
 from assay.runs.sampling import select_cases
@@ -111,8 +111,11 @@ def _score_and_persist(
         if compiled.judged:  # a suite without llm_judge checks has nothing to look for
             # Launched where no judge is configured: none, whatever this process's environment.
             if job.judge_block or job.judge:
-                setup = judge_setup(
-                    job.judge_block, job.fresh_judge, job.judge_repeats, config=job.judge
+                setup = suite_judge_setup(
+                    judge_setup(
+                        job.judge_block, job.fresh_judge, job.judge_repeats, config=job.judge
+                    ),
+                    compiled.suite,
                 )
             judged = judge_chunk(
                 target,

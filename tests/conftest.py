@@ -23,7 +23,10 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
 from assay.process_state import reset_process_state  # noqa: E402
 from tests.dask_cluster import dask_cluster  # noqa: E402
-from tests.frameworks.fixtures import framework_recordings  # noqa: E402
+from tests.frameworks.fixtures import (  # noqa: E402
+    conversation_recordings,
+    framework_recordings,
+)
 from tests.judge_server import judge_env, judge_server, judge_server_session  # noqa: E402
 from tests.prefect_server import postgres_url, prefect_server  # noqa: E402
 from tests.servers import (  # noqa: E402 - fixtures for every test module; env is set first
@@ -35,6 +38,7 @@ from tests.servers import (  # noqa: E402 - fixtures for every test module; env 
 )
 
 __all__ = [
+    "conversation_recordings",
     "dask_cluster",
     "framework_recordings",
     "judge_env",

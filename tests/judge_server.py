@@ -11,7 +11,10 @@ structured-output fallbacks meet a real server. It implements `POST /v1/chat/com
 - `position_biased=True`: pairwise prompts (those asking for a `"winner"`) always get
   `"winner": "first"`, whatever order the responses come in — a judge with pure position bias;
 - `default=prefers("MARKER")`: a consistent pairwise judge that picks whichever response holds
-  the marker (`RecordedRequest.response(n)` reads a response out of the prompt).
+  the marker (`RecordedRequest.response(n)` reads a response out of the prompt);
+- `capacity=N`: a provider's limit on calls at once — a request arriving while N are being
+  served gets `over_capacity()` at once (429 with `Retry-After-Ms`, as OpenAI sends it), before
+  the script is looked at; `RecordedRequest.over_capacity` marks those.
 
 Every request is recorded (`server.requests`: body, headers, arrival and finish times, mode), and
 `server.max_in_flight` is the most requests it was serving at once, for concurrency tests.
@@ -107,6 +110,16 @@ def rate_limited(retry_after: float | None = 1.0, **options: Any) -> Reply:
     return Reply(status=429, headers=headers, message="rate limit reached", **options)
 
 
+def over_capacity(retry_after: float = 0.1) -> Reply:
+    """The 429 a provider answers beyond its limit: `Retry-After-Ms` (read first) and the
+    whole seconds of `Retry-After`."""
+    headers = {
+        "Retry-After-Ms": f"{retry_after * 1000:.0f}",
+        "Retry-After": f"{max(1, round(retry_after))}",
+    }
+    return Reply(status=429, headers=headers, message="too many requests in flight")
+
+
 def server_error(status: int = 500, **options: Any) -> Reply:
     """A 5xx (or any other status) error reply."""
     return Reply(status=status, message="the server had an error", **options)
@@ -137,6 +150,8 @@ class RecordedRequest:
     generation: int = 0
     """Which `reset` period it arrived in: one still in flight from before a reset (a test
     that gave up on a slow reply) is not counted in the next test's `max_in_flight`."""
+    over_capacity: bool = False
+    """Refused with 429 because `capacity` requests were being served (never served)."""
 
     @property
     def mode(self) -> str:
@@ -213,6 +228,8 @@ class JudgeServer:
         self._position_biased = False
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
+        self._serving = 0
+        self._capacity: int | None = None
         self._generation = 0
         self._max_in_flight = 0
         self._embedded = 0
@@ -224,6 +241,7 @@ class JudgeServer:
         rejects: Mapping[str, int] | None = None,
         llama_cpp: bool = False,
         position_biased: bool = False,
+        capacity: int | None = None,
     ) -> None:
         """Set how the server answers from now on (replaces any earlier script).
 
@@ -236,6 +254,7 @@ class JudgeServer:
             llama_cpp: Answer 500 to `json_schema` and accept `json_object`, like
                 `llama_cpp.server`.
             position_biased: Pairwise prompts always get `"winner": "first"`.
+            capacity: Requests served at once at most; one more gets `over_capacity()`.
         """
         merged = dict(LLAMA_CPP_REJECTS) if llama_cpp else {}
         merged.update(rejects or {})
@@ -244,6 +263,7 @@ class JudgeServer:
             self._default = default
             self._rejects = merged
             self._position_biased = position_biased
+            self._capacity = capacity
 
     def reset(self) -> None:
         """Forget the script, the recorded requests and the in-flight maximum."""
@@ -252,6 +272,7 @@ class JudgeServer:
             self._requests = []
             self._generation += 1
             self._in_flight = 0
+            self._serving = 0
             self._max_in_flight = 0
             self._embedded = 0
 
@@ -284,6 +305,10 @@ class JudgeServer:
             recorded.generation = self._generation
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            if self._capacity is not None and self._serving >= self._capacity:
+                recorded.over_capacity = True
+                return over_capacity()
+            self._serving += 1
             rejected = self._rejects.get(recorded.mode)
             if rejected is not None:
                 return Reply(status=rejected, message=f"{recorded.mode} is not supported")
@@ -301,6 +326,7 @@ class JudgeServer:
         with self._lock:
             if recorded.generation == self._generation:
                 self._in_flight -= 1
+                self._serving -= not recorded.over_capacity
             recorded.finished = time.monotonic()
             recorded.status = status
 

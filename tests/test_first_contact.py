@@ -138,7 +138,8 @@ def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
     tmp_path: Path, store_dir: Path
 ) -> None:
     """`assay server start` launches Prefect's own server (a real process, fresh PREFECT_HOME,
-    free port); `assay run` then records its run there and prints the run's UI link; after
+    free port) and the local Assay service; `assay run` then goes through the service, records
+    its run there and prints the run's UI link; after
     `assay server stop` the next run falls back to an ephemeral API and says how to get a UI."""
     port = free_port()
     home = tmp_path / "prefect-home"
@@ -172,7 +173,8 @@ def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
             flow_run["tags"]
         )
         assert "INFO" not in done.stderr  # the terminal stays quiet without -v
-        verbose = _assay("-v", *run, env=env, cwd=tmp_path)
+        assert "runs through the local Assay service" in done.stderr  # `server start` runs it
+        verbose = _assay("-v", *run, "--local", env=env, cwd=tmp_path)  # logs: in this process
         assert verbose.returncode == 0, verbose.stderr
         assert "INFO" in verbose.stderr and "chunk 0: 50 case(s)" in verbose.stderr
         # The UI on a non-4200 port is told where its API is.

@@ -22,7 +22,7 @@ from assay.hashing import OutputHasher, store_secret
 from assay.judge import circuit
 from assay.judge.cache import cache_key
 from assay.judge.circuit import BREAKER_FAILURES, CIRCUIT_OPEN, CIRCUIT_OPEN_WHY
-from assay.judge.config import DEFAULT_JUDGE_CONCURRENCY
+from assay.judge.config import AUTO_START_CONCURRENCY
 from assay.judge.openai_adapter import OpenAIJudge
 from assay.judge.port import JudgeRequest
 from assay.judge.prompts import load_prompt
@@ -75,7 +75,7 @@ def test_a_judge_that_never_answers_fails_a_2000_check_run_closed_in_seconds(
     assert (result["passed"], m["scored"], m["passed"], m["skipped"]) == (False, 0, 0, CHECKS)
     not_sent = m["unavailable"][f"llm_judge: {CIRCUIT_OPEN_WHY}"]
     # The circuit opened after BREAKER_FAILURES failed calls; those still in flight were abandoned.
-    in_flight = DEFAULT_JUDGE_CONCURRENCY
+    in_flight = AUTO_START_CONCURRENCY  # the default window starts there; timeouts only halve it
     assert CHECKS - BREAKER_FAILURES - in_flight <= not_sent <= CHECKS - BREAKER_FAILURES
     assert f"{not_sent} llm_judge checks unavailable: {CIRCUIT_OPEN_WHY}" in shown.output
     # Two attempts a call at most (0.5 s each within the 1 s deadline), few calls.

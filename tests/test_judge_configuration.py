@@ -91,7 +91,7 @@ def test_a_runs_settings_judge_with_this_process_key_and_nothing_else_of_its_env
     monkeypatch.setenv("ASSAY_JUDGE_CONCURRENCY", "2")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-worker")
     setup = judge_setup(None, False, config=launched)
-    assert (setup.model, setup.max_concurrency) == ("launched-model", 16)
+    assert (setup.model, setup.max_concurrency) == ("launched-model", "auto")
     assert setup.make_judge is not None
     assert setup.make_judge().base_url == "http://127.0.0.1:9/v1"  # type: ignore[attr-defined]
     monkeypatch.delenv("OPENAI_API_KEY")

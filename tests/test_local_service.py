@@ -91,6 +91,28 @@ def test_run_and_gate_go_through_the_local_service_and_say_the_same_as_local(
     assert "prefect" in modules and resumed["metrics"] == served["metrics"]
 
 
+def test_report_and_scorecard_go_through_the_local_service_too(
+    local: tuple[local_service.LocalService, dict[str, str]], tmp_path: Path
+) -> None:
+    _, env = local
+    served, _ = _assay("run", SUITE, "--outputs", V1, "--json", env=env)
+    run_id = served["run_id"]
+    cards, modules = _assay("scorecard", "--format", "json", env=env)
+    assert "prefect" not in modules and "matplotlib" not in modules
+    assert cards == _assay("scorecard", "--format", "json", "--local", env=env)[0]
+    page = tmp_path / "served.html"
+    ran = subprocess.run(
+        [sys.executable, "-c", RUN, "report", run_id, "-o", str(page)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "matplotlib" not in ran.stderr.rpartition(MODULES)[2].split()
+    assert run_id in page.read_text(encoding="utf-8")
+
+
 def test_a_command_on_another_store_runs_here(
     local: tuple[local_service.LocalService, dict[str, str]], tmp_path: Path
 ) -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from assay import schemes
 from assay.api.requests import RunRequest
 from assay.cli import remote
-from assay.errors import EvidenceConflictError, NotFoundError
+from assay.errors import EvidenceConflictError, InputError, NotFoundError
+from assay.outputs.reference import OutputsReference
 from assay.runs.chunks import read_cases
 from assay.s3 import ObjectPin
 from assay.schemes.base import Location, Scheme
@@ -136,15 +136,18 @@ def test_a_suite_runs_with_its_evidence_and_outputs_on_a_registered_scheme(
 def test_a_service_reads_a_caller_named_location_only_on_a_remote_scheme(
     mem: MemScheme, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    request = {"suite": "toy", "subject": "agent:bot@v1", "outputs_uri": "mem://lab/outputs/"}
-    with pytest.raises(ValidationError, match="unsupported scheme 'mem' for outputs_uri"):
-        RunRequest(**request)
+    request = RunRequest(
+        suite="toy", subject="agent:bot@v1", outputs_uri="mem://lab/outputs/"
+    )  # a valid request: whether its caller may name the location is the service's to say
+    with pytest.raises(InputError, match="unsupported scheme 'mem' for outputs_uri"):
+        request.refuse_local_outputs()
 
     monkeypatch.setattr(MemScheme, "remote", True)
 
-    assert RunRequest(**request).outputs_uri == "mem://lab/outputs/"
+    request.refuse_local_outputs()
     # The command line, a client of the service, sends such a location as it is.
-    assert remote._outputs("mem://lab/outputs/") == (None, "mem://lab/outputs/")
+    located = OutputsReference(location="mem://lab/outputs/")
+    assert remote._outputs(located, local=False) == (None, "mem://lab/outputs/")
 
 
 def test_the_recipe_names_the_files_a_backend_touches_and_s3_follows_it() -> None:

@@ -47,6 +47,7 @@ def test_every_builtin_family_is_registered() -> None:
         "json_valid",
         "llm_judge",
         "max_tool_calls",
+        "max_turns",
         "not_contains",
         "numeric_range",
         "regex",

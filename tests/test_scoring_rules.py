@@ -11,6 +11,7 @@ from assay.hashing import OutputHasher
 from assay.judge.port import NO_JUDGE
 from assay.outputs.candidate import CandidateOutput
 from assay.runs.metrics import RunMetrics, tally
+from assay.runs.options import RunOptions
 from assay.runs.sampling import select_cases
 from assay.runs.scoring import (
     NO_OUTPUT,
@@ -430,9 +431,10 @@ def test_sampling_returns_all_cases_when_sample_covers_the_suite(sample: int | N
 
 
 @pytest.mark.parametrize("sample", [0, -1])
-def test_sampling_rejects_non_positive_sample(sample: int) -> None:
-    with pytest.raises(ValueError, match="at least 1"):
-        select_cases(HUNDRED, sample, seed=1)
+def test_a_non_positive_sample_is_refused_by_the_run_s_options(sample: int) -> None:
+    """The bound is `RunOptions.sample`'s alone (tests/test_run_option_edges.py)."""
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        RunOptions(suite="s", outputs="o.jsonl", sample=sample)  # type: ignore[arg-type]
 
 
 # --- evidence of every combination of check outcomes ----------------------------------------

@@ -2,7 +2,8 @@
 
 Every expected number below is either printed in the cited source or derived here from the
 cited formula with plain `math`, intermediate numbers written out, so a wrong library call or a
-wrong formula in assay.stats fails the test.
+wrong formula in assay.stats fails the test. The closed forms that replaced statsmodels calls (so
+that a run need not import it) are also held to statsmodels' own values, to 1e-12.
 """
 
 from __future__ import annotations
@@ -195,6 +196,39 @@ def test_paired_diff_edges() -> None:
     assert got is not None and -1.0 <= got.lo <= 1.0 and got.hi == 1.0
     with pytest.raises(ValueError):
         paired_diff(1, -1, 0, 0)
+
+
+# --- the closed forms against statsmodels ---------------------------------------------------------
+
+COUNTS = [(0, 1), (0, 20), (1, 29), (15, 148), (81, 263), (29, 29), (500, 1000), (99_990, 100_000)]
+
+
+@pytest.mark.parametrize(("x", "n"), COUNTS)
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.2])
+def test_wilson_is_statsmodels_wilson(x: int, n: int, alpha: float) -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(x, n, alpha=alpha, method="wilson")
+    _close(wilson(x, n, alpha), float(lo), float(hi), tol=1e-12)
+
+
+@pytest.mark.parametrize(("x1", "n1"), COUNTS[::2])
+@pytest.mark.parametrize(("x2", "n2"), COUNTS[1::2])
+def test_newcombe_diff_is_statsmodels_newcomb(x1: int, n1: int, x2: int, n2: int) -> None:
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    lo, hi = confint_proportions_2indep(x1, n1, x2, n2, method="newcomb", compare="diff")
+    _close(newcombe_diff(x1, n1, x2, n2), max(-1.0, float(lo)), min(1.0, float(hi)), tol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("first_only", "second_only"), [(1, 9), (0, 5), (3, 3), (40, 61), (1200, 1000), (7, 5000)]
+)
+def test_mcnemar_exact_is_statsmodels_exact_mcnemar(first_only: int, second_only: int) -> None:
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    expected = float(mcnemar([[0, first_only], [second_only, 0]], exact=True).pvalue)
+    assert mcnemar_exact(first_only, second_only) == pytest.approx(expected, rel=1e-12, abs=1e-300)
 
 
 # --- McNemar exact ------------------------------------------------------------------------------

@@ -225,6 +225,56 @@ def test_republishing_an_older_content_after_a_change_is_a_new_version(store: Fi
     assert (record.version, created) == (3, True)
 
 
+@pytest.fixture
+def no_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on, parsing a suite file fails the test."""
+
+    def refuse(text: str, source: str) -> Suite:
+        raise AssertionError(f"parsed {source} again")
+
+    monkeypatch.setattr(registry, "parse_suite", refuse)
+
+
+def test_a_published_suite_file_is_recognised_by_its_bytes_without_parsing(
+    store: FileStore, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    file = tmp_path / "refunds.yaml"
+    file.write_text(V1)
+    first, loaded = registry.publish_or_resolve(store, str(file))
+    digest = hashlib.sha256(V1.encode()).hexdigest()
+    assert store.exists(f"suite-files/{digest}.json")
+    reset_process_state()  # a new process: nothing cached
+    request.getfixturevalue("no_parsing")
+    again, suite = registry.publish_or_resolve(store, str(file))
+    assert again == first
+    assert suite.document() == loaded.document()
+    assert registry.suite_names(store) == ["refunds"]
+
+
+def test_a_changed_suite_file_publishes_a_new_version_and_its_bytes_then_resolve(
+    store: FileStore, tmp_path: Path
+) -> None:
+    file = tmp_path / "refunds.yaml"
+    for text, expected in ((V1, 1), (V2, 2), (V2, 2), (V1, 3), (V1, 3)):
+        file.write_text(text)
+        record, suite = registry.publish_or_resolve(store, str(file))
+        assert record.version == expected
+        assert suite.content_hash == suite_from(text).content_hash == record.content_hash
+
+
+def test_a_file_record_that_disagrees_with_the_latest_version_is_not_trusted(
+    store: FileStore, tmp_path: Path
+) -> None:
+    file = tmp_path / "refunds.yaml"
+    file.write_text(V1)
+    registry.publish_or_resolve(store, str(file))
+    (record,) = (store.root / "suite-files").iterdir()
+    record.write_text(record.read_text().replace("sha256:", "sha256:0"))
+    version, suite = registry.publish_or_resolve(store, str(file))
+    assert version.version == 1
+    assert suite.content_hash == suite_from(V1).content_hash
+
+
 def test_resolve_unknown_name_raises_not_found(store: FileStore) -> None:
     with pytest.raises(NotFoundError, match="never published"):
         registry.resolve(store, "ghost")

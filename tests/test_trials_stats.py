@@ -167,6 +167,27 @@ def test_minimum_detectable_drop_is_statsmodels_power_solution(
     assert h == pytest.approx(closed, rel=1e-3)
 
 
+@pytest.mark.parametrize(
+    ("rate", "n1", "n2"),
+    [(0.9, 50, 50), (0.75, 200, 120), (0.5, 30, 60), (0.98, 1000, 1000), (0.6, 20, 100_000)],
+)
+@pytest.mark.parametrize("power", [0.5, 0.8, 0.95])
+def test_minimum_detectable_effect_is_statsmodels_solve_power(
+    rate: float, n1: int, n2: int, power: float
+) -> None:
+    drop = minimum_detectable_drop(rate, n1, n2, power=power)
+    assert drop is not None and drop < rate
+    effect = 2 * math.asin(math.sqrt(rate)) - 2 * math.asin(math.sqrt(rate - drop))
+    # statsmodels' power at that effect is the power asked for, to rounding; its own root
+    # search stops at a power within ~1e-5 of it, so its effect agrees only that far.
+    achieved = NormalIndPower().power(effect, nobs1=n1, alpha=0.05, ratio=n2 / n1)
+    assert achieved == pytest.approx(power, abs=1e-12)
+    solved = NormalIndPower().solve_power(
+        effect_size=None, nobs1=n1, alpha=0.05, power=power, ratio=n2 / n1
+    )
+    assert effect == pytest.approx(solved, rel=1e-4)
+
+
 def test_a_drop_to_zero_too_small_to_see_is_the_whole_rate() -> None:
     assert minimum_detectable_drop(0.05, 5, 5) == pytest.approx(0.05)
     assert minimum_detectable_drop(0.9, 0, 10) is None

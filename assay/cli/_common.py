@@ -217,6 +217,16 @@ class Endpoint:
     """Its credential; None: `$ASSAY_TOKEN`."""
     local: bool = False
     """The lasting local service (`assay server start`): it reads the user's paths itself."""
+    prefect_ui: str | None = None
+    """The local service's Prefect UI, for a run's link."""
+
+    def announce(self, run_id: str) -> None:
+        """Say, on stderr, where a run it ran is: its Prefect UI page when known, else which
+        service ran it."""
+        if self.prefect_ui is not None:
+            link = f"{self.prefect_ui}/runs/flow-run/{run_id}"
+            err.print(f"Prefect UI: {link}", highlight=False, soft_wrap=True)
+        err.print(path_taken(self), highlight=False, soft_wrap=True)
 
 
 def service(
@@ -239,7 +249,21 @@ def service(
     found = local_service.for_store(store)
     if found is None and start and local_service.may_start():
         found = _started_for_user(store)
-    return None if found is None else Endpoint(found.url, found.token, local=True)
+    if found is None:
+        return None
+    ui = found.prefect_api.removesuffix("/").removesuffix("/api")
+    return Endpoint(found.url, found.token, local=True, prefect_ui=ui)
+
+
+def path_taken(endpoint: Endpoint | None) -> str:
+    """Where a command's runs happen, as a person reads it."""
+    if endpoint is None:
+        return (
+            "runs in this process, on the `assay server start` Prefect server if it is up, "
+            "else a temporary API (`assay server start` makes runs faster)"
+        )
+    which = "the local Assay service" if endpoint.local else "the Assay service"
+    return f"runs through {which} at {endpoint.url}"
 
 
 def _started_for_user(store: str | None) -> local_service.LocalService | None:

@@ -254,6 +254,8 @@ def _gate_through(
     sent = remote.sendable(endpoint, GateOptions, options, reference, **here_only)
     if sent is not None:
         report = remote.gate(endpoint, suite, reference, sent)
+        if not answer.as_json:
+            endpoint.announce(report.run_id)
         _gate_answer(report, report, answer)
 
 

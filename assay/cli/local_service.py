@@ -40,7 +40,6 @@ STATE_FILE = "assay-service.json"
 LOG_FILE = "assay-service.log"
 DEFAULT_PORT = 8765
 HEALTH_TIMEOUT_SECONDS = 1.0
-DEFAULT_STORE = "file://.assay"
 
 
 class NotStartedError(RuntimeError):
@@ -59,12 +58,16 @@ class LocalService(BaseModel):
 
 
 def canonical_store(store: str | None) -> str:
-    """The store a command names (`--store`, else `$ASSAY_STORE`, else `file://.assay`) as an
-    absolute URI, so that the same store named from two folders compares equal."""
-    uri = store or os.environ.get("ASSAY_STORE") or DEFAULT_STORE
-    if uri.startswith("file://"):
-        return "file://" + str(Path(uri.removeprefix("file://")).expanduser().resolve())
-    return uri.rstrip("/")
+    """The store a command names (`--store`, else `$ASSAY_STORE`, else `file://.assay`) as one
+    URI, so that the same store named from two folders compares equal (an unknown scheme: as
+    given, and the command's own run says what is wrong with it)."""
+    from assay import schemes
+    from assay.schemes.base import UnknownSchemeError
+
+    try:
+        return schemes.canonical_store(store)
+    except UnknownSchemeError:
+        return store or ""
 
 
 def state_path() -> Path:

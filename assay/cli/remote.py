@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from assay.runs.cases import CaseFilter, CaseResult
     from assay.runs.options import RunOptions
     from assay.runs.records import EvalResult, RunAggregate, RunState
+    from assay.runs.scorecard import ScorecardRow
 
 T = TypeVar("T")
 
@@ -225,6 +226,24 @@ def cases(endpoint: Endpoint, run_id: str, status: CaseFilter | None) -> list[Ca
     """`assay runs cases` through the service."""
     with _client(endpoint) as service:
         return called(lambda: service.cases(run_id, status))
+
+
+def report(endpoint: Endpoint, run_id: str) -> str:
+    """`assay report RUN_ID` through the service: the run's page."""
+    with _client(endpoint) as service:
+        return called(lambda: service.report(run_id))
+
+
+def scorecards(
+    endpoint: Endpoint, subject: str | None, suite: str | None, last: int
+) -> list[ScorecardRow]:
+    """`assay scorecard` through the service: its rows."""
+    from assay.runs.scorecard import ScorecardRow
+
+    with _client(endpoint) as service:
+        rows = called(lambda: service.scorecards(subject, suite, last))
+        source = f"GET {service.url}/scorecards answered a row"
+        return called(lambda: [validated(ScorecardRow, row, source) for row in rows])
 
 
 def gate_check(endpoint: Endpoint, run_id: str) -> GateCheck:

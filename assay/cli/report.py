@@ -40,6 +40,8 @@ def report_command(
         typer.Option("--calibration", help="Instead: the calibration report REPORT_ID."),
     ] = None,
     store: common.StoreOption = None,
+    server: common.ServerOption = None,
+    local: common.LocalOption = False,
 ) -> None:
     """Write one self-contained HTML report: a run (with its comparison, trials, judge and
     per-case table), a suite's trend (--trend) or a calibration report (--calibration)."""
@@ -54,6 +56,17 @@ def report_command(
         common.fail("--against needs a RUN_ID")
     if subject is not None and trend is None:
         common.fail("--subject needs --trend")
+    endpoint = common.service(server, store, local=local)
+    if endpoint is not None and (run_id is None or against is not None):
+        if not endpoint.local:
+            common.fail("through a service, assay report writes a run's report: RUN_ID alone")
+        endpoint = None  # the local service's store is this one: built here
+    if endpoint is not None and run_id is not None:
+        from assay.cli import remote
+
+        html, name = remote.report(endpoint, run_id), f"report-{run_id}.html"
+        _write(output or Path(name), html)
+        return
     evidence = common.open_evidence(store)
     # Imported here: matplotlib and the page builders load only for this command.
     if run_id is not None:
@@ -74,6 +87,9 @@ def report_command(
 
         html = calibration_page(find_report(evidence, calibration))
         name = f"calibration-{calibration}.html"
-    target = output or Path(name)
+    _write(output or Path(name), html)
+
+
+def _write(target: Path, html: str) -> None:
     target.write_text(html, encoding="utf-8")
     common.out.print(f"wrote {target} ({len(html.encode()):,} bytes)")

@@ -36,7 +36,10 @@ def run(
 
         sent = remote.sendable(endpoint, RunOptions, options, reference, resume=resume)
         if sent is not None:
-            print_shown(remote.run(endpoint, suite, reference, sent), as_json)
+            served = remote.run(endpoint, suite, reference, sent)
+            print_shown(served, as_json)
+            if not as_json:
+                endpoint.announce(served.run_id)
             return
     given = dict(options, suite=suite, outputs=reference, run_id=resume, resume=bool(resume))
     result = execute_run(run_options(RunOptions, **given), show_progress=not as_json)

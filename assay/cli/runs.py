@@ -343,7 +343,7 @@ def runs_cases(
 
 
 @common.app.command("demo")
-def demo(store: common.StoreOption = None) -> None:
+def demo(store: common.StoreOption = None, local: common.LocalOption = False) -> None:
     """Run the example support-bot suite end to end for two agent versions."""
     from assay.cli._run_flags import run_options
     from assay.outputs.reference import OutputsReference
@@ -351,10 +351,10 @@ def demo(store: common.StoreOption = None) -> None:
     from assay.runs.options import RunOptions
 
     suite_file = common.EXAMPLES / "support-suite.yaml"
+    endpoint = common.service(None, store, local=local)
     common.out.print(
         f"[bold]Assay demo[/bold] — suite {suite_file.name}, store "
-        f"{common.open_evidence(store).uri}, Prefect: the `assay server start` server if it is "
-        "up, else an ephemeral API (a run takes about 12 s on it, 3.3 s on the server)\n"
+        f"{common.open_evidence(store).uri}; {common.path_taken(endpoint)}\n"
     )
     results: list[EvalResult] = []
     for version in ("v1", "v2"):
@@ -367,7 +367,13 @@ def demo(store: common.StoreOption = None) -> None:
             store=store,
             baseline=results[0].run_id if results else None,
         )
-        result = execute_run(options, show_progress=True)
+        if endpoint is not None:
+            from assay.cli import remote
+
+            sent = options.model_dump(include={"subject", "baseline"}, exclude_none=True)
+            result = remote.run(endpoint, str(suite_file), options.outputs, sent)
+        else:
+            result = execute_run(options, show_progress=True)
         print_result(result)
         common.out.print()
         results.append(result)

@@ -21,11 +21,19 @@ def scorecard_command(
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
     last: Annotated[int, typer.Option("--last", help="Runs in the trend.", min=3)] = 10,
     store: common.StoreOption = None,
+    server: common.ServerOption = None,
+    local: common.LocalOption = False,
 ) -> None:
     """Per subject and suite: runs, latest and pooled pass rate with Wilson intervals, trend."""
     if output_format not in ("table", "csv", "json"):
         common.fail("--format must be table, csv or json")
-    rows = scorecard(common.open_evidence(store), subject, suite, last)
+    endpoint = common.service(server, store, local=local)
+    if endpoint is not None:
+        from assay.cli import remote
+
+        rows = remote.scorecards(endpoint, subject, suite, last)
+    else:
+        rows = scorecard(common.open_evidence(store), subject, suite, last)
     if output_format == "json":
         common.print_json([row.model_dump(mode="json") for row in rows])
         return

@@ -80,6 +80,19 @@ class UsageFigures:
         return (self.input_tokens, self.output_tokens, self.cost_usd) != (None, None, None)
 
 
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One turn of a conversation: a user's message, then what the agent did and answered
+    before the next one (docs/conversations.md). A turn is scored like a one-answer record."""
+
+    user: str
+    """What the user said ("" when the record holds no user message before the first answer)."""
+    text: str | None
+    """The agent's last answer in this turn; None when the turn holds none."""
+    trajectory: Trajectory
+    """The calls the agent made in this turn, step after step."""
+
+
 class TooManyCalls(ValueError):
     """A record of more than `MAX_TOOL_CALLS_PER_OUTPUT` tool calls (`found` of them, or at
     least that many)."""
@@ -109,6 +122,9 @@ class AgentRecord:
     unseen: Mapping[Evidence, str] = field(default_factory=dict)
     """Evidence this record could not show, each with why (worded from the format)."""
     turns: tuple[Turn, ...] = ()
+    exchanges: tuple[Exchange, ...] = ()
+    """The record split into turns at each user message; empty when the source cannot tell
+    where a turn begins (`conversation` then reads the whole record as one turn)."""
     usage: UsageFigures = UsageFigures()
     duration_ms: float | None = None
 
@@ -119,6 +135,13 @@ class AgentRecord:
 
     def shows(self, evidence: Evidence) -> bool:
         return evidence not in self.unseen
+
+    def conversation(self) -> tuple[Exchange, ...]:
+        """The record's turns: its exchanges, or the whole record as one turn."""
+        if self.exchanges:
+            return self.exchanges
+        user = next((turn.text for turn in self.turns if turn.role == "user"), "")
+        return (Exchange(user=user, text=self.text, trajectory=self.trajectory),)
 
 
 def unseen_tools(reason: str) -> dict[Evidence, str]:

@@ -7,42 +7,89 @@ one set of slots (`run_slots`), so a run keeps the same number of calls in fligh
 and on each Dask worker process; on W worker processes, up to W times as many reach the judge
 (docs/scale.md). Each chunk runs its calls in its own event loop, so the slots are shared
 across threads and event loops (`SharedSlots`), not an `asyncio.Semaphore` of one loop.
+
+`auto` (the default) makes that bound a window that adapts to the endpoint (`AdaptiveSlots`), as
+TCP's congestion window does: it starts at `AUTO_START_CONCURRENCY`; while the window is what
+holds calls back, each answered request widens it by one until the first sign of congestion
+(slow start: it doubles every round trip), and after that by one per window of answers (additive
+increase); a 429 cuts it to ¾ and a 5xx or a timeout halves it (multiplicative decrease,
+`KEPT_AFTER`), never below 1 nor above `concurrency_ceiling`. A request sent before the last
+cut does not cut again: a burst of 429s from one overshoot cuts the window once. The window
+only decides when the *next* call starts: a call in flight is never withdrawn, so a cut takes
+effect as calls return. A reply billed past its `max_tokens` stops the growth for good (see
+`AdaptiveSlots.billed_past_bound`).
+
+Each request reports to the window of the batch it belongs to (`watched`, around every request
+the adapter sends): the batch names its window in a context variable (`reporting_to`), which
+every call task it starts inherits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
+import math
 import threading
-from collections import deque
-from collections.abc import Coroutine
+import time
+from collections import Counter, deque
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final, TypeVar
 
+from assay.judge.config import AUTO, AUTO_START_CONCURRENCY, Concurrency
+from assay.judge.endpoint import congestion
 from assay.process_state import remembered
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SLOTS_KEPT: Final = 256
 """Runs whose slots this process remembers (the oldest is forgotten first)."""
+KEPT_AFTER: Final = {"429": 0.75, "5xx": 0.5, "timeout": 0.5}
+"""What an `auto` window keeps of itself after each kind of congestion."""
 
 
 class SharedSlots:
     """At most `limit` holders at once across every thread and event loop of this process;
-    waiters are served first come, first served."""
+    waiters are served first come, first served. A fixed window: requests' outcomes are only
+    counted (`congestion`)."""
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"max_concurrency must be at least 1, not {limit}")
         self.limit = limit
+        self.peak = 0
+        """The most slots held at once."""
+        self.congestion: Counter[str] = Counter()
+        """Requests that met congestion, by kind (`429`, `5xx`, `timeout`)."""
         self._held = 0
         self._waiting: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
         self._lock = threading.Lock()
+
+    @property
+    def most(self) -> int:
+        """The most calls this window ever lets into flight at once."""
+        return self.limit
+
+    def answered(self, sent_at: float) -> None:
+        """A request sent at `sent_at` (`time.monotonic`) was answered."""
+
+    def billed_past_bound(self) -> None:
+        """A reply billed more output tokens than its call was priced at (`max_tokens`)."""
+
+    def congested(self, sent_at: float, kind: str) -> None:
+        """A request sent at `sent_at` met congestion of `kind` (`429`, `5xx`, `timeout`)."""
+        with self._lock:
+            self.congestion[kind] += 1
 
     async def acquire(self) -> None:
         """Wait for a slot (a cancelled wait takes none)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._held < self.limit and not self._waiting:
-                self._held += 1
+                self._take()
                 return
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiting.append((loop, waiter))
@@ -58,14 +105,32 @@ class SharedSlots:
             raise  # else the hand-over finds the wait cancelled and passes the slot on
 
     def release(self) -> None:
-        """Give a slot back: to the longest waiter, else to the pool."""
+        """Give a slot back: to the longest waiter while the window has room for it, else to
+        the pool (after a cut, until fewer than `limit` are held)."""
         with self._lock:
-            while self._waiting:
-                loop, waiter = self._waiting.popleft()
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(self._hand_over, waiter)
-                    return
-            self._held -= 1
+            if self._held > self.limit or not self._hand_on():
+                self._held -= 1
+
+    def _take(self) -> None:
+        self._held += 1
+        self.peak = max(self.peak, self._held)
+
+    def _hand_on(self) -> bool:
+        """Hand a held slot to the longest waiter (under the lock); False when none waits."""
+        while self._waiting:
+            loop, waiter = self._waiting.popleft()
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._hand_over, waiter)
+                return True
+        return False
+
+    def _resize(self, limit: int) -> None:
+        """Let `limit` calls into flight from now on (under the lock), waking waiters if wider."""
+        self.limit = limit
+        while self._held < self.limit and self._waiting:
+            self._take()
+            if not self._hand_on():
+                self._held -= 1
 
     def _hand_over(self, waiter: asyncio.Future[None]) -> None:
         if waiter.done():  # its wait was cancelled meanwhile: the next waiter gets the slot
@@ -74,20 +139,118 @@ class SharedSlots:
             waiter.set_result(None)
 
 
-_SLOTS: dict[tuple[str, int], SharedSlots] = {}
+class AdaptiveSlots(SharedSlots):
+    """A window of calls in flight that adapts to the endpoint (AIMD: the module docstring)."""
+
+    def __init__(self, ceiling: int, start: int = AUTO_START_CONCURRENCY) -> None:
+        super().__init__(max(1, min(start, ceiling)))
+        self.ceiling = ceiling
+        self._start = self.limit
+        self._slow_start = True
+        self._answers = 0
+        self._cut_at = -math.inf
+
+    @property
+    def most(self) -> int:
+        return self.ceiling
+
+    def answered(self, sent_at: float) -> None:
+        with self._lock:
+            if sent_at < self._cut_at or self._held < self.limit or self.limit >= self.ceiling:
+                return  # sent before the last cut, or the window was not what held calls back
+            self._answers += 1
+            if self._slow_start or self._answers >= self.limit:
+                self._answers = 0
+                self._resize(self.limit + 1)
+
+    def billed_past_bound(self) -> None:
+        """The calls in flight are no longer each within their batch's reservation (a judge
+        billing past `max_tokens` costs what it reports): from now on the window stays within
+        where it started, the bound a fixed default kept on such a judge's overshoot."""
+        with self._lock:
+            if self.ceiling <= self._start:
+                return
+            self.ceiling = self._start
+            self._resize(min(self.limit, self.ceiling))
+        logger.warning("judge billed past max_tokens: calls in flight kept at %d", self.ceiling)
+
+    def congested(self, sent_at: float, kind: str) -> None:
+        with self._lock:
+            self.congestion[kind] += 1
+            if sent_at < self._cut_at:
+                return  # the last cut already answered the window this request was sent in
+            before = self.limit
+            self._slow_start, self._answers = False, 0
+            self._cut_at = time.monotonic()
+            self._resize(max(1, int(before * KEPT_AFTER[kind])))
+        logger.info("judge calls in flight: %d -> %d after a %s", before, self.limit, kind)
+
+
+_SLOTS: dict[tuple[str, Concurrency, int], SharedSlots] = {}
 _SLOTS_LOCK = threading.Lock()
 remembered(__name__, "_SLOTS", _SLOTS.clear, _SLOTS_LOCK)
 
 
-def run_slots(run_id: str, limit: int) -> SharedSlots:
-    """The slots of a run's judge calls in this process, shared by all its chunks."""
+def run_slots(run_id: str, concurrency: Concurrency, ceiling: int) -> SharedSlots:
+    """The window of a run's judge calls in this process, shared by all its chunks: fixed at
+    `concurrency` calls, or adapting up to `ceiling` when `concurrency` is `auto`."""
+    key = (run_id, concurrency, ceiling)
     with _SLOTS_LOCK:
-        found = _SLOTS.get((run_id, limit))
+        found = _SLOTS.get(key)
         if found is None:
             if len(_SLOTS) >= SLOTS_KEPT:
                 _SLOTS.pop(next(iter(_SLOTS)))
-            found = _SLOTS[run_id, limit] = SharedSlots(limit)
+            window = (
+                AdaptiveSlots(ceiling) if concurrency == AUTO else SharedSlots(int(concurrency))
+            )
+            found = _SLOTS[key] = window
         return found
+
+
+_REPORTING_TO: ContextVar[SharedSlots | None] = ContextVar("judge_window", default=None)
+
+
+@contextmanager
+def reporting_to(window: SharedSlots) -> Iterator[None]:
+    """Requests sent by the tasks started in this block report their outcome to `window`."""
+    token = _REPORTING_TO.set(window)
+    try:
+        yield
+    finally:
+        _REPORTING_TO.reset(token)
+
+
+class WatchedReply:
+    """What a watched request's reply billed, as the adapter reads it."""
+
+    def __init__(self, max_tokens: int | None) -> None:
+        self.max_tokens = max_tokens
+        self.past_bound = False
+
+    def billed(self, output_tokens: int) -> None:
+        self.past_bound = self.max_tokens is not None and output_tokens > self.max_tokens
+
+
+@contextmanager
+def watched(max_tokens: int | None) -> Iterator[WatchedReply]:
+    """Report one request's outcome to its batch's window, if any: congestion, a reply billed
+    past `max_tokens`, or an answer."""
+    window = _REPORTING_TO.get()
+    sent_at = time.monotonic()
+    reply = WatchedReply(max_tokens)
+    try:
+        yield reply
+    except Exception as exc:
+        kind = congestion(exc)
+        if window is not None and kind is not None:
+            window.congested(sent_at, kind)
+        raise
+    if window is None:
+        return
+    if reply.past_bound:
+        window.billed_past_bound()
+    else:
+        window.answered(sent_at)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -14,21 +14,57 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Self
+from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from assay.errors import InputError
 from assay.judge.endpoint import BASE_URL_ENV, MODEL_ENV
 from assay.judge.redaction import RedactionSettings
 
 CONCURRENCY_ENV: Final = "ASSAY_JUDGE_CONCURRENCY"
+CEILING_ENV: Final = "ASSAY_JUDGE_CONCURRENCY_CEILING"
 INPUT_PRICE_ENV: Final = "ASSAY_JUDGE_INPUT_PRICE"
 OUTPUT_PRICE_ENV: Final = "ASSAY_JUDGE_OUTPUT_PRICE"
-DEFAULT_JUDGE_CONCURRENCY: Final = 16
-"""Calls in flight per process by default: what four chunk threads of four calls each kept in
-flight before the bound was per process (a 2,000-case judged run in 16-18 s)."""
+AUTO: Final = "auto"
+"""`max_concurrency` that adapts to the endpoint (`assay.judge.concurrency.AdaptiveSlots`)."""
+AUTO_START_CONCURRENCY: Final = 16
+"""Calls in flight per process an `auto` window starts at: the fixed default it replaced, so a
+run never starts slower than before."""
+DEFAULT_CONCURRENCY_CEILING: Final = 64
 MAX_JUDGE_CONCURRENCY: Final = 256
+
+
+def _auto_or_number(value: Any) -> Any:
+    """`auto` (any case), or a whole number of calls, from a block or a variable's text."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    if text == AUTO:
+        return AUTO
+    if not text.isdigit():
+        raise PydanticCustomError(
+            "concurrency",
+            f"input should be `{AUTO}` or a whole number of calls from 1 to "
+            f"{MAX_JUDGE_CONCURRENCY}",
+        )
+    return int(text)
+
+
+Concurrency = Annotated[
+    Annotated[int, Field(ge=1, le=MAX_JUDGE_CONCURRENCY)] | Literal["auto"],
+    BeforeValidator(_auto_or_number),
+]
+"""A judge's calls in flight per process: a fixed number, or `auto`."""
 
 
 class JudgeFields(BaseModel):
@@ -44,12 +80,19 @@ class JudgeFields(BaseModel):
     prompt_version: str = Field(
         default="default", description="Name of the versioned judge prompt template to use."
     )
-    max_concurrency: int = Field(
-        default=DEFAULT_JUDGE_CONCURRENCY,
+    max_concurrency: Concurrency = Field(
+        default=AUTO,
+        description="Judge calls in flight at once in each process a run judges in (this one, "
+        "or each Dask worker), shared by its chunks: `auto` starts at "
+        f"{AUTO_START_CONCURRENCY}, grows while the judge answers and halves on a 429 or 5xx; "
+        f"a number (1-{MAX_JUDGE_CONCURRENCY}) is fixed.",
+    )
+    concurrency_ceiling: int = Field(
+        default=DEFAULT_CONCURRENCY_CEILING,
         ge=1,
         le=MAX_JUDGE_CONCURRENCY,
-        description="Judge calls in flight at once in each process a run judges in (this one, "
-        "or each Dask worker), shared by its chunks.",
+        description="The most calls in flight per process an `auto` concurrency grows to "
+        "(a fixed number is not bounded by it).",
     )
     input_price_per_million: float = Field(
         default=0.0,
@@ -101,8 +144,9 @@ class JudgeConfig(JudgeFields):
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
-        """The judge `ASSAY_JUDGE_MODEL`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY`, the price
-        variables and `ASSAY_JUDGE_REDACT` configure, or None without `ASSAY_JUDGE_MODEL`.
+        """The judge `ASSAY_JUDGE_MODEL`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` (and its
+        `_CEILING`), the price variables and `ASSAY_JUDGE_REDACT` configure, or None without
+        `ASSAY_JUDGE_MODEL`.
 
         Every variable that is set is checked against its field's bounds, a judge or not.
 
@@ -125,6 +169,7 @@ ENVIRONMENT: Final = {
     MODEL_ENV: "model",
     BASE_URL_ENV: "base_url",
     CONCURRENCY_ENV: "max_concurrency",
+    CEILING_ENV: "concurrency_ceiling",
     INPUT_PRICE_ENV: "input_price_per_million",
     OUTPUT_PRICE_ENV: "output_price_per_million",
 }

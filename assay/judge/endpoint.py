@@ -130,6 +130,18 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, APIConnectionError)  # includes APITimeoutError
 
 
+def congestion(exc: BaseException) -> str | None:
+    """The kind of congestion a failed request met — `429`, `5xx` or `timeout` — or None when
+    its failure says nothing about load (a rejection, a refused connection)."""
+    from openai import APIStatusError, APITimeoutError
+
+    if isinstance(exc, APIStatusError):
+        if exc.status_code == 429:
+            return "429"
+        return "5xx" if exc.status_code >= 500 else None
+    return "timeout" if isinstance(exc, APITimeoutError) else None
+
+
 def redact_url(url: str) -> str:
     """A base URL for logs: no credentials, query or fragment."""
     parts = urlsplit(url)

@@ -22,9 +22,9 @@ accepts: `json_schema`, then `json_object`, then `prompt` (the ladder: `assay.ju
 
 The mode that produced a reply is remembered in the adapter's `ModeMemory` (one per instance,
 or one shared by the judges of one configuration), and later calls (any thread, any event loop)
-start from it. The memory
-only moves down the ladder, and only after a reply in the lower mode: a rejection followed by
-an outage teaches nothing, and a single transient 500 never downgrades an endpoint. Residual
+start from it. The memory only moves down the ladder, and only after a reply in the lower mode:
+a rejection followed by an outage teaches nothing, and a single transient 500 never downgrades
+an endpoint. Residual
 risk: a server that fails twice in a row with 500 and then answers the probe is read as not
 supporting the mode, for the life of that memory (a new `ModeMemory` starts afresh). Every
 verdict records its mode, so such a downgrade is visible in the evidence.
@@ -35,7 +35,7 @@ attempts, none started once the next wait would cross `deadline_seconds`, and ea
 timeout is clipped to the time left (30 s a request and 60 s a call by default:
 `ASSAY_JUDGE_TIMEOUT_SECONDS`, `ASSAY_JUDGE_DEADLINE_SECONDS`). A malformed reply is asked for
 again once, at once. What still fails becomes `skipped` with `judge unavailable: <ErrorType>` or
-`malformed reply` — never a pass.
+`malformed reply` — never a pass. Each request's outcome moves the batch's window (`watched`).
 
 **Pairwise.** `judge_pair` compares two outputs with the `pairwise` prompt through the same
 machinery (modes, fallback and its memory, retries, deadline), asking for the pairwise reply
@@ -68,6 +68,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from assay.judge.concurrency import watched
 from assay.judge.endpoint import (
     BASE_URL_ENV,
     DEADLINE_ENV,
@@ -435,12 +436,14 @@ class OpenAIJudge:
         # model from the reply (~0.8 ms), both measured in bench/bench_judge.py — enough to make
         # Assay, not the judge, the bottleneck at 16 calls in flight. The body is already what
         # goes on the wire, and the reply is read as plain JSON (`cast_to=object`), defensively.
-        completion: object = await self._clients.client().post(
-            "/chat/completions",
-            cast_to=object,
-            body=body,
-            options={"timeout": max(0.001, min(self.timeout, left))},
-        )
+        with watched(call.max_tokens) as reply:  # widens or narrows the batch's window
+            completion: object = await self._clients.client().post(
+                "/chat/completions",
+                cast_to=object,
+                body=body,
+                options={"timeout": max(0.001, min(self.timeout, left))},
+            )
+            reply.billed(usage(completion)[1])
         return completion
 
     def _remember(self, mode: Mode) -> None:

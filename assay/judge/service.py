@@ -11,9 +11,11 @@ per presented pair). For every batch, in this order:
    the projected spend so that concurrent batches — other runs, other chunks, other workers —
    count it too (`assay.judge.spending.reserve`): `blocked`, `throttled` or `refused` stops the
    spending and every pending verdict is skipped (`budget_blocked`), never passed;
-3. the port is called with a run's calls in flight bounded per process
-   (`assay.judge.concurrency`), each request capped at `max_output_tokens` (what the preflight
-   priced), so a long-winded judge cannot spend past the projection;
+3. the port is called with a run's calls in flight bounded per process by its window
+   (`assay.judge.concurrency`: fixed, or adapting to the endpoint), each request capped at
+   `max_output_tokens` (what the preflight priced), so a long-winded judge cannot spend past
+   the projection. Every call in flight belongs to a batch that reserved its projected spend
+   in step 2, so a wider window never reaches past the reservations;
 4. as calls return, their tokens are priced and appended to the cost ledger
    (`assay.judge.spending.Spend`), then their verdicts cached (write-once): nothing paid is lost
    by a kill, a retry or a resume with another chunk layout, and nothing is counted twice. When
@@ -52,8 +54,8 @@ from assay.judge.circuit import (
     run_circuit,
     unbroken,
 )
-from assay.judge.concurrency import run_slots, run_sync
-from assay.judge.config import DEFAULT_JUDGE_CONCURRENCY
+from assay.judge.concurrency import reporting_to, run_slots, run_sync
+from assay.judge.config import AUTO, DEFAULT_CONCURRENCY_CEILING, Concurrency
 from assay.judge.port import (
     BUDGET_BLOCKED,
     NO_JUDGE,
@@ -94,8 +96,10 @@ class JudgeSetup:
     """Why verdicts are skipped when `make_judge` is None (`no judge configured`, …)."""
     model: str | None = None
     prompt_version: str | None = None
-    max_concurrency: int = DEFAULT_JUDGE_CONCURRENCY
-    """Calls in flight at once per process, shared by the run's chunks there."""
+    max_concurrency: Concurrency = AUTO
+    """Calls in flight at once per process, shared by the run's chunks there: a fixed number,
+    or `auto` (adapting to the endpoint, up to `concurrency_ceiling`)."""
+    concurrency_ceiling: int = DEFAULT_CONCURRENCY_CEILING
     prices: Prices = field(default_factory=lambda: FREE)
     budgets: list[Budget] | None = field(default_factory=list)
     """Applicable budgets; None when they could not be read (spending is then refused)."""
@@ -377,7 +381,8 @@ def _ask(
     Each returned call goes to a writer thread, which appends its spend to the ledger and
     *then* caches its verdict: a verdict is never kept (so never re-judged for free) without its
     spend on record. The call's concurrency slot is held until then, so a kill -9 can leave at
-    most `max_concurrency` calls paid but unrecorded; the writes overlap the other calls in
+    most the window's calls (`max_concurrency`, or `concurrency_ceiling` when `auto`) paid but
+    unrecorded; the writes overlap the other calls in
     flight, so neither their latency (fsync, an S3 round trip) nor their I/O blocks the event
     loop. When a write fails — the store cannot take the spend or the evidence — no further
     call is started; nor when the spend passes a block budget (`Guard`), and then the calls
@@ -389,7 +394,7 @@ def _ask(
         request.model_copy(update={"max_output_tokens": setup.max_output_tokens})
         for _, request in batch
     ]
-    slots = run_slots(spend.spender.run_id, setup.max_concurrency)
+    slots = run_slots(spend.spender.run_id, setup.max_concurrency, setup.concurrency_ceiling)
     failure: list[Exception] = []
     kept: dict[int, VerdictT] = {}
 
@@ -403,11 +408,11 @@ def _ask(
         except Exception as exc:  # no further call starts (see `stop`); raised below
             failure.append(exc)
 
-    with concurrent.futures.ThreadPoolExecutor(setup.max_concurrency) as writers:
+    with concurrent.futures.ThreadPoolExecutor(slots.most) as writers:
 
         def arrived(position: int, verdict: VerdictT) -> Awaitable[None]:
-            # Awaited while the call holds its concurrency slot: at most `max_concurrency`
-            # calls are ever in flight or returned but not yet on record. Shielded: calls
+            # Awaited while the call holds its concurrency slot: at most the window's calls
+            # are ever in flight or returned but not yet on record. Shielded: calls
             # abandoned when the circuit opens still record what already came back.
             loop = asyncio.get_running_loop()
             return asyncio.shield(loop.run_in_executor(writers, keep, position, verdict))
@@ -416,7 +421,8 @@ def _ask(
             assert setup.make_judge is not None
             judge = setup.make_judge()
             try:
-                asking = asyncio.ensure_future(way.ask(judge, capped, slots, arrived, stop))
+                with reporting_to(slots):  # the calls' requests widen or halve the window
+                    asking = asyncio.ensure_future(way.ask(judge, capped, slots, arrived, stop))
                 while not (await asyncio.wait({asking}, timeout=CIRCUIT_WATCH_SECONDS))[0]:
                     if circuit.is_open():  # the calls in flight would only wait out their deadline
                         asking.cancel()

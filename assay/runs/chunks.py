@@ -34,13 +34,21 @@ class _CheckVerdict(BaseModel):
     status: Status
 
 
+class _TurnStatus(BaseModel):
+    turn: int
+    status: Status
+    missing: bool = False
+
+
 class CaseVerdict(BaseModel):
-    """What a comparison reads of one case's evidence: its id, status and checks' kinds."""
+    """What a comparison reads of one case's evidence: its id, status and checks' kinds, and a
+    conversation's turns (docs/conversations.md)."""
 
     case_id: str
     status: Status
     checks: list[_CheckVerdict] = []
     trial: int | None = None
+    turns: list[_TurnStatus] | None = None
 
     @property
     def trajectory_passed(self) -> bool | None:

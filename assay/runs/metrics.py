@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.scorers._registry import UNAVAILABLE
+from assay.stats import Interval, MeanEstimate, clustered_mean, wilson
 
 
 class CheckTally(BaseModel):
@@ -29,6 +30,52 @@ class CheckTally(BaseModel):
     def mean_score(self) -> float | None:
         """Mean score of the scored checks (a fraction for precision and recall)."""
         return self.score_sum / self.scored if self.scored else None
+
+
+class TurnTally(BaseModel):
+    """The scored turns of a run's conversation cases, in counts that merge chunk by chunk.
+
+    A turn is scored when it passed, failed or errored (a missing turn fails; the unavailable
+    turns after it, and turns not scored, are not counted). `shapes` counts conversations by
+    their (scored turns, passed turns): all the cluster-robust estimator needs, since only
+    which turns share a conversation matters, not which conversation it is.
+    """
+
+    by_index: dict[str, list[int]] = Field(default_factory=dict)
+    """Per turn index (`"1"`, `"2"`, …): [scored, passed] over the conversations."""
+    shapes: dict[str, int] = Field(default_factory=dict)
+    """Conversations by `"<scored>/<passed>"` turns."""
+
+    def add(self, other: TurnTally) -> None:
+        for index, (scored, passed) in other.by_index.items():
+            ours = self.by_index.setdefault(index, [0, 0])
+            ours[0] += scored
+            ours[1] += passed
+        for shape, count in other.shapes.items():
+            self.shapes[shape] = self.shapes.get(shape, 0) + count
+
+    @property
+    def conversations(self) -> int:
+        """Conversations with at least one scored turn (the clusters)."""
+        return sum(self.shapes.values())
+
+    def turn_rate(self) -> MeanEstimate | None:
+        """Passed / scored turns with the cluster-robust SE of Miller (2024) eq. 4
+        (`assay.stats.clustered_mean`), conversations as the clusters; None with no turn."""
+        values: list[float] = []
+        clusters: list[str] = []
+        for shape, count in self.shapes.items():
+            scored, passed = map(int, shape.split("/"))
+            for copy in range(count):
+                values += [1.0] * passed + [0.0] * (scored - passed)
+                clusters += [f"{shape}#{copy}"] * scored
+        return clustered_mean(values, clusters)
+
+    def by_turn(self) -> list[tuple[int, int, int, Interval | None]]:
+        """(turn index, scored, passed, Wilson 95% interval) per turn index, in order: one
+        turn of a conversation at each index, so the conversations are independent there."""
+        rows = sorted((int(index), counts) for index, counts in self.by_index.items())
+        return [(index, n, c, wilson(c, n)) for index, (n, c) in rows]
 
 
 class RunMetrics(BaseModel):
@@ -71,6 +118,8 @@ class RunMetrics(BaseModel):
     unavailable: dict[str, int] = Field(default_factory=dict)
     """Checks whose evidence the record did not capture, by `KIND: why` (e.g. `tool_errors:
     OpenAI messages cannot mark a failed call`): skipped, and against coverage."""
+    turns: TurnTally | None = Field(default=None, exclude_if=lambda turns: turns is None)
+    """The turns of conversation cases (docs/conversations.md); None without any."""
 
     def merge(self, other: RunMetrics) -> None:
         """Add another tally (e.g. one chunk's) into this one."""
@@ -85,6 +134,10 @@ class RunMetrics(BaseModel):
             ours.scored += theirs.scored
             ours.passed += theirs.passed
             ours.score_sum += theirs.score_sum
+        if other.turns is not None:
+            if self.turns is None:
+                self.turns = TurnTally()
+            self.turns.add(other.turns)
 
     @property
     def score(self) -> float | None:
@@ -142,7 +195,11 @@ def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
     score_sum = 0.0
     kinds: dict[str, list[float]] = {}
     unavailable: dict[str, int] = {}
+    turns: TurnTally | None = None
     for case in cases:
+        if case.turns is not None:
+            turns = turns or TurnTally()
+            _tally_turns(turns, case)
         for check in case.checks:
             if check.status is Status.SKIPPED:
                 skipped_checks += 1
@@ -185,4 +242,21 @@ def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
             for name, (count, hits, total) in kinds.items()
         },
         unavailable=unavailable,
+        turns=turns,
     )
+
+
+def _tally_turns(tally: TurnTally, case: CaseEvidence) -> None:
+    scored = passed = 0
+    for turn in case.turns or ():
+        if turn.status is Status.SKIPPED:
+            continue
+        counts = tally.by_index.setdefault(str(turn.turn), [0, 0])
+        counts[0] += 1
+        scored += 1
+        if turn.status is Status.PASS:
+            counts[1] += 1
+            passed += 1
+    if scored:
+        shape = f"{scored}/{passed}"
+        tally.shapes[shape] = tally.shapes.get(shape, 0) + 1

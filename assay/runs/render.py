@@ -94,6 +94,28 @@ def trial_lines(result: EvalResult) -> list[str]:
     return lines
 
 
+def conversation_lines(result: EvalResult) -> list[str]:
+    """The conversation figures (docs/conversations.md): the conversations' pass rate (the run's,
+    Wilson), the turn-level pass rate with conversations as clusters, and the rate by turn
+    index, e.g. `turn 2: 0.500 (3/6, 95% CI …)`."""
+    turns = result.metrics.turns
+    if turns is None:
+        return []
+    m = result.metrics
+    lines = [f"conversations: pass rate {rate_text(m.passed, m.scored)}"]
+    estimate = turns.turn_rate()
+    if estimate is not None:
+        scored = sum(n for n, _ in turns.by_index.values())
+        passed = sum(c for _, c in turns.by_index.values())
+        lines.append(
+            f"turns: pass rate {estimate.mean:.3f} ({passed}/{scored}), 95% CI "
+            f"{estimate.lo:.3f}–{estimate.hi:.3f} over {turns.conversations} conversation(s) "
+            f"(cluster-robust SE {estimate.se:.4f}, conversations as clusters)"
+        )
+    lines += [f"turn {index}: {rate_text(c, n)}" for index, n, c, _ in turns.by_turn()]
+    return lines
+
+
 def why_not(result: EvalResult) -> str:
     """` — coverage 1/5 below 0.95` for a run that did not pass, else `""`."""
     return f" — {result.verdict_reason}" if result.verdict_reason and not result.passed else ""
@@ -133,6 +155,9 @@ def markdown_summary(
     kinds = check_kind_lines(result)
     if kinds:
         lines += ["", "**Checks by kind**", *[f"- {line}" for line in kinds]]
+    conversations = conversation_lines(result)
+    if conversations:
+        lines += ["", "**Conversations**", *[f"- {line}" for line in conversations]]
     repeated = trial_lines(result)
     if repeated:
         lines += ["", "**Trials and clusters**", *[f"- {line}" for line in repeated]]

@@ -27,7 +27,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.hashing import OutputHasher
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
 from assay.outputs.candidate import CandidateOutput
+from assay.runs.conversations import (
+    TURN_JUDGE_UNAVAILABLE,
+    TurnStanding,
+    deciding,
+    joined,
+    no_turn,
+    policy_score,
+    policy_status,
+    policy_words,
+    turn_observations,
+    turn_prefix,
+    whole_conversation,
+)
 from assay.scorers import PASS, Observation, Outcome, Scorer, ScorerSpec, Status, clamp
+from assay.scorers._registry import UNAVAILABLE
 from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
 
 NO_OUTPUT = "no output"
@@ -52,6 +66,23 @@ class CheckResult(BaseModel):
     """Why it did not pass (`missing refund`), from configuration and tool names only."""
 
 
+class TurnVerdict(BaseModel):
+    """One turn of a conversation case (docs/conversations.md): its verdict and check labels,
+    never its text."""
+
+    turn: int = Field(ge=1)
+    """The turn's index in the case, from 1."""
+    status: Status
+    score: float | None
+    """The mean of its scored checks; None when none was scored; 0 for a missing turn."""
+    label: str = Field(max_length=120)
+    """`2 checks passed`, the failing checks (`contains "A-1042": missing`), `no turn 3` (the
+    record ended before it), `unavailable: no turn 3` (a later turn of such a record)."""
+    missing: bool = Field(default=False, exclude_if=lambda missing: not missing)
+    """The record holds no such turn: the first missing turn fails, the later ones are skipped."""
+    checks: list[CheckResult] = []
+
+
 class CaseEvidence(BaseModel):
     """Per-case evidence: verdicts, a keyed hash of the output, and a redacted label."""
 
@@ -67,6 +98,11 @@ class CaseEvidence(BaseModel):
     trial: int | None = Field(default=None, exclude_if=lambda trial: trial is None)
     """Which trial of the case this evidence is (outputs with `trial`); left out without one, so
     single-trial evidence keeps its bytes."""
+    turns: list[TurnVerdict] | None = Field(default=None, exclude_if=lambda turns: turns is None)
+    """A conversation case's verdict per turn of the suite's case, in order (`checks` then holds
+    its conversation-level checks); left out for a one-answer case, which keeps its bytes."""
+    record_turns: int | None = Field(default=None, exclude_if=lambda count: count is None)
+    """How many turns the record held (more than the case's: the extra ones are not scored)."""
 
 
 SHARED_SCORERS = 4096
@@ -104,6 +140,16 @@ class CaseScorers(Mapping[str, tuple[Scorer, ...]]):
                 else self._compiled(spec)
                 for spec in self._suite.scorers_for(case)
             ]
+        )
+
+    def turns(self, case_id: str) -> tuple[tuple[Scorer, ...], ...]:
+        """Each turn's compiled scorers of a conversation case, in order."""
+        return tuple(
+            tuple(
+                spec.build(turn.reference) if spec.needs_reference else self._compiled(spec)
+                for spec in self._suite.turn_scorers(turn)
+            )
+            for turn in self._cases[case_id].turns or ()
         )
 
     def _compiled(self, spec: ScorerSpec) -> Scorer:
@@ -146,7 +192,13 @@ class CompiledSuite:
         (defaults for cases that list none) compile as the case is scored."""
         cases = {case.id: case for case in suite.cases}
         specs = [spec for case in suite.cases for spec in suite.scorers_for(case)]
-        uses = Counter(map(id, specs))
+        turn_specs = [
+            spec
+            for case in suite.cases
+            for turn in case.turns or ()
+            for spec in suite.turn_scorers(turn)
+        ]
+        uses = Counter(map(id, specs + turn_specs))
         shared = frozenset(key for key, count in uses.items() if count > 1)
         judged = any(spec.name == "llm_judge" for spec in specs)
         return cls(suite, cases, CaseScorers(suite, cases, shared), judged)
@@ -189,32 +241,20 @@ def _no_output(case_id: str) -> CaseEvidence:
     )
 
 
-def score_case(
-    case_id: str,
-    scorers: tuple[Scorer, ...],
-    output: CandidateOutput | None,
-    hasher: OutputHasher,
-    judged: Mapping[tuple[str, int], Outcome] | None = None,
-    passed: Mapping[Scorer, CheckResult] | None = None,
-) -> CaseEvidence:
-    """Score one case under the SPEC §5 case rule.
+@dataclass(slots=True)
+class _Checked:
+    """The case rule over one set of outcomes (a case's, or one turn's)."""
 
-    `judged` holds the outcomes of checks decided elsewhere (the judge), by (case id, position);
-    the other checks run here. `passed` holds, for some scorers, their passing check already
-    built (`CaseScorers.passed`).
-    """
-    if output is None:
-        return _no_output(case_id)
-    text = output.output
-    observed = Observation(text, output.trajectory, output.unseen)
-    outcomes = (
-        [
-            (scorer, judged.get((case_id, position)) or scorer(observed))
-            for position, scorer in enumerate(scorers)
-        ]
-        if judged
-        else [(scorer, scorer(observed)) for scorer in scorers]
-    )
+    checks: list[CheckResult | dict[str, Any]]
+    status: Status
+    score: float | None
+    label: str
+    not_judged: bool
+
+
+def _checked(
+    outcomes: list[tuple[Scorer, Outcome]], passed: Mapping[Scorer, CheckResult] | None
+) -> _Checked:
     # One pass over the outcomes for the verdict and the checks (as plain dicts: one validation
     # of the case with its checks costs less than building each `CheckResult` first — unless
     # it is built already, `passed`).
@@ -252,21 +292,175 @@ def score_case(
         status, score = Status.SKIPPED, None
     else:
         status = Status.PASS
+    label = (
+        _all_passed(counted)
+        if status is Status.PASS and counted == len(outcomes)
+        else _label(outcomes)
+    )
+    not_judged = status is Status.SKIPPED and not unscored and bool(outcomes)
+    return _Checked(checks, status, score, label, not_judged)
+
+
+def score_case(
+    case_id: str,
+    scorers: tuple[Scorer, ...],
+    output: CandidateOutput | None,
+    hasher: OutputHasher,
+    judged: Mapping[tuple[str, int], Outcome] | None = None,
+    passed: Mapping[Scorer, CheckResult] | None = None,
+) -> CaseEvidence:
+    """Score one case under the SPEC §5 case rule.
+
+    `judged` holds the outcomes of checks decided elsewhere (the judge), by (case id, position);
+    the other checks run here. `passed` holds, for some scorers, their passing check already
+    built (`CaseScorers.passed`).
+    """
+    if output is None:
+        return _no_output(case_id)
+    text = output.output
+    observed = Observation(text, output.trajectory, output.unseen)
+    checked = _checked(_outcomes(case_id, scorers, observed, judged), passed)
     return CaseEvidence.model_validate(
         {
             "case_id": case_id,
             "trial": output.trial,
-            "status": status,
-            "score": score,
+            "status": checked.status,
+            "score": checked.score,
             "missing": False,
-            "not_judged": status is Status.SKIPPED and not unscored and bool(outcomes),
+            "not_judged": checked.not_judged,
             "output_hmac": hasher(text),
-            "label": (
-                _all_passed(counted)
-                if status is Status.PASS and counted == len(outcomes)
-                else _label(outcomes)
-            ),
-            "checks": checks,
+            "label": checked.label,
+            "checks": checked.checks,
+        }
+    )
+
+
+def _outcomes(
+    case_id: str,
+    scorers: tuple[Scorer, ...],
+    observed: Observation,
+    judged: Mapping[tuple[str, int], Outcome] | None,
+) -> list[tuple[Scorer, Outcome]]:
+    if judged:
+        return [
+            (scorer, judged.get((case_id, position)) or scorer(observed))
+            for position, scorer in enumerate(scorers)
+        ]
+    return [(scorer, scorer(observed)) for scorer in scorers]
+
+
+def score_conversation(
+    case: Case,
+    scorers: CaseScorers,
+    output: CandidateOutput | None,
+    hasher: OutputHasher,
+    judged: Mapping[tuple[str, int], Outcome] | None = None,
+) -> CaseEvidence:
+    """Score a conversation case under the conversation rule (`assay.runs.conversations`):
+    each turn of the record against its turn of the case, the case's own checks against the
+    whole record, and the case decided by its `conversation_passes` policy and those checks."""
+    assert case.turns is not None
+    observed = () if output is None else turn_observations(output)
+    count = len(case.turns)
+    turns: list[dict[str, Any]] = []
+    standings: list[TurnStanding] = []
+    for index, turn_scorers in enumerate(scorers.turns(case.id)):
+        number = index + 1
+        if index >= len(observed):
+            at_end = index == len(observed)
+            reason = no_turn(len(observed) + 1)
+            turns.append(
+                {
+                    "turn": number,
+                    "status": Status.FAIL if at_end else Status.SKIPPED,
+                    "score": 0.0 if at_end else None,
+                    "label": reason if at_end else UNAVAILABLE + reason,
+                    "missing": True,
+                }
+            )
+            standings.append(TurnStanding(False, 0.0))
+            continue
+        outcomes = [
+            (
+                scorer,
+                TURN_JUDGE_UNAVAILABLE if scorer.name == "llm_judge" else scorer(observed[index]),
+            )
+            for scorer in turn_scorers
+        ]
+        checked = _checked(outcomes, scorers.passed)
+        turns.append(
+            {
+                "turn": number,
+                "status": checked.status,
+                "score": checked.score,
+                "label": checked.label,
+                "checks": checked.checks,
+            }
+        )
+        scored = checked.status is not Status.SKIPPED
+        standings.append(
+            TurnStanding(checked.status is Status.PASS if scored else None, checked.score)
+        )
+    if output is None:
+        return _no_output(case.id).model_copy(
+            update={"turns": [TurnVerdict.model_validate(turn) for turn in turns]}
+        )
+    whole = whole_conversation(output, len(observed))
+    conversation = _checked(_outcomes(case.id, scorers[case.id], whole, judged), scorers.passed)
+    policy = case.conversation_passes
+    by_policy = policy_status(policy, standings)
+    read = deciding(policy, count)
+    errored = any(turns[i]["status"] is Status.ERROR for i in read)
+    statuses = {by_policy, conversation.status} if conversation.checks else {by_policy}
+    if Status.ERROR in statuses or (by_policy is Status.FAIL and errored):
+        status = Status.ERROR
+    elif Status.FAIL in statuses:
+        status = Status.FAIL
+    elif Status.SKIPPED in statuses:
+        status = Status.SKIPPED
+    else:
+        status = Status.PASS
+    failing = next((i for i in read if turns[i]["status"] in (Status.FAIL, Status.ERROR)), None)
+    first = (
+        f"{turn_prefix(failing + 1, count)}: {turns[failing]['label']}"
+        if failing is not None and by_policy is Status.FAIL
+        else ""
+    )
+    extra = len(observed) - count
+    if status is Status.PASS:
+        passed_turns = sum(t.passed is True for t in standings)
+        label = joined(
+            policy_words(policy, standings) or f"{passed_turns} of {count} turns passed",
+            conversation.label if conversation.checks else "",
+            f"{extra} extra turn{'s' if extra != 1 else ''} not scored" if extra > 0 else "",
+        )
+    elif status is Status.SKIPPED:
+        unscored = next((i for i, t in enumerate(standings) if t.passed is None), None)
+        label = joined(
+            f"incomplete: {turn_prefix(unscored + 1, count)}: {turns[unscored]['label']}"
+            if unscored is not None and by_policy is Status.SKIPPED
+            else "",
+            conversation.label if conversation.status is Status.SKIPPED else "",
+        )
+    else:
+        label = joined(
+            first,
+            policy_words(policy, standings) if by_policy is Status.FAIL else "",
+            conversation.label if conversation.status in (Status.FAIL, Status.ERROR) else "",
+        )
+    return CaseEvidence.model_validate(
+        {
+            "case_id": case.id,
+            "trial": output.trial,
+            "status": status,
+            "score": None if status is Status.SKIPPED else policy_score(policy, standings),
+            "missing": False,
+            "not_judged": False,
+            "output_hmac": hasher(output.output),
+            "label": label,
+            "checks": conversation.checks,
+            "turns": turns,
+            "record_turns": len(observed),
         }
     )
 
@@ -334,8 +528,11 @@ def score_outputs(
 ) -> list[CaseEvidence]:
     """Score a stream of outputs (each for a case of the suite)."""
     scorers = compiled.scorers
+    cases = compiled.cases
     return [
         score_case(o.case_id, scorers[o.case_id], o, hasher, judged, scorers.passed)
+        if cases[o.case_id].turns is None
+        else score_conversation(cases[o.case_id], scorers, o, hasher, judged)
         for o in outputs
     ]
 
@@ -343,4 +540,10 @@ def score_outputs(
 def score_missing(compiled: CompiledSuite, case_ids: Iterable[str]) -> list[CaseEvidence]:
     """Evidence for selected cases that have no output: failed, "no output", counted missing."""
     unused = OutputHasher(b"")
-    return [score_case(case_id, compiled.scorers[case_id], None, unused) for case_id in case_ids]
+    scorers, cases = compiled.scorers, compiled.cases
+    return [
+        score_case(case_id, scorers[case_id], None, unused)
+        if cases[case_id].turns is None
+        else score_conversation(cases[case_id], scorers, None, unused)
+        for case_id in case_ids
+    ]

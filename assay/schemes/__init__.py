@@ -52,6 +52,9 @@ class FileScheme(Scheme):
 
         return FileStore(location.rest)
 
+    def canonical(self, location: Location) -> str:
+        return f"{self.name}://{Path(location.rest).expanduser().resolve()}"
+
     def objects(self, location: Location, suffixes: tuple[str, ...], what: str) -> list[str]:
         path = Path(location.rest)
         if path.is_dir():
@@ -195,6 +198,14 @@ def open_store(
     uri = uri or os.environ.get("ASSAY_STORE") or DEFAULT_STORE
     location = locate(uri, STORES, "an evidence store", paths=False)
     return location.scheme.open_store(location, connection or {})
+
+
+def canonical_store(uri: str | None = None) -> str:
+    """The evidence store `uri` names (else `ASSAY_STORE`, else the local default) as one URI
+    whatever folder it is named from: two commands keep the same store when these are equal."""
+    uri = uri or os.environ.get("ASSAY_STORE") or DEFAULT_STORE
+    location = locate(uri, STORES, "an evidence store", paths=False)
+    return location.scheme.canonical(location)
 
 
 def configuration() -> tuple[str | None, ...]:

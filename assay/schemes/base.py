@@ -49,6 +49,11 @@ class Scheme(ABC):
     """The environment variables its clients are configured by: a store or reader opened under
     other values is not reused (`assay.schemes.configuration`)."""
 
+    def canonical(self, location: Location) -> str:
+        """The URI that names this location from anywhere (what compares equal for the same
+        place): the URI itself unless the scheme says otherwise."""
+        return location.uri.rstrip("/")
+
     def open_store(self, location: Location, connection: Mapping[str, Any]) -> EvidenceStore:
         """The evidence store at a location (only schemes that `holds_stores`). `connection`:
         the saved settings that are set (an EvidenceStorage block's fields other than its URL),

@@ -4,7 +4,7 @@ Each scorer returns an `Outcome` (status, score in [0, 1], a reason built from i
 never from the output). Import this package to register every built-in family.
 """
 
-from assay.scorers import judge, numeric, regex, structured, text, trajectory
+from assay.scorers import conversation, judge, numeric, regex, structured, text, trajectory
 from assay.scorers._registry import (
     LABEL_LIMIT,
     PASS,
@@ -30,6 +30,7 @@ __all__ = [
     "ScorerSpec",
     "Status",
     "clamp",
+    "conversation",
     "judge",
     "numeric",
     "regex",

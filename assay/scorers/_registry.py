@@ -74,6 +74,8 @@ class Observation:
     text: str
     trajectory: Trajectory | None = None
     unseen: Mapping[Evidence, str] = field(default_factory=dict)
+    turns: int = 1
+    """How many turns the record holds (its user messages; one for a one-answer record)."""
 
 
 class Scorer:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -54,9 +54,67 @@ _ADDED_FIELDS: dict[str, object] = {
 field is left out of the canonical text, so every suite published before the field existed keeps
 its content address (and republishing it stays a no-op); set to anything else, it is part of it."""
 
-_ADDED_CASE_FIELDS: frozenset[str] = frozenset({"expected_trajectory", "cluster"})
-"""Case fields added after cases were first published: left out of a case's dump (and so of its
-canonical document) while unset (None), for the same reason."""
+ALL_TURNS: Final[Literal["all_turns"]] = "all_turns"
+"""The default verdict policy of a conversation case: every turn passes."""
+
+_ADDED_CASE_FIELDS: dict[str, object] = {
+    "expected_trajectory": None,
+    "cluster": None,
+    "turns": None,
+    "conversation_passes": ALL_TURNS,
+}
+"""Case fields added after cases were first published, with their defaults: left out of a case's
+dump (and so of its canonical document) at their default, for the same reason."""
+
+
+class TurnSpec(BaseModel):
+    """One turn of a conversation case: what a one-answer case carries, for that turn's answer
+    and the tool calls of that turn only (docs/conversations.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+
+    expected: str | None = None
+    scorers: list[ScorerSpec] = Field(default_factory=list)
+    """The turn's checks; a turn that lists none takes the suite's `defaults`."""
+    expected_trajectory: list[ExpectedStep] | None = None
+    """The tool calls the agent should make in this turn, in order."""
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("expected_trajectory")
+    @classmethod
+    def _canonical_steps(cls, steps: list[ExpectedStep] | None) -> list[ExpectedStep] | None:
+        return None if steps is None else bare_single_calls(steps)
+
+    @model_validator(mode="after")
+    def _shared_fields_set(self) -> TurnSpec:
+        share_fields_set(self)
+        return self
+
+    @cached_property
+    def reference(self) -> Trajectory | None:
+        """`expected_trajectory` as the trajectory checks compare with (None without one)."""
+        steps = self.expected_trajectory
+        return None if steps is None else reference_trajectory(steps)
+
+
+class MeanAtLeast(BaseModel):
+    """A conversation passes when the mean of its turns' scores is at least this."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mean_at_least: Fraction
+
+
+class MinAtLeast(BaseModel):
+    """A conversation passes when every turn's score is at least this."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_at_least: Fraction
+
+
+ConversationPasses = Literal["all_turns", "final_turn"] | MeanAtLeast | MinAtLeast
+""" How a conversation case is decided from its turns (`assay.runs.conversations`)."""
 
 
 class Case(BaseModel):
@@ -75,6 +133,12 @@ class Case(BaseModel):
     cluster: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """Cases that are not independent (questions about one document, one customer, one tool)
     share a cluster: the run then reports the cluster-robust interval (`clustered`)."""
+    turns: Annotated[list[TurnSpec], Field(min_length=1)] | None = None
+    """A conversation: turn j of the record is scored against turn j here, and the case's own
+    `scorers` are checks of the whole conversation (docs/conversations.md)."""
+    conversation_passes: ConversationPasses = ALL_TURNS
+    """How the turns decide the case: `all_turns`, `final_turn`, `{mean_at_least: x}` or
+    `{min_at_least: x}` (turn scores, 0–1)."""
 
     @field_validator("expected_trajectory")
     @classmethod
@@ -86,11 +150,17 @@ class Case(BaseModel):
         share_fields_set(self)
         return self
 
+    @model_validator(mode="after")
+    def _policy_needs_turns(self) -> Case:
+        if self.turns is None and self.conversation_passes != ALL_TURNS:
+            raise ValueError("conversation_passes needs the case's turns")
+        return self
+
     @model_serializer(mode="wrap")
     def _without_unset_added_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         dumped = handler(self)
-        for name in _ADDED_CASE_FIELDS:
-            if isinstance(dumped, dict) and name in dumped and dumped[name] is None:
+        for name, default in _ADDED_CASE_FIELDS.items():
+            if isinstance(dumped, dict) and name in dumped and dumped[name] == default:
                 del dumped[name]
         return dumped
 
@@ -210,8 +280,16 @@ class Suite(BaseModel):
         return self.canonical.content_hash
 
     def scorers_for(self, case: Case) -> list[ScorerSpec]:
-        """The scorers that judge `case`: its own, or the suite defaults when it lists none."""
+        """The scorers that judge `case`: its own, or the suite defaults when it lists none. A
+        conversation case's are its conversation-level checks: its own only (the defaults are
+        a turn's, `turn_scorers`)."""
+        if case.turns is not None:
+            return case.scorers
         return case.scorers or self.defaults
+
+    def turn_scorers(self, turn: TurnSpec) -> list[ScorerSpec]:
+        """The scorers that judge one turn of a conversation case: its own, or the defaults."""
+        return turn.scorers or self.defaults
 
 
 def _case_id_at(raw: Any, loc: tuple[str | int, ...]) -> str | None:
@@ -227,8 +305,9 @@ _CANONICAL_OPENING = '{"cases":['
 """How a canonical suite text begins: with sorted keys, `cases` is its first key."""
 _CANONICAL_REST = '],"defaults":'
 """Where its cases end: `defaults` (always there) is the next key."""
-_CASE_START = re.compile(r'\},(?=\{"(?:cluster|expected)":)')
-"""The end of one canonical case and the comma before the next (see `_decoded_by_batch`)."""
+_CASE_START = re.compile(r'\},(?=\{"(?:cluster|conversation_passes|expected)":)')
+"""The end of one canonical case and the comma before the next (see `_decoded_by_batch`); a
+conversation's turns begin with `expected` too, so a cut may fall between two turns: see there."""
 _CASE_BATCH = 1_000
 
 
@@ -263,9 +342,11 @@ def _decoded_by_batch(text: str) -> Suite:
     was that tree, not the suite. Here only one batch's text is parsed at a time, by pydantic
     from JSON (decoding each case with `json` first took twice as long). A canonical case begins
     with its first key in sorted order, `cluster` or else `expected` (always there), so the
-    cases are cut where `},{"cluster":` or `},{"expected":` follow one another; a cut in the
-    wrong place — those characters inside a case's own data — leaves text that is not JSON,
-    raises, and the caller falls back to `parse_suite`.
+    cases are cut where `},{"cluster":`, `},{"conversation_passes":` or `},{"expected":` follow
+    one another. A cut in the wrong place — those characters inside a case's own data, or
+    between two turns of a conversation (a turn begins with `expected` too) — matters only where
+    a batch ends (the cases between are parsed together): there it leaves text that is not JSON
+    or not a case, raises, and the caller falls back to `parse_suite` (the same suite, slower).
     """
     end = text.rfind(_CANONICAL_REST)
     if not text.startswith(_CANONICAL_OPENING) or end < 0:
@@ -312,23 +393,37 @@ def parse_suite(text: str, source: str) -> Suite:
                 field=f"cases[{index}].id",
             )
         seen[case.id] = index
-        scorers = suite.scorers_for(case)
-        if not scorers:
+        json_text = source.endswith(".json")
+        at: tuple[str | int, ...] = ("cases", index)
+        if case.turns is None and not case.scorers and not suite.defaults:
             raise InputError(
                 source,
                 f"case {shown(case.id)} lists no scorers and the suite has no defaults",
-                line=line_of(text, ("cases", index), source.endswith(".json")),
+                line=line_of(text, at, json_text),
                 field=f"cases[{index}].scorers",
             )
-        referenced = [spec.name for spec in scorers if spec.needs_reference]
-        if referenced and case.expected_trajectory is None:
-            raise InputError(
-                source,
-                f"case {shown(case.id)}: check {referenced[0]} needs the case's"
-                " expected_trajectory",
-                line=line_of(text, ("cases", index), source.endswith(".json")),
-                field=f"cases[{index}].expected_trajectory",
-            )
+        checked = [(at, "case", suite.scorers_for(case), case.expected_trajectory)]
+        for number, turn in enumerate(case.turns or ()):
+            turn_at = (*at, "turns", number)
+            if not suite.turn_scorers(turn):
+                raise InputError(
+                    source,
+                    f"case {shown(case.id)}: turn {number + 1} lists no scorers and the suite"
+                    " has no defaults",
+                    line=line_of(text, turn_at, json_text),
+                    field=field_path((*turn_at, "scorers")),
+                )
+            checked.append((turn_at, "turn", suite.turn_scorers(turn), turn.expected_trajectory))
+        for where, holder, scorers, reference in checked:
+            referenced = [spec.name for spec in scorers if spec.needs_reference]
+            if referenced and reference is None:
+                raise InputError(
+                    source,
+                    f"case {shown(case.id)}: check {referenced[0]} needs the {holder}'s"
+                    " expected_trajectory",
+                    line=line_of(text, where, json_text),
+                    field=field_path((*where, "expected_trajectory")),
+                )
     return suite
 
 
