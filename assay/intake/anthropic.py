@@ -5,6 +5,9 @@ model response requested them); `input` is the arguments object. A user message'
 block {tool_use_id, is_error} marks its call failed when `is_error` is true (absent means it did
 not fail: the API's own default, so status is always seen). The final text is the last assistant
 message's `text` blocks joined.
+
+Turns: a `user` message begins one unless it holds `tool_result` blocks (then it is the tools'
+answer, within the turn); its answer is the last assistant message's text before the next.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from assay.intake.conversation import MessagesError, built, text_of
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Turn
 from assay.trajectory import ToolCall
 
@@ -74,6 +78,7 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
                 failed.add(block["tool_use_id"])
     steps: list[list[ToolCall]] = []
     turns: list[Turn] = []
+    split: TurnSplit[list[ToolCall]] = TurnSplit()
     for i, message in enumerate(messages):
         role = message.get("role")
         blocks = _blocks(message, f"{field}[{i}]")
@@ -83,8 +88,10 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
         if role != "assistant":
             if not results:
                 turns.append(Turn("user", text_of(message.get("content"))))
+                split.user(turns[-1].text)
             continue
         turns.append(Turn("assistant", text_of(message.get("content"))))
+        split.answer(turns[-1].text)
         step: list[ToolCall] = []
         for j, block in enumerate(blocks):
             if not isinstance(block, dict) or block.get("type") not in (
@@ -101,4 +108,5 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
             call = call_id if isinstance(call_id, str) else None
             step.append(ToolCall(name, args, call, call is not None and call in failed))
         steps.append(step)
-    return built(FORMAT, final_text(messages), steps, turns)
+        split.step(step)
+    return built(FORMAT, final_text(messages), steps, turns, split.exchanges(tuple))

@@ -52,6 +52,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from assay.errors import InputError
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.intake.transcript_json import (
     leading_members,
@@ -225,6 +226,7 @@ def read(raw: bytes, source: str) -> AgentRecord:
         raise reader.fail("schema_version", "schema_version must be ATIF-v1.N")
     steps: list[tuple[ToolCall, ...]] = []
     turns: list[Turn] = []
+    split: TurnSplit[tuple[ToolCall, ...]] = TurnSplit()
     text: str | None = None
     merged = False
     prompt: list[int] = []
@@ -249,12 +251,16 @@ def read(raw: bytes, source: str) -> AgentRecord:
         if moment is not None:
             moments.append(moment)
         turns.append(Turn(role, message))
+        if role == "user":
+            split.user(message)
         if role == "assistant":
             if message:
                 text = message
+                split.answer(message)
             calls = _calls(reader, step, where)
             if calls:
                 steps.append(tuple(calls))
+                split.step(steps[-1])
                 llm_calls = step.get("llm_call_count")
                 merged |= len(calls) > 1 and isinstance(llm_calls, int) and llm_calls > 1
             metrics = step.get("metrics")
@@ -287,7 +293,16 @@ def read(raw: bytes, source: str) -> AgentRecord:
         if merged:
             unseen[Evidence.PARALLEL] = MERGED_STEPS
     return transcript_record(
-        FORMAT, steps, turns, text, usage, moments, unseen, no_usage=NO_USAGE, no_text=NO_TEXT
+        FORMAT,
+        steps,
+        turns,
+        text,
+        usage,
+        moments,
+        unseen,
+        split.exchanges(tuple),
+        no_usage=NO_USAGE,
+        no_text=NO_TEXT,
     )
 
 

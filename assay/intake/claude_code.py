@@ -52,6 +52,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from assay.errors import InputError
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.intake.transcript_json import (
     content_text,
@@ -309,19 +310,24 @@ def read(raw: bytes, source: str) -> AgentRecord:
 def _record(session: _Session) -> AgentRecord:
     steps: list[tuple[ToolCall, ...]] = []
     turns: list[Turn] = []
+    split: TurnSplit[tuple[ToolCall, ...]] = TurnSplit()
     text: str | None = None
     for entry in session.turns:
         if isinstance(entry, Turn):
             turns.append(entry)
+            if entry.role == "user":
+                split.user(entry.text)
             continue
         response = session.responses[entry]
         said = content_text([block for _, _, block in response.blocks])
         turns.append(Turn("assistant", said))
         if said:
             text = said
+            split.answer(said)
         calls = session.calls(response)
         if calls:
             steps.append(tuple(calls))
+            split.step(steps[-1])
     usage = _usage([*session.responses.values(), *session.side.values()])
     unseen: dict[Evidence, str] = {}
     if steps and session.ungrouped:
@@ -334,6 +340,7 @@ def _record(session: _Session) -> AgentRecord:
         usage,
         session.moments,
         unseen,
+        split.exchanges(tuple),
         no_usage=NO_USAGE,
         no_text=NO_TEXT,
     )

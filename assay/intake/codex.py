@@ -27,7 +27,10 @@ Mapping (what maps to what):
   or an `Ok` result marked `isError`; a `patch_apply_end` with `success: false`; an
   `exec_command_end` with an exit code other than 0; a `web_search_call` with status `failed`.
 - Turns: a `message` item is a turn (user, assistant; developer and system read as system), its
-  `input_text` / `output_text` parts joined; each tool output item is a tool turn.
+  `input_text` / `output_text` parts joined; each tool output item is a tool turn. A user
+  message begins a conversation turn (`exchanges`) unless Codex injected it as context
+  (`INJECTED_CONTEXT`: `<environment_context>`, `<user_instructions>`, …); its answer is its
+  last assistant message with text.
 - The final text is the last assistant `message` item with text (the last `agent_message`
   event's, when no assistant item has text); None when there is none.
 - Usage: the last `token_count` event's `info.total_token_usage` (Codex keeps the session's
@@ -56,6 +59,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from assay.errors import InputError
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
 from assay.intake.transcript_json import (
     content_text,
@@ -103,6 +107,18 @@ TURN_STARTS: Final = (
     "turn_complete",
     "turn_aborted",
 )
+INJECTED_CONTEXT: Final = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<turn_aborted>",
+    "<tool_context>",
+    "<reasoning_context>",
+    "<pinned_notes>",
+    "<subagent_notification>",
+)
+"""How the user-role messages Codex writes itself begin (case aside): session context, not a
+user's turn — codex-rs `core/src/session_prefix.rs` `is_session_prefix` ("not user intent and
+must not create user-turn boundaries"), and the AGENTS.md `<user_instructions>`."""
 _ROLES: Final[dict[str, Literal["system", "user", "assistant"]]] = {
     "user": "user",
     "assistant": "assistant",
@@ -139,6 +155,7 @@ class _Rollout:
         self.status: dict[str, bool] = {}
         """Whether each call id failed, where a marker says."""
         self.turns: list[Turn] = []
+        self.split: TurnSplit[list[_Call]] = TurnSplit()
         self.text: str | None = None
         self.agent_message: str | None = None
         self.usage = UsageFigures()
@@ -151,6 +168,7 @@ class _Rollout:
         """The model's response is over: its calls are one step."""
         if self.pending:
             self.steps.append(self.pending)
+            self.split.step(self.pending)
             self.pending = []
 
     def moment(self, number: int, line: dict[str, Any]) -> None:
@@ -184,8 +202,11 @@ class _Rollout:
             if role == "assistant":
                 if said:
                     self.text = said
+                    self.split.answer(said)
             else:
                 self.close()
+                if role == "user" and not said.lstrip().lower().startswith(INJECTED_CONTEXT):
+                    self.split.user(said)
             self.turns.append(Turn(role, said))
         elif kind == "function_call":
             name = self.string(number, payload, "name", "a function_call")
@@ -320,20 +341,18 @@ def read(raw: bytes, source: str) -> AgentRecord:
 
 
 def _record(rollout: _Rollout) -> AgentRecord:
-    steps = []
-    unmarked = False
-    for step in rollout.steps:
-        calls = []
-        for call in step:
-            failed = call.failed
-            if failed is None and call.call_id is not None:
-                failed = rollout.status.get(call.call_id)
-            unmarked |= failed is None
-            calls.append(ToolCall(call.tool, call.args, call.call_id, failed is True))
-        steps.append(tuple(calls))
+    def status(call: _Call) -> bool | None:
+        if call.failed is None and call.call_id is not None:
+            return rollout.status.get(call.call_id)
+        return call.failed
+
+    def calls(step: list[_Call]) -> tuple[ToolCall, ...]:
+        return tuple(ToolCall(c.tool, c.args, c.call_id, status(c) is True) for c in step)
+
+    steps = [calls(step) for step in rollout.steps]
     text = rollout.text if rollout.text is not None else rollout.agent_message
     unseen: dict[Evidence, str] = {}
-    if unmarked:
+    if any(status(call) is None for step in rollout.steps for call in step):
         unseen[Evidence.TOOL_STATUS] = NO_STATUS
     return transcript_record(
         FORMAT,
@@ -343,6 +362,7 @@ def _record(rollout: _Rollout) -> AgentRecord:
         rollout.usage,
         rollout.moments,
         unseen,
+        rollout.split.exchanges(calls),
         no_usage=NO_USAGE,
         no_text=NO_TEXT,
     )

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assay.intake.record import AgentRecord, Evidence, TooManyCalls, Turn, UsageFigures
+from assay.intake.record import (
+    AgentRecord,
+    Evidence,
+    Exchange,
+    TooManyCalls,
+    Turn,
+    UsageFigures,
+)
 from assay.trajectory import ToolCall, Trajectory
 
 
@@ -47,11 +54,13 @@ def built(
     text: str | None,
     steps: list[list[ToolCall]],
     turns: list[Turn],
+    exchanges: tuple[Exchange, ...],
     unseen: Mapping[Evidence, str] | None = None,
     usage: UsageFigures | None = None,
 ) -> AgentRecord:
     """The record of a complete message list: zero calls is evidence of zero (what could not
-    be shown about calls does not matter when there are none); usage is the line's own.
+    be shown about calls does not matter when there are none); usage is the line's own;
+    `exchanges` are its turns (`assay.intake.exchanges`).
 
     Raises:
         MessagesError: more than `MAX_TOOL_CALLS_PER_OUTPUT` calls (field `messages`).
@@ -69,6 +78,7 @@ def built(
             trajectory=Trajectory(tuple(tuple(step) for step in steps if step)),
             unseen=missing,
             turns=tuple(turns),
+            exchanges=exchanges,
             usage=usage or UsageFigures(),
         )
     except TooManyCalls as exc:

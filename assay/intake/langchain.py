@@ -6,7 +6,8 @@ Mapping: an AI message's `tool_calls` [{name, args, id}] are one step (one model
 requested them; `additional_kwargs.tool_calls` in the OpenAI shape when `tool_calls` is absent);
 a ToolMessage with `status: "error"` marks its call (`tool_call_id`) failed (LangChain writes
 `"success"` otherwise, so status is always seen). The final text is the last AI message's
-content; usage is the sum of the AI messages' `usage_metadata`.
+content; usage is the sum of the AI messages' `usage_metadata`. Turns: a human (or `chat`)
+message begins one; its answer is the last AI message's content before the next.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from assay.intake.conversation import MessagesError, built, text_of
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Turn, UsageFigures
 from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
@@ -126,16 +128,22 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
     steps: list[list[ToolCall]] = []
     turns: list[Turn] = []
     tokens: dict[str, list[int]] = {"input_tokens": [], "output_tokens": []}
+    split: TurnSplit[list[ToolCall]] = TurnSplit()
     for i, (kind, fields) in enumerate(read_fields):
         role = TYPES[kind]
         turns.append(Turn(role, text_of(fields.get("content"))))  # type: ignore[arg-type]
+        if role == "user":
+            split.user(turns[-1].text)
         if role != "assistant":
             continue
+        split.answer(turns[-1].text)
         where = f"{field}[{i}]" + (".data" if isinstance(messages[i].get("data"), dict) else "")
         steps.append(_calls(fields, where, failed))
+        split.step(steps[-1])
         for key, counted in tokens.items():
             value = _count(fields.get("usage_metadata"), key)
             if value is not None:
                 counted.append(value)
     figures = UsageFigures(*(sum(counted) if counted else None for counted in tokens.values()))
-    return built(FORMAT, final_text(messages), steps, turns, usage=figures)
+    exchanges = split.exchanges(tuple)
+    return built(FORMAT, final_text(messages), steps, turns, exchanges, usage=figures)

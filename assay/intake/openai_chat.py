@@ -9,6 +9,9 @@ convention, which some exporters add) marks the call failed.
 Unseen: the Chat format has no place to mark a failed call, so unless some `tool` message of the
 list carries `is_error`, `tool status` is unseen ("OpenAI messages cannot mark a failed call").
 Usage is not part of a message list (a JSONL line gives it as `usage`).
+
+Turns: each `user` message begins one; its answer is the last assistant message's content
+before the next (`assay.intake.exchanges`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from assay.intake.conversation import MessagesError, built, text_of
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Evidence, Turn
 from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
@@ -107,10 +111,16 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
     marks = any(m.role == "tool" and m.is_error is not None for m in parsed)
     steps: list[list[ToolCall]] = []
     turns: list[Turn] = []
+    split: TurnSplit[list[ToolCall]] = TurnSplit()
     for i, message in enumerate(parsed):
         role = message.role if message.role in ("user", "assistant", "tool") else "system"
         turns.append(Turn(role, message.text))  # type: ignore[arg-type]
-        if message.role != "assistant" or not message.tool_calls:
+        if role == "user":
+            split.user(message.text)
+        if role != "assistant":
+            continue
+        split.answer(message.text)
+        if not message.tool_calls:
             continue
         try:
             steps.append(
@@ -129,5 +139,7 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
             )
         except ArgumentsError as exc:
             raise MessagesError(exc.field, exc.problem) from None
+        split.step(steps[-1])
     text = next((m.text for m in reversed(parsed) if m.role == "assistant"), None)
-    return built(FORMAT, text, steps, turns, None if marks else {Evidence.TOOL_STATUS: NO_STATUS})
+    unseen = None if marks else {Evidence.TOOL_STATUS: NO_STATUS}
+    return built(FORMAT, text, steps, turns, split.exchanges(tuple), unseen)

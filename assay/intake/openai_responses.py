@@ -5,7 +5,8 @@ Mapping: `function_call` items {call_id, name, arguments} are calls; the calls b
 (a `function_call_output` or a user / system / developer message) came from one model response
 and are one step. The final text is the last assistant `message` item's `output_text` parts (an
 assistant message given as `{role, content}` reads too). Reasoning items carry no text. Input
-messages are `{role, content}` (content a string or `input_text` parts).
+messages are `{role, content}` (content a string or `input_text` parts). Turns: a user message
+begins one; its answer is the last assistant `message` item's text before the next.
 
 Unseen: a `function_call_output` has no field marking a failed call (a tool's error is just its
 output text), so `tool status` is unseen ("OpenAI Responses items cannot mark a failed call").
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from assay.intake.conversation import MessagesError, built, text_of
+from assay.intake.exchanges import TurnSplit
 from assay.intake.record import AgentRecord, Evidence, Turn
 from assay.trajectory import ArgumentsError, ToolCall, parse_arguments
 
@@ -68,6 +70,7 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
     """
     steps: list[list[ToolCall]] = [[]]
     turns: list[Turn] = []
+    split: TurnSplit[list[ToolCall]] = TurnSplit()
     for i, item in enumerate(messages):
         where = f"{field}[{i}]"
         if not isinstance(item, dict):
@@ -86,6 +89,8 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
                 raise MessagesError(exc.field, exc.problem) from None
             call_id = item.get("call_id")
             steps[-1].append(ToolCall(name, args, call_id if isinstance(call_id, str) else None))
+            if len(steps[-1]) == 1:  # the split keeps this list, so later calls join it there
+                split.step(steps[-1])
         elif kind == "function_call_output":
             output = item.get("output")
             turns.append(Turn("tool", text_of(output, _TEXT_PARTS)))
@@ -96,8 +101,14 @@ def read(messages: Sequence[Any], field: str = "messages") -> AgentRecord:
             text = text_of(item.get("content"), _TEXT_PARTS)
             if role == "assistant":
                 turns.append(Turn("assistant", text))
+                split.answer(text)
             else:
                 turns.append(Turn("user" if role == "user" else "system", text))
+                if role == "user":
+                    split.user(text)
                 if steps[-1]:
                     steps.append([])
-    return built(FORMAT, final_text(messages), steps, turns, {Evidence.TOOL_STATUS: NO_STATUS})
+    exchanges = split.exchanges(tuple)
+    return built(
+        FORMAT, final_text(messages), steps, turns, exchanges, {Evidence.TOOL_STATUS: NO_STATUS}
+    )

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from assay.errors import InputError
-from assay.intake.record import AgentRecord, Evidence, Turn, UsageFigures
+from assay.intake.record import AgentRecord, Evidence, Exchange, Turn, UsageFigures
 from assay.jsonl import numbered_lines
 from assay.trajectory import ToolCall, Trajectory
 
@@ -129,13 +129,15 @@ def transcript_record(
     usage: UsageFigures,
     moments: list[datetime],
     unseen: Mapping[Evidence, str],
+    exchanges: tuple[Exchange, ...],
     *,
     no_usage: str,
     no_text: str,
 ) -> AgentRecord:
     """One transcript's record. `unseen` holds what the format itself cannot show; usage that is
     not known and a missing text join it with the reasons `no_usage` and `no_text`. The duration
-    runs from the first to the last of `moments` (None for fewer than two)."""
+    runs from the first to the last of `moments` (None for fewer than two). `exchanges` are its
+    turns: a user message begins one, tool results never do (`assay.intake.exchanges`)."""
     gaps = dict(unseen)
     if not usage.known:
         gaps[Evidence.USAGE] = no_usage
@@ -148,6 +150,7 @@ def transcript_record(
         trajectory=Trajectory(tuple(steps)),
         unseen=gaps,
         turns=tuple(turns),
+        exchanges=exchanges,
         usage=usage,
         duration_ms=duration,
     )

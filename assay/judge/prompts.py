@@ -16,6 +16,12 @@ Placeholders use `string.Template` syntax (`$name`): substitution is a single pa
 inside a case or an output is never expanded, and JSON braces in the instructions need no
 escaping. Candidate outputs go in through `untrusted_block`, which fences them between marker
 lines tagged with a hash of the output itself: an output cannot forge its own closing marker.
+
+A conversation check (`llm_judge {on: conversation}`) is asked with the same template: its
+rubric is preceded by the conversation frame (`conversation.frame.txt`) and may be a shipped
+template's text (`rubric.<name>.txt`), and its output is the conversation rendered by
+`conversation_block`. Those texts are versioned like a template (`name@<sha256[:12]>`), and
+`with_texts` adds their versions to the prompt version a run records.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +37,7 @@ from string import Template
 from typing import Any, Final, Literal
 
 from assay.judge.port import WINNERS, JudgeRequest, PairRequest, Winner
+from assay.scorers.judge import CONVERSATION_RUBRICS
 
 SYSTEM_HEADER: Final = "=== system ==="
 USER_HEADER: Final = "=== user ==="
@@ -306,3 +314,74 @@ def parse_pair_reply(text: str | None) -> Winner:
         if winner == known:
             return known
     raise MalformedReply("winner is not first, second or tie")
+
+
+# --- conversations ----------------------------------------------------------------------------
+
+CONVERSATION_FRAME: Final = "conversation"
+"""The text put before every conversation check's rubric (`conversation.frame.txt`)."""
+ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
+
+_TAG_LETTERS = "abcdefghijklmnop"
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRubric:
+    """What a judge of a whole conversation reads as its rubric, and the versions of its texts.
+
+    Attributes:
+        text: The frame (how the conversation is shown), then the named template's text or the
+            rubric as the suite wrote it.
+        versions: `name@<sha256[:12]>` of every shipped text used (the frame, the template): part
+            of the recorded prompt version (`with_texts`), so editing one makes the judge
+            uncalibrated, as editing the prompt does.
+    """
+
+    text: str
+    versions: tuple[str, ...]
+
+
+def _shipped_text(stem: str) -> tuple[str, str]:
+    """(text, version) of a shipped text file `<stem>.txt`; the version names it without the
+    `rubric.` / `.frame` part of the file name (`goal_completion@…`, `conversation@…`)."""
+    data = resources.files("assay.judge").joinpath("prompts", f"{stem}.txt").read_bytes()
+    name = stem.removeprefix("rubric.").removesuffix(".frame")
+    return data.decode("utf-8").strip(), f"{name}@{hashlib.sha256(data).hexdigest()[:12]}"
+
+
+def conversation_rubric(rubric: str) -> ConversationRubric:
+    """The rubric a conversation check asks with: the frame, then `rubric` — the text of the
+    template it names (one of `CONVERSATION_RUBRICS`), or itself."""
+    frame, frame_version = _shipped_text(f"{CONVERSATION_FRAME}.frame")
+    if rubric in CONVERSATION_RUBRICS:
+        text, version = _shipped_text(f"rubric.{rubric}")
+        return ConversationRubric(f"{frame}\n{text}", (frame_version, version))
+    return ConversationRubric(f"{frame}\n{rubric}", (frame_version,))
+
+
+def with_texts(prompt_version: str, versions: Iterable[str]) -> str:
+    """A prompt version with the versions of the further shipped texts a judge reads
+    (`default@…+redact@…+conversation@…+goal_completion@…`; each once, in name order)."""
+    return "".join([prompt_version, *(f"+{version}" for version in sorted(set(versions)))])
+
+
+def conversation_block(turns: Sequence[tuple[str, str]]) -> str:
+    """A conversation as the judge reads it: every message under a header line
+    `<<<TURN n ROLE tag>>>` (the frame, `conversation.frame.txt`, explains them).
+
+    The tag is a hash of the whole conversation, so no message can forge a header of its own
+    (it would have to contain the hash of a text that contains it). It is written in letters
+    only because redaction runs again on the judge's whole output (`Redactor.request`): a phone
+    or card matcher must never find digits in a header.
+
+    Args:
+        turns: (role, text) per message, in order; roles from `ROLES`, texts already redacted.
+    """
+    digest = hashlib.sha256(
+        json.dumps(list(turns), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    ).hexdigest()
+    tag = "".join(_TAG_LETTERS[int(char, 16)] for char in digest[:16])
+    return "\n".join(
+        f"<<<TURN {number} {role.upper()} {tag}>>>\n{text}"
+        for number, (role, text) in enumerate(turns, start=1)
+    )

@@ -11,13 +11,18 @@ consecutive failed calls, `assay.judge.service`) is unavailable — `unavailable
 open …`, against coverage, named in the run's summary — never a pass. A check `on: trajectory`
 asks about the output's tool calls rendered as text (`assay.trajectory.rendered`: tool names and
 arguments, redacted like any output); an output without a trajectory fails it, like every
-trajectory check.
+trajectory check. A check `on: conversation` asks about the record's whole conversation (every
+message of `AgentRecord.turns`, each redacted here before it is rendered under its role's header,
+`assay.judge.prompts.conversation_block`), with the conversation frame before its rubric (or the
+template it names, `conversation_rubric`); its cache key covers the redacted conversation, and
+the texts' versions join the run's prompt version (`suite_judge_setup`). A record that shows no
+messages (an `output` line) leaves it unavailable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -27,7 +32,8 @@ from assay.intake.record import Evidence
 from assay.judge.cache import cache_key
 from assay.judge.circuit import CIRCUIT_OPEN, CIRCUIT_OPEN_WHY
 from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
-from assay.judge.redaction import add_counts
+from assay.judge.prompts import conversation_block, conversation_rubric, with_texts
+from assay.judge.redaction import Redactor, add_counts
 from assay.judge.reliability import majority
 from assay.judge.service import JudgeSetup, judge_repeated
 from assay.judge.spending import Spender
@@ -38,6 +44,7 @@ from assay.scorers._registry import UNAVAILABLE
 from assay.scorers.judge import LlmJudgeConfig
 from assay.scorers.trajectory import NO_TRAJECTORY
 from assay.store import EvidenceStore
+from assay.suites.suite import Suite
 from assay.trajectory import rendered
 
 JUDGED_TRAJECTORY: Final = (Evidence.TOOL_NAMES, Evidence.TOOL_ARGUMENTS)
@@ -45,6 +52,32 @@ JUDGED_TRAJECTORY: Final = (Evidence.TOOL_NAMES, Evidence.TOOL_ARGUMENTS)
 
 CheckKey = tuple[str, int]
 """(case id, position of the check among the case's scorers)."""
+
+NO_CONVERSATION: Final = Outcome(
+    Status.SKIPPED,
+    0.0,
+    UNAVAILABLE + "the record shows no messages, only its final text (an `output` line)",
+)
+"""A conversation check of a record without messages: not scored, against coverage."""
+
+
+def suite_judge_setup(setup: JudgeSetup, suite: Suite) -> JudgeSetup:
+    """The run's judge setup for `suite`: its prompt version joined by the versions of the
+    conversation texts the suite's checks read (the frame, each template named), so that a run
+    records, caches under and is calibrated for exactly what its judge read. Unchanged for a
+    suite without conversation checks, and where no judge is configured."""
+    if setup.prompt_version is None:
+        return setup
+    rubrics = {
+        spec.config.rubric
+        for case in suite.cases
+        for spec in suite.scorers_for(case)
+        if isinstance(spec.config, LlmJudgeConfig) and spec.config.on == "conversation"
+    }
+    if not rubrics:
+        return setup
+    versions = [version for rubric in rubrics for version in conversation_rubric(rubric).versions]
+    return replace(setup, prompt_version=with_texts(setup.prompt_version, versions))
 
 
 @dataclass
@@ -94,10 +127,34 @@ def judge_chunk(
     requests: list[tuple[str, JudgeRequest]] = []
     unjudged: dict[CheckKey, Outcome] = {}
     """Checks of outputs whose record did not capture what they judge: unavailable."""
+    conversations = _Conversations(Redactor(setup.redaction))
     for output in outputs:
         case = compiled.cases[output.case_id]
         for position, spec in enumerate(suite.scorers_for(case)):
             if not isinstance(spec.config, LlmJudgeConfig):
+                continue
+            if spec.config.on == "conversation":
+                asked = conversations.asked(output, spec.config)
+                if isinstance(asked, Outcome):
+                    unjudged[(case.id, position)] = asked
+                    continue
+                keys.append((case.id, position))
+                request = JudgeRequest(
+                    case_id=case.id,
+                    input=case.input,
+                    expected=case.expected,
+                    rubric=asked.rubric,
+                    output=asked.conversation,
+                    pass_threshold=spec.config.pass_threshold,
+                )
+                content = {
+                    "case": case.content_hash,
+                    "on": "conversation",
+                    "output": hasher(asked.conversation),
+                    "rubric": asked.rubric,
+                    "threshold": spec.config.pass_threshold,
+                }
+                requests.append((cache_key(hasher, "check", setup.pin, content), request))
                 continue
             judged = output.output
             needs = JUDGED_TRAJECTORY if spec.config.on == "trajectory" else (Evidence.TEXT,)
@@ -140,6 +197,7 @@ def judge_chunk(
         decision=batch.decision,
         over_bound=batch.over_bound,
     )
+    judgement.redactions = conversations.redactions
     for key, verdicts in zip(keys, repeats, strict=True):
         verdict, unanimous = majority(verdicts)
         judgement.outcomes[key] = _outcome(verdict)
@@ -149,3 +207,43 @@ def judge_chunk(
             judgement.unanimous += unanimous is True
             judgement.split += verdict.reason == JUDGE_SPLIT
     return judgement
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a conversation check asks the judge: the framed rubric and the redacted
+    conversation under its turn headers (in memory only)."""
+
+    rubric: str
+    conversation: str
+
+
+@dataclass
+class _Conversations:
+    """Renders each output's conversation once per chunk, redacting every message first, and
+    each rubric's frame once; counts the redactions per conversation (not per check)."""
+
+    redactor: Redactor
+    redactions: dict[str, int] = field(default_factory=dict)
+    _rendered: dict[int, str] = field(default_factory=dict)
+    _rubrics: dict[str, str] = field(default_factory=dict)
+
+    def asked(self, output: CandidateOutput, config: LlmJudgeConfig) -> _Asked | Outcome:
+        """What the check asks about `output`, or the outcome standing for it (unavailable)."""
+        record = output.record
+        if record is None or not record.turns:
+            return NO_CONVERSATION
+        conversation = self._rendered.get(id(output))
+        if conversation is None:
+            turns: list[tuple[str, str]] = []
+            counts: dict[str, int] = {}
+            for turn in record.turns:
+                redacted = self.redactor.redact(turn.text)
+                turns.append((turn.role, redacted.text))
+                counts = add_counts(counts, redacted.counts)
+            conversation = self._rendered[id(output)] = conversation_block(turns)
+            self.redactions = add_counts(self.redactions, counts)
+        rubric = self._rubrics.get(config.rubric)
+        if rubric is None:
+            rubric = self._rubrics[config.rubric] = conversation_rubric(config.rubric).text
+        return _Asked(rubric, conversation)

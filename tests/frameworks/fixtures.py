@@ -10,6 +10,8 @@ when the `frameworks` extra is not installed (`pip install -e '.[frameworks]'`).
 
     def test_x(framework_recordings: dict[str, Path]) -> None:
         traces = framework_recordings["agents-genai"] / "traces.pb"
+
+`conversation_recordings` is the same for the multi-turn conversations (`converse.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.frameworks.converse import CONVERSATION_SETUPS
 from tests.frameworks.model_server import running_model_server
 from tests.frameworks.record import ALL_SETUPS, CLEARED_ENV_PREFIXES
 
@@ -56,9 +59,13 @@ def missing_frameworks() -> list[str]:
     return missing
 
 
-def _record(setup: str, out: Path, model_url: str, env: dict[str, str]) -> None:
+def _record(
+    setup: str, out: Path, model_url: str, env: dict[str, str], conversations: bool
+) -> None:
     folder = out / setup
     command = [sys.executable, "-m", "tests.frameworks.record", setup, str(folder)]
+    if conversations:
+        command.append("--conversations")
     done = subprocess.run(
         [*command, "--model-url", model_url],
         cwd=REPO,
@@ -73,12 +80,16 @@ def _record(setup: str, out: Path, model_url: str, env: dict[str, str]) -> None:
         raise RuntimeError(f"recording {setup} failed (exit {done.returncode}):\n{tail}")
 
 
-def record_all(out: Path, setups: Iterable[str] = ALL_SETUPS) -> dict[str, Path]:
-    """Record each setup into `out / SETUP`; returns setup -> that folder."""
+def record_all(
+    out: Path, setups: Iterable[str] = ALL_SETUPS, *, conversations: bool = False
+) -> dict[str, Path]:
+    """Record each setup into `out / SETUP` (its conversations, with `conversations`); returns
+    setup -> that folder."""
     chosen = list(setups)
-    unknown = sorted(set(chosen) - set(ALL_SETUPS))
+    known = CONVERSATION_SETUPS if conversations else ALL_SETUPS
+    unknown = sorted(set(chosen) - set(known))
     if unknown:
-        raise ValueError(f"unknown setups {unknown}; known: {list(ALL_SETUPS)}")
+        raise ValueError(f"unknown setups {unknown}; known: {list(known)}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(CLEARED_ENV_PREFIXES)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
@@ -87,7 +98,9 @@ def record_all(out: Path, setups: Iterable[str] = ALL_SETUPS) -> dict[str, Path]
         running_model_server() as server,
         ThreadPoolExecutor(max_workers=PARALLEL) as pool,
     ):
-        jobs = [pool.submit(_record, setup, out, server.url, env) for setup in chosen]
+        jobs = [
+            pool.submit(_record, setup, out, server.url, env, conversations) for setup in chosen
+        ]
         for job in jobs:
             job.result()
     return {setup: out / setup for setup in chosen}
@@ -100,3 +113,13 @@ def framework_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     if missing:
         pytest.skip(f"the frameworks extra is not installed (no {', '.join(missing)})")
     return record_all(tmp_path_factory.mktemp("framework-recordings"))
+
+
+@pytest.fixture(scope="session")
+def conversation_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The conversations recorded by each setup of `converse.py` (once per session)."""
+    missing = missing_frameworks()
+    if missing:
+        pytest.skip(f"the frameworks extra is not installed (no {', '.join(missing)})")
+    out = tmp_path_factory.mktemp("conversation-recordings")
+    return record_all(out, CONVERSATION_SETUPS, conversations=True)

@@ -10,7 +10,9 @@ each non-streaming (a request asking to stream gets a 400 saying so), with usage
 every answer. It keeps no conversation state: the case is the `[case:NAME]` marker found
 anywhere in the request (the scenario's prompt carries it), and the turn is read off the tool
 calls the request already holds: with none the model makes the scenario's first step of calls,
-after those the second, and so on; once all were made it answers the final text. The calls of
+after those the second, and so on; once all were made it answers the final text. For a
+conversation (`CONVERSATIONS`) the user messages in the request say which of its turns is
+scripted, and only the calls since the last of them count. The calls of
 one step come in ONE response (parallel tool calls). Token usage is `usage_for(turn)`.
 
 Tool call ids are deterministic: `call_<case>_<step>_<n>` (Chat Completions and the Responses
@@ -34,7 +36,14 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from tests.frameworks.scenarios import CASE_MARKER, SCENARIOS, Call, Scenario, usage_for
+from tests.frameworks.scenarios import (
+    CASE_MARKER,
+    CONVERSATIONS,
+    SCENARIOS,
+    Call,
+    Scenario,
+    usage_for,
+)
 
 START_TIMEOUT_SECONDS = 10.0
 
@@ -43,13 +52,24 @@ class ScriptError(Exception):
     """A request the script cannot answer (no case marker, unknown case, too many calls)."""
 
 
-def _case(body: dict[str, Any]) -> Scenario:
+def _case_name(body: dict[str, Any]) -> str:
     match = CASE_MARKER.search(json.dumps(body))
     if match is None:
         raise ScriptError("no [case:NAME] marker in the request")
-    scenario = SCENARIOS.get(match.group(1))
+    return match.group(1)
+
+
+def _case(body: dict[str, Any], users: int) -> Scenario:
+    """The script of the case `body` is for, at its `users`-th user message."""
+    name = _case_name(body)
+    if name in CONVERSATIONS:
+        turns = CONVERSATIONS[name].turns
+        if not 1 <= users <= len(turns):
+            raise ScriptError(f"{users} user messages; conversation {name} has {len(turns)}")
+        return turns[users - 1]
+    scenario = SCENARIOS.get(name)
     if scenario is None:
-        raise ScriptError(f"unknown case {match.group(1)!r}")
+        raise ScriptError(f"unknown case {name!r}")
     return scenario
 
 
@@ -68,49 +88,65 @@ def _turn(scenario: Scenario, calls_made: int) -> int:
     )
 
 
-def _due(body: dict[str, Any], calls_made: int) -> tuple[Scenario, int, list[tuple[str, Call]]]:
-    """The case `body` is for, the model turn due once it holds `calls_made` tool calls, and that
-    turn's calls (none for the final text), each with its id's stem `<case>_<step>_<n>`."""
-    scenario = _case(body)
+Position = tuple[int, int]
+"""(user messages in the request, tool calls made since the last of them)."""
+
+
+def _due(body: dict[str, Any], at: Position) -> tuple[Scenario, int, list[tuple[str, Call]]]:
+    """The script `body` is at, the model turn due once it holds those calls, and that turn's
+    calls (none for the final text), each with its id's stem `<case>_<step>_<n>` (after the
+    first user message `<case>_u<users>_<step>_<n>`, unique in the conversation)."""
+    users, calls_made = at
+    scenario = _case(body, users)
     turn = _turn(scenario, calls_made)
     calls = scenario.steps[turn] if turn < len(scenario.steps) else ()
-    return scenario, turn, [(f"{scenario.name}_{turn}_{n}", call) for n, call in enumerate(calls)]
+    stem = scenario.name if users <= 1 else f"{scenario.name}_u{users}"
+    return scenario, turn, [(f"{stem}_{turn}_{n}", call) for n, call in enumerate(calls)]
 
 
-def _chat_calls_made(body: dict[str, Any]) -> int:
-    return sum(
-        len(message.get("tool_calls") or [])
-        for message in body.get("messages", [])
-        if isinstance(message, dict) and message.get("role") == "assistant"
-    )
+def _chat_position(body: dict[str, Any]) -> Position:
+    users = calls = 0
+    for message in body.get("messages", []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            users, calls = users + 1, 0
+        elif isinstance(message, dict) and message.get("role") == "assistant":
+            calls += len(message.get("tool_calls") or [])
+    return users, calls
 
 
-def _responses_calls_made(body: dict[str, Any]) -> int:
+def _responses_position(body: dict[str, Any]) -> Position:
     items = body.get("input")
     if not isinstance(items, list):
-        return 0
-    return sum(
-        1 for item in items if isinstance(item, dict) and item.get("type") == "function_call"
-    )
+        return 1, 0
+    users = calls = 0
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type", "message") == "message" and item.get("role") == "user":
+            users, calls = users + 1, 0
+        elif item.get("type") == "function_call":
+            calls += 1
+    return users, calls
 
 
-def _anthropic_calls_made(body: dict[str, Any]) -> int:
-    count = 0
+def _anthropic_position(body: dict[str, Any]) -> Position:
+    users = calls = 0
     for message in body.get("messages", []):
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            content = message.get("content")
-            if isinstance(content, list):
-                count += sum(
-                    1
-                    for block in content
-                    if isinstance(block, dict) and block.get("type") == "tool_use"
-                )
-    return count
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if message.get("role") == "user":
+            if not any(block.get("type") == "tool_result" for block in blocks):
+                users, calls = users + 1, 0
+        elif message.get("role") == "assistant":
+            calls += sum(1 for block in blocks if block.get("type") == "tool_use")
+    return users, calls
 
 
 def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions answer to `body`."""
-    scenario, turn, calls = _due(body, _chat_calls_made(body))
+    scenario, turn, calls = _due(body, _chat_position(body))
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     if calls:
         message["tool_calls"] = [
@@ -148,7 +184,7 @@ def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
 
 def response(body: dict[str, Any]) -> dict[str, Any]:
     """The Responses API answer to `body`."""
-    scenario, turn, calls = _due(body, _responses_calls_made(body))
+    scenario, turn, calls = _due(body, _responses_position(body))
     output: list[dict[str, Any]]
     if calls:
         output = [
@@ -205,7 +241,7 @@ def response(body: dict[str, Any]) -> dict[str, Any]:
 
 def message(body: dict[str, Any]) -> dict[str, Any]:
     """The Anthropic Messages answer to `body`."""
-    scenario, turn, calls = _due(body, _anthropic_calls_made(body))
+    scenario, turn, calls = _due(body, _anthropic_position(body))
     content = [
         {
             "type": "tool_use",
@@ -263,7 +299,7 @@ def app(requests: list[tuple[str, str]] | None = None) -> FastAPI:
             detail = {"message": str(error), "type": "invalid_request_error", "code": "400"}
             return JSONResponse({"error": detail}, status_code=400)
         if requests is not None:
-            requests.append((path, _case(body).name))
+            requests.append((path, _case_name(body)))
         return JSONResponse(result)
 
     for path in answers:

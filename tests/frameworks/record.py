@@ -14,6 +14,8 @@ runs in a fresh process (instrumentors and tracer providers are global) and writ
   conversation in its native format (`messages_plain.jsonl` too for LangGraph);
 - `notes.json`: the instrumentation, its content mode, how the case id was attached.
 
+With `--conversations` it records the multi-turn conversations instead (`converse.py`).
+
 Each case runs inside a root span `case` with `assay.case_id` opened with the OpenTelemetry API;
 every instrumentation here starts its spans under the current context, so the whole case is
 one trace (`notes.json` says so per setup). The exporter flushes after each case. URL is the
@@ -24,19 +26,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import json
 import os
 import sys
-import threading
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.frameworks.loops import MAX_TURNS, Messages, agent_for, chat_turn, instrument_openai
 from tests.frameworks.scenarios import (
     ANTHROPIC_MODEL,
     INSTRUCTIONS,
@@ -47,8 +47,8 @@ from tests.frameworks.scenarios import (
     chat_tools,
     run_tool,
 )
+from tests.frameworks.telemetry import Telemetry
 
-MAX_TURNS = 10
 CLEARED_ENV_PREFIXES = (
     "OTEL_",
     "OPENINFERENCE_",
@@ -58,8 +58,6 @@ CLEARED_ENV_PREFIXES = (
     "LANGSMITH_",
 )
 """Variables from the caller's environment that would change what a setup records."""
-
-Messages = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -225,115 +223,6 @@ SETUPS: dict[str, Setup] = {
 ALL_SETUPS: tuple[str, ...] = tuple(SETUPS)
 
 
-class OtlpReceiver:
-    """A tiny OTLP/HTTP receiver: keeps the raw body of every POST by path."""
-
-    def __init__(self) -> None:
-        self.bodies: dict[str, list[bytes]] = {}
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                with receiver._lock:
-                    receiver.bodies.setdefault(self.path, []).append(body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class Telemetry:
-    """The real OpenTelemetry SDK exporting to an `OtlpReceiver`, set as the global providers."""
-
-    def __init__(self, setup: str) -> None:
-        from opentelemetry import trace
-        from opentelemetry._logs import set_logger_provider
-        from opentelemetry.exporter.otlp.proto.http import Compression
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-        self.receiver = OtlpReceiver()
-        resource = Resource.create({"service.name": f"assay-frameworks-{setup}"})
-        self.tracer_provider = TracerProvider(resource=resource)
-        span_exporter = OTLPSpanExporter(
-            endpoint=f"{self.receiver.url}/v1/traces", compression=Compression.NoCompression
-        )
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-        trace.set_tracer_provider(self.tracer_provider)
-        self.logger_provider = LoggerProvider(resource=resource)
-        log_exporter = OTLPLogExporter(
-            endpoint=f"{self.receiver.url}/v1/logs", compression=Compression.NoCompression
-        )
-        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
-        set_logger_provider(self.logger_provider)
-        self.tracer = trace.get_tracer("assay.frameworks.record")
-
-    @contextmanager
-    def case(self, case_id: str) -> Iterator[None]:
-        """The root span of one case; flushes the exporters after it ends."""
-        with self.tracer.start_as_current_span("case", attributes={"assay.case_id": case_id}):
-            yield
-        self.flush()
-
-    def flush(self) -> None:
-        self.tracer_provider.force_flush()
-        self.logger_provider.force_flush()
-
-    def shutdown(self) -> None:
-        self.flush()
-        self.tracer_provider.shutdown()
-        self.logger_provider.shutdown()
-        self.receiver.stop()
-
-    def write(self, out: Path) -> dict[str, int]:
-        """traces.pb/.json (always) and logs.pb/.json (when any); returns request counts."""
-        from google.protobuf.json_format import MessageToJson
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-            ExportLogsServiceRequest,
-        )
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        counts = {}
-        kinds: tuple[tuple[str, str, Any], ...] = (
-            ("traces", "/v1/traces", ExportTraceServiceRequest),
-            ("logs", "/v1/logs", ExportLogsServiceRequest),
-        )
-        for name, path, message_type in kinds:
-            bodies = self.receiver.bodies.get(path, [])
-            counts[name] = len(bodies)
-            if not bodies and name == "logs":
-                continue
-            (out / f"{name}.pb").write_bytes(b"".join(bodies))
-            lines = [
-                MessageToJson(message_type.FromString(body), indent=None) + "\n" for body in bodies
-            ]
-            (out / f"{name}.json").write_text("".join(lines), encoding="utf-8")
-        return counts
-
-
 def _configure_environment(setup: Setup) -> None:
     for name in list(os.environ):
         if name.startswith(CLEARED_ENV_PREFIXES):
@@ -345,38 +234,14 @@ def _configure_environment(setup: Setup) -> None:
 # --- OpenAI Agents SDK ------------------------------------------------------------------------
 
 
-def _agents_error(context: Any, error: Exception) -> str:
-    return f"Error running tool: {error}"
-
-
 def _record_agents(
     setup: str, telemetry: Telemetry, model_url: str
 ) -> tuple[dict[str, Messages], None]:
-    from agents import Agent, Runner, function_tool, set_trace_processors
-    from agents.models.openai_responses import OpenAIResponsesModel
-    from openai import AsyncOpenAI
+    from agents import Runner
 
     from tests.frameworks.scenarios import TOOLS
 
-    set_trace_processors([])
-    if setup == "agents-openinference":
-        from openinference.instrumentation.openai_agents import (
-            OpenAIAgentsInstrumentor as OpenInferenceAgents,
-        )
-
-        OpenInferenceAgents().instrument(tracer_provider=telemetry.tracer_provider)
-    else:
-        from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-
-        OpenAIAgentsInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
-
-    client = AsyncOpenAI(base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)
-    agent = Agent(
-        name="support-agent",
-        instructions=INSTRUCTIONS,
-        model=OpenAIResponsesModel(model=MODEL, openai_client=client),
-        tools=[function_tool(t, failure_error_function=_agents_error) for t in TOOLS.values()],
-    )
+    agent = agent_for(setup, telemetry, model_url, TOOLS)
 
     async def run_all() -> dict[str, Messages]:
         conversations = {}
@@ -429,13 +294,7 @@ def _record_langgraph(
 def _record_openai(
     setup: str, telemetry: Telemetry, model_url: str
 ) -> tuple[dict[str, Messages], None]:
-    from openai import OpenAI
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-    OpenAIInstrumentor().instrument(  # type: ignore[no-untyped-call]
-        tracer_provider=telemetry.tracer_provider, logger_provider=telemetry.logger_provider
-    )
-    client = OpenAI(base_url=f"{model_url}/v1", api_key="sk-test", max_retries=0)
+    client = instrument_openai(telemetry, model_url)
     conversations = {}
     for name, scenario in SCENARIOS.items():
         messages: Messages = [
@@ -443,36 +302,7 @@ def _record_openai(
             {"role": "user", "content": scenario.prompt},
         ]
         with telemetry.case(name):
-            for _ in range(MAX_TURNS):
-                completion = client.chat.completions.create(
-                    model=MODEL,
-                    messages=messages,  # type: ignore[arg-type]
-                    tools=chat_tools(),  # type: ignore[arg-type]
-                )
-                reply = completion.choices[0].message
-                assistant: dict[str, Any] = {"role": "assistant", "content": reply.content}
-                calls = [call for call in reply.tool_calls or [] if call.type == "function"]
-                if calls:
-                    assistant["tool_calls"] = [
-                        {
-                            "id": call.id,
-                            "type": "function",
-                            "function": {
-                                "name": call.function.name,
-                                "arguments": call.function.arguments,
-                            },
-                        }
-                        for call in calls
-                    ]
-                messages.append(assistant)
-                if not calls:
-                    break
-                for call in calls:
-                    try:
-                        result = run_tool(call.function.name, json.loads(call.function.arguments))
-                    except ToolFailure as error:
-                        result = f"Error: {error}"
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            chat_turn(client, messages, chat_tools())
         conversations[name] = messages
     return conversations, None
 
@@ -547,15 +377,21 @@ def _write_jsonl(path: Path, conversations: dict[str, Messages]) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def record(setup_name: str, out: Path, model_url: str) -> None:
-    """Run every scenario through `setup_name` and write the recordings into `out`."""
+def record(setup_name: str, out: Path, model_url: str, *, conversations: bool = False) -> None:
+    """Run every scenario (every conversation, with `conversations`) through `setup_name` and
+    write the recordings into `out`."""
     setup = SETUPS[setup_name]
     _configure_environment(setup)
     out.mkdir(parents=True, exist_ok=True)
     telemetry = Telemetry(setup_name)
+    recorder = RECORDERS[setup_name]
+    if conversations:
+        from tests.frameworks.converse import CONVERSATION_RECORDERS
+
+        recorder = CONVERSATION_RECORDERS[setup_name]
     try:
         url = model_url.rstrip("/").removesuffix("/v1")
-        native, plain = RECORDERS[setup_name](setup_name, telemetry, url)
+        native, plain = recorder(setup_name, telemetry, url)
     finally:
         telemetry.shutdown()
     counts = telemetry.write(out)
@@ -581,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("setup", choices=ALL_SETUPS)
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--model-url", help="the model server's root URL (default: start one)")
+    parser.add_argument(
+        "--conversations", action="store_true", help="record the conversations instead"
+    )
     args = parser.parse_args(argv)
     server: AbstractContextManager[Any]
     if args.model_url:
@@ -591,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         server = running_model_server()
     with server as running:
         url = args.model_url or running.url
-        record(args.setup, args.outdir, url)
+        record(args.setup, args.outdir, url, conversations=args.conversations)
     return 0
 
 

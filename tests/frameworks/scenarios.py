@@ -20,7 +20,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 CANARY = "CANARY-7f3a"
@@ -78,11 +78,24 @@ TOOLS: dict[str, Callable[..., str]] = {
 }
 
 _PARAMETERS: dict[str, dict[str, str]] = {
+    "get_order": {"order_id": "The order id."},
     "lookup_order": {"order_id": "The order id."},
     "refund": {"order_id": "The order id.", "amount": "The amount, with its currency."},
     "send_email": {"to": "The email address."},
     "delete_account": {"user_id": "The user id."},
 }
+
+
+def get_order(order_id: str) -> str:
+    """Get an order by its id: its status and total."""
+    time.sleep(TOOL_SECONDS)
+    return json.dumps({"order_id": order_id, "status": "shipped", "total": AMOUNT})
+
+
+CONVERSATION_TOOLS: dict[str, Callable[..., str]] = {"get_order": get_order}
+"""The tools of the conversations (kept apart so that the one-answer recordings stay as they
+were)."""
+ALL_TOOLS = {**TOOLS, **CONVERSATION_TOOLS}
 
 
 def json_schema(name: str) -> dict[str, Any]:
@@ -98,7 +111,7 @@ def json_schema(name: str) -> dict[str, Any]:
     }
 
 
-def chat_tools() -> list[dict[str, Any]]:
+def chat_tools(tools: dict[str, Callable[..., str]] = TOOLS) -> list[dict[str, Any]]:
     """The tools as OpenAI Chat Completions `tools`."""
     return [
         {
@@ -109,7 +122,7 @@ def chat_tools() -> list[dict[str, Any]]:
                 "parameters": json_schema(name),
             },
         }
-        for name, tool in TOOLS.items()
+        for name, tool in tools.items()
     ]
 
 
@@ -161,7 +174,7 @@ def usage_for(turn: int) -> tuple[int, int]:
 
 def run_tool(name: str, arguments: dict[str, Any]) -> str:
     """Run a tool by name (raises `ToolFailure` as the tool does)."""
-    return TOOLS[name](**arguments)
+    return ALL_TOOLS[name](**arguments)
 
 
 _LOOKUP = Call("lookup_order", {"order_id": ORDER})
@@ -234,3 +247,53 @@ EXPECTED_CALLS: dict[str, list[dict[str, Any]]] = {
     name: [{"name": c.name, "arguments": dict(c.arguments)} for c in scenario.calls]
     for name, scenario in SCENARIOS.items()
 }
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A case of several user turns: each a `Scenario` (its request, the calls the model makes
+    in that turn, its answer). Only the first request carries the case marker: every later
+    request resends the conversation, marker included."""
+
+    name: str
+    turns: tuple[Scenario, ...]
+
+    @property
+    def requests(self) -> list[str]:
+        """The user messages, in order."""
+        return [self.turns[0].prompt, *(turn.request for turn in self.turns[1:])]
+
+
+_GET_ORDER = Call("get_order", {"order_id": ORDER})
+_SUPPORT = (
+    Scenario(
+        "support",
+        f"Hello, I have a question about an order from shop {CANARY}.",
+        (),
+        f"Hello! Which order is it about? ({CANARY})",
+    ),
+    Scenario(
+        "support",
+        f"Order {ORDER}. Where is it?",
+        ((_GET_ORDER,),),
+        f"Order {ORDER} has shipped; its total is {AMOUNT}.",
+    ),
+    Scenario(
+        "support",
+        "Thanks. Which order number was that again?",
+        (),
+        f"It was order {ORDER}.",
+    ),
+)
+_SHORT = tuple(replace(turn, name="support_short") for turn in _SUPPORT[:2])
+CONVERSATIONS: dict[str, Conversation] = {
+    conversation.name: conversation
+    for conversation in (
+        Conversation("support", _SUPPORT),
+        Conversation(
+            "support_short", tuple(replace(t, name="support_short") for t in _SUPPORT[:2])
+        ),
+    )
+}
+"""`support`: turn 2 calls `get_order` before answering, turns 1 and 3 answer without a call;
+`support_short`: the same conversation stopped after turn 2 (a record with fewer turns)."""

@@ -31,6 +31,12 @@ _LEGACY_CALLS: Final = re.compile(
 )
 """OpenLLMetry's flattened tool calls of a completion."""
 LLM_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
+INPUT_MESSAGES: Final = "gen_ai.input.messages"
+_INPUT_INDEXED: Final = (
+    re.compile(r"^llm\.input_messages\.(\d+)\.message\.(content|role)$"),
+    re.compile(r"^gen_ai\.prompt\.(\d+)\.(content|role)$"),
+)
+"""OpenInference's and OpenLLMetry's flattened input messages."""
 
 INPUT_TOKENS: Final = (
     "gen_ai.usage.input_tokens",
@@ -70,6 +76,46 @@ def output_captured(attributes: Mapping[str, AttributeValue]) -> bool:
         or name.startswith(("llm.output_messages.", "gen_ai.completion."))
         for name in attributes
     )
+
+
+def is_input_attribute(name: str) -> bool:
+    """Whether `user_inputs` may read the attribute `name`."""
+    return name == INPUT_MESSAGES or (
+        name.startswith(("llm.input_messages.", "gen_ai.prompt."))
+        and any(pattern.match(name) for pattern in _INPUT_INDEXED)
+    )
+
+
+def user_inputs(attributes: Mapping[str, AttributeValue]) -> list[str] | None:
+    """The texts of the user messages in a span's input messages, in order (a user message of
+    only `tool_call_response` parts is the tools' answer, not the user's); None when the span
+    recorded no input messages: `gen_ai.input.messages`, else OpenInference's
+    `llm.input_messages.N.message.*`, else OpenLLMetry's `gen_ai.prompt.N.*`."""
+    messages = _messages(attributes.get(INPUT_MESSAGES))
+    if messages is not None:
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        texts = []
+        for message in users:
+            parts = [p for p in message.get("parts") or [] if isinstance(p, dict)]
+            if parts and all(part.get("type") == "tool_call_response" for part in parts):
+                continue
+            content = message.get("content")
+            said = [p["content"] for p in parts if isinstance(p.get("content"), str)]
+            texts.append(content if isinstance(content, str) else "".join(said))
+        return texts
+    for pattern in _INPUT_INDEXED:
+        entries: dict[int, dict[str, Any]] = {}
+        for key, value in attributes.items():
+            match = pattern.match(key)
+            if match:
+                entries.setdefault(int(match[1]), {})[match[2]] = value
+        if entries:
+            return [
+                str(fields.get("content") or "")
+                for _, fields in sorted(entries.items())
+                if fields.get("role") == "user"
+            ]
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from typing import Protocol
 from assay.errors import InputError, OutputsChangedError
 from assay.intake.otlp import record as otlp
 from assay.intake.otlp.conventions import (
+    is_input_attribute,
     is_llm_span,
     is_output_attribute,
     is_usage_attribute,
@@ -132,8 +133,8 @@ class _Located:
 
 @dataclass(frozen=True, slots=True)
 class _Needed:
-    """The attributes reading traces as outputs needs: the case attribute, output, usage and
-    tool calls."""
+    """The attributes reading traces as outputs needs: the case attribute, output, usage, tool
+    calls and input messages (where each turn of a conversation begins)."""
 
     case_attribute: str
 
@@ -142,6 +143,7 @@ class _Needed:
             name == self.case_attribute
             or is_output_attribute(name)
             or is_usage_attribute(name)
+            or is_input_attribute(name)
             or name in TOOL_ATTRIBUTES
         )
 

@@ -24,6 +24,8 @@ Mapping, for the GenAI conventions (older and current shapes), OpenInference and
   mark a failed call); usage when a span reports tokens or cost.
 - **usage**: tokens and cost summed over the model spans when any reports them (an agent span
   often repeats its children's totals), else over every span of the trace.
+- **turns** (`exchanges`): by agent invocation, else by the user messages of the model spans'
+  inputs (`assay.intake.otlp.turns`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from assay.intake.otlp import turns
 from assay.intake.otlp.conventions import (
     SpanUsage,
     combined,
@@ -222,15 +225,18 @@ def read(case_span: Span, spans: Sequence[Span], duration_ms: float | None = Non
     usage_figures = UsageFigures(figures.input_tokens, figures.output_tokens, figures.cost_usd)
     if not usage_figures.known:
         unseen[Evidence.USAGE] = "no span reports tokens or cost"
+    begun = [
+        (
+            step.start_ns,
+            tuple(ToolCall(c.tool, c.arguments or {}, c.call_id, c.failed) for c in step.calls),
+        )
+        for step in steps
+    ]
     return AgentRecord(
         source=FORMAT,
         text=text,
-        trajectory=Trajectory(
-            tuple(
-                tuple(ToolCall(c.tool, c.arguments or {}, c.call_id, c.failed) for c in step.calls)
-                for step in steps
-            )
-        ),
+        trajectory=Trajectory(tuple(made for _, made in begun)),
+        exchanges=turns.exchanges(case_span, below, spans, begun),
         unseen=unseen,
         usage=usage_figures,
         duration_ms=case_span.duration_ms if duration_ms is None else duration_ms,
