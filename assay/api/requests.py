@@ -9,6 +9,7 @@ in docs/api.md. A new run option is in the OpenAPI schema with no edit here.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -21,6 +22,7 @@ from assay.outputs.reference import OutputsFormat, OutputsReference
 from assay.runs.edges import SERVICE
 from assay.runs.options import GateOptions, RunOptions
 from assay.store import EvidenceStore
+from assay.suites import registry
 
 FlowName = Literal["suite-run", "gate"]
 
@@ -67,6 +69,14 @@ class RequestBody(BaseModel):
             except MessagesError as exc:
                 raise ValueError(f"outputs[{index}].{exc.field}: {exc.problem}") from None
         return self
+
+    def with_published_suite(self, store: EvidenceStore) -> Self:
+        """This request with a suite *file* — which only the local service's own user may name
+        — published (or recognised by its bytes, `registry.publish_or_resolve`) as `NAME@N`."""
+        if not Path(self.suite).is_file():
+            return self
+        version, _ = registry.publish_or_resolve(store, self.suite)
+        return self.model_copy(update={"suite": version.ref})
 
     def refuse_local_outputs(self) -> None:
         """InputError unless `outputs_uri` names a remote scheme: a service must not read its

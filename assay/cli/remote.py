@@ -135,11 +135,14 @@ def _outputs(
     return [row for file in files for row in _rows(file)], None
 
 
-def _suite_ref(client: AssayClient, suite: str) -> str:
-    """A published reference: a suite file is published first (as the CLI does locally)."""
+def _suite_ref(client: AssayClient, suite: str, local: bool) -> str:
+    """A published reference: a suite file is published first (as the CLI does locally); the
+    local service is sent its path, and publishes it itself (or recognises its bytes)."""
     path = Path(suite)
     if not path.is_file():
         return suite
+    if local:
+        return str(path.resolve())
     from assay.documents import parse_document, read_text
 
     # Read as a local run reads it: a duplicate key or an alias bomb is refused here, naming
@@ -166,7 +169,7 @@ def _submission(
     rows, uri = _outputs(reference, local)
     return {
         **options,
-        "suite": _suite_ref(client, suite),
+        "suite": _suite_ref(client, suite, local),
         "subject": str(who),
         "outputs": rows,
         "outputs_uri": uri,

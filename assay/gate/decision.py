@@ -46,7 +46,7 @@ from assay.judge.port import JudgePin
 from assay.regression import RegressionStatus
 from assay.runs.chunks import read_cases
 from assay.runs.metrics import run_verdict
-from assay.runs.records import EvalResult, load_result
+from assay.runs.records import EvalResult, load_result, resolve_run_id
 from assay.runs.render import warnings
 from assay.scorers import Status
 from assay.scorers.judge import LlmJudgeConfig
@@ -380,7 +380,7 @@ def what_if(
     Raises:
         NotFoundError: No such run, or it has no EvalResult.
     """
-    recorded = load_result(store, run_id)
+    recorded = load_result(store, resolve_run_id(store, run_id))
     _, suite = registry.resolve(store, f"{recorded.suite}@{recorded.suite_version}")
     metrics = recorded.metrics
     coverage = recorded.min_coverage if min_coverage is None else min_coverage

@@ -33,6 +33,7 @@ from assay.errors import InputError, NotFoundError, shown
 from assay.gate.access import Principal, Tier, identify
 from assay.gate.decision import GateDecision, GateReason, GateVerdict, load_decision
 from assay.runs.records import now as utc_now
+from assay.runs.records import resolve_run_id
 from assay.store import EvidenceStore
 
 MIN_REASON: Final = 20
@@ -130,7 +131,9 @@ def _effective(decision: GateDecision, granted: list[OverrideRecord]) -> GateVer
 
 
 def check_gate(store: EvidenceStore, run_id: str) -> GateCheck:
-    """Re-check a past gate run; NotFoundError when the gate never decided it."""
+    """Re-check a past gate run (its id or a unique prefix); NotFoundError when the gate never
+    decided it."""
+    run_id = resolve_run_id(store, run_id)
     decision = load_decision(store, run_id)
     granted = _granted(audit_records(store, run_id))
     return GateCheck(

@@ -23,6 +23,7 @@ from assay.runs.records import (
     load_aggregate,
     load_result,
     now,
+    resolve_run_id,
     runs_of_subject,
 )
 from assay.store import EvidenceStore
@@ -115,15 +116,34 @@ def automatic(store: EvidenceStore, candidate: RunAggregate) -> str | None:
     return None
 
 
+def named_baseline(store: EvidenceStore, given: str, suite: str) -> str:
+    """The run `given` (an id or a unique prefix) names as the baseline of a run of `suite`.
+
+    Raises:
+        NotFoundError: No such run.
+        InputError: It is a run of another suite — the comparison would be meaningless and
+            could only read as noise, silently turning regression detection off — or it did
+            not complete.
+    """
+    run_id = resolve_run_id(store, given)
+    baseline = load_aggregate(store, run_id)
+    if baseline.suite != suite:
+        raise InputError(
+            run_id,
+            f"the baseline is a run of suite {baseline.suite}, not {suite}: runs of different "
+            "suites cannot be compared",
+        )
+    if baseline.status is not RunStatus.COMPLETED:
+        raise InputError(run_id, f"the baseline run is {baseline.status}, not completed")
+    return run_id
+
+
 def select_baseline(
     store: EvidenceStore, candidate: RunAggregate, explicit: str | None
 ) -> tuple[str, BaselineSource] | None:
     """The run to compare `candidate` with, and why; None when there is none."""
     if explicit:
-        baseline = load_aggregate(store, explicit)
-        if baseline.status is not RunStatus.COMPLETED:
-            raise InputError(explicit, f"the baseline run is {baseline.status}, not completed")
-        return explicit, BaselineSource.EXPLICIT
+        return named_baseline(store, explicit, candidate.suite), BaselineSource.EXPLICIT
     pinned_run = pinned(store, candidate.suite, _subject_of(candidate))
     if pinned_run is not None and pinned_run != candidate.run_id:
         return pinned_run, BaselineSource.PINNED

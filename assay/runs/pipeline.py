@@ -19,10 +19,11 @@ from assay.judge.port import JudgePin
 from assay.judge.redaction import add_counts
 from assay.judge.reliability import Correction, JudgeReliability, run_reliability
 from assay.outputs.slices import OutputsIndex, OutputSlice
+from assay.runs.baselines import named_baseline
 from assay.runs.lifecycle import recorded_for_resume
 from assay.runs.metrics import RunMetrics
 from assay.runs.options import RunOptions
-from assay.runs.records import RunPlan, load_aggregate
+from assay.runs.records import RunPlan
 from assay.runs.sampling import index_run_outputs
 from assay.store import EvidenceStore
 from assay.subject import Subject
@@ -62,7 +63,8 @@ def prepare_run(
         version, suite = registry.resolve(evidence, options.suite)
     who = Subject.given_or_default(options.subject, options.outputs)
     if options.baseline is not None:
-        load_aggregate(evidence, options.baseline)
+        baseline = named_baseline(evidence, options.baseline, version.suite)
+        options = options.model_copy(update={"baseline": baseline})
     if options.resume and options.run_id is not None:
         recorded_for_resume(evidence, options.run_id)
     index_run_outputs(suite, options.outputs, options.sample, options.seed, options.chunk_size)

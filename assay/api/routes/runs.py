@@ -108,7 +108,9 @@ class Submission:
     async def run(self, body: RunRequest, flow: FlowName) -> str:
         """Run `body` in `flow` (until it ends, or until accepted when `respond_async`);
         returns the run id and marks a replayed response with `Idempotent-Replayed: true`."""
-        if not self.local:
+        if self.local:  # the machine's user: its own paths, for outputs and a suite file
+            body = await run_in_threadpool(body.with_published_suite, self.store)
+        else:
             body.refuse_local_outputs()
         pool: RunPool = self._state.pool
         accepted: AcceptedRuns = self._state.accepted
@@ -249,8 +251,10 @@ async def run_cases(
     cursor: str | None = None,
 ) -> Page[CaseResult]:
     """Each case of a completed run in evidence order — id, status, score, label and its
-    checks `{scorer, kind, status, score, label}` — as `assay runs cases --json` lists them;
-    `{"items": [...], "next_cursor": ...}`. No output text. 409 until the run is completed."""
+    checks `{scorer, kind, status, score, label}`, a conversation's `turns` `{turn, status,
+    score, label, missing, checks}` and `record_turns` — as `assay runs cases --json` lists
+    them; `{"items": [...], "next_cursor": ...}`. No output text. 409 until the run is
+    completed."""
     scope = f"{run_id}\n{status or ''}"
     after = decode_position(cursor, scope)
 
@@ -271,9 +275,18 @@ def _frame(event: str, data: str, ident: int | None = None) -> str:
 
 
 def _case_data(case: CaseEvidence) -> str:
-    return json.dumps(
-        {"case_id": case.case_id, "status": case.status, "score": case.score, "label": case.label}
-    )
+    """A `case` frame: id, status, score, label, and a conversation's turn verdicts (without
+    their checks: `GET /runs/{id}/cases` has those)."""
+    frame: dict[str, Any] = {
+        "case_id": case.case_id,
+        "status": case.status,
+        "score": case.score,
+        "label": case.label,
+    }
+    if case.turns is not None:
+        frame["turns"] = [turn.model_dump(mode="json", exclude={"checks"}) for turn in case.turns]
+        frame["record_turns"] = case.record_turns
+    return json.dumps(frame)
 
 
 FOLLOW_POLL_SECONDS: Final = 0.2
@@ -379,10 +392,12 @@ async def run_events(
     ] = None,
 ) -> StreamingResponse:
     """Follow a run as Server-Sent Events: one `case` event per case (`id:` numbers the cases
-    in the order their chunks finished) as its chunks finish, a `progress` event
-    (`chunks_done`/`chunks`) after each, then one `summary` event (the EvalResult) and the
-    stream closes; a finished run is replayed the same way. `Last-Event-ID` resumes after that
-    case. Nothing is scored for the stream, and a client that leaves costs the run nothing."""
+    in the order their chunks finished; a conversation's carries its `turns`, each `{turn,
+    status, score, label}` (`missing` when the record ended before it) and `record_turns`) as
+    its chunks finish, a `progress` event (`chunks_done`/`chunks`) after each, then one
+    `summary` event (the EvalResult) and the stream closes; a finished run is replayed the same way.
+    `Last-Event-ID` resumes after that case. Nothing is scored for the stream, and a client
+    that leaves costs the run nothing."""
     accepted: AcceptedRuns = request.app.state.accepted
     state = await run_in_threadpool(accepted.state, run_id)
     if state.status in ("failed", "interrupted"):
