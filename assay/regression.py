@@ -8,25 +8,24 @@ data to tell, never reported as a regression. When both runs scored exactly the 
 paired analysis (Newcombe's paired interval and the exact McNemar test) is added: it uses the
 case-by-case pairing and has more power on the same data. When either run has trials, the
 interval that decides is the paired one over per-case pass fractions (`TrialsComparison`, Miller
-2024). Every comparison reports the smallest drop its two runs could detect.
+2024). Every comparison reports the smallest drop its two runs could detect. Runs of
+conversation cases add the conversations' flips with their first changed turn and the paired,
+clustered difference of turn-level pass rates (`ConversationComparison`, docs/EVAL-METHODOLOGY.md,
+"Conversations").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from assay.stats import (
-    mcnemar_exact,
-    minimum_detectable_drop,
-    newcombe_diff,
-    paired_diff,
-    paired_mean_diff,
-)
+from assay.error_bars import paired_clustered_diff, paired_mean_diff
+from assay.stats import mcnemar_exact, minimum_detectable_drop, newcombe_diff, paired_diff
 
 
 class RegressionStatus(StrEnum):
@@ -91,6 +90,49 @@ class TrajectoryFlips(BaseModel):
     newly_passing_cases: list[str]
 
 
+class TurnDifference(BaseModel):
+    """The turn-level pass rates of two runs over the turns both scored of the conversations
+    both hold, and their paired difference baseline − candidate with the cluster-robust SE of
+    Miller (2024) eq. 4, conversations as clusters (`assay.error_bars.paired_clustered_diff`)."""
+
+    conversations: int
+    """Conversations with a turn scored in both runs (the clusters)."""
+    turns: int
+    """Turns scored in both runs (the pairs)."""
+    baseline_rate: float
+    candidate_rate: float
+    mean_diff: float
+    se: float
+    interval: list[float]
+    """95% interval, mean_diff ± 1.96·se clipped to [−1, 1]."""
+    method: str = "paired turn differences, conversations as clusters, Miller 2024 eq. 4"
+
+
+class ConversationFlip(BaseModel):
+    """A conversation whose verdict flipped, and its first turn that moved the same way (from
+    pass to fail for a newly failing one, back for a newly passing one): ids and numbers only."""
+
+    case_id: str
+    turn: int | None
+    """None when no turn moved that way (a conversation-level check or the policy's score
+    flipped it)."""
+
+
+class ConversationComparison(BaseModel):
+    """Two runs' conversation cases compared: verdict flips with their first changed turn, and
+    the paired, clustered difference of turn-level pass rates."""
+
+    compared: int
+    """Conversations with a verdict in both runs."""
+    newly_failing: int
+    newly_passing: int
+    newly_failing_conversations: list[ConversationFlip]
+    """The first `MAX_LISTED_FLIPS` of them, in case order."""
+    newly_passing_conversations: list[ConversationFlip]
+    turns: TurnDifference | None
+    """None when no turn was scored in both runs."""
+
+
 class Comparison(BaseModel):
     """A run compared with its baseline; `--json` shape of `regression`."""
 
@@ -113,6 +155,11 @@ class Comparison(BaseModel):
     minimum_detectable_drop: float | None = None
     """The smallest drop from the baseline's pass rate a two-sided 5% test detects with 80%
     power at these two runs' sizes (Cohen's h); None without a baseline."""
+    conversations: ConversationComparison | None = Field(
+        default=None, exclude_if=lambda conversations: conversations is None
+    )
+    """Conversation cases compared turn by turn; left out when neither run holds any (so a
+    record without them keeps its bytes, and one written before reads as it was)."""
 
     @property
     def deciding_interval(self) -> list[float] | None:
@@ -173,9 +220,77 @@ class RunSide:
     """Whether each case's trajectory checks all passed, for cases that have any."""
     fractions: Mapping[str, float] = field(default_factory=dict)
     """Each scored case's pass fraction over its scored trials (0 or 1 without trials)."""
+    turns: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
+    """Each conversation case's turns, in order: the turn's pass fraction over its scored trials
+    (1.0 or 0.0 without trials; a missing turn is scored, failed), None where none scored it."""
     with_trials: bool = False
     judge_model: str | None = None
     prompt_version: str | None = None
+
+
+def _first_moved(
+    before: tuple[float | None, ...], after: tuple[float | None, ...], down: bool
+) -> int | None:
+    """The number of the first turn scored in both runs whose pass fraction fell (`down`) or
+    rose; None when none did."""
+    for number, (was, now) in enumerate(zip(before, after, strict=False), start=1):
+        if was is not None and now is not None and (now < was if down else now > was):
+            return number
+    return None
+
+
+def _turn_difference(
+    baseline: RunSide, candidate: RunSide, shared: list[str]
+) -> TurnDifference | None:
+    first: list[float] = []
+    second: list[float] = []
+    clusters: list[str] = []
+    for case_id in shared:
+        # Turn j pairs with turn j; a suite version with more turns pairs only the common ones.
+        pairs = zip(baseline.turns[case_id], candidate.turns[case_id], strict=False)
+        for was, now in pairs:
+            if was is not None and now is not None:
+                first.append(was)
+                second.append(now)
+                clusters.append(case_id)
+    estimate = paired_clustered_diff(first, second, clusters)
+    if estimate is None:
+        return None
+    return TurnDifference(
+        conversations=len(set(clusters)),
+        turns=len(first),
+        baseline_rate=math.fsum(first) / len(first),
+        candidate_rate=math.fsum(second) / len(second),
+        mean_diff=estimate.mean,
+        se=estimate.se,
+        interval=[estimate.lo, estimate.hi],
+    )
+
+
+def conversation_comparison(baseline: RunSide, candidate: RunSide) -> ConversationComparison | None:
+    """The conversations both runs hold, compared; None when they share none."""
+    shared = [case_id for case_id in candidate.turns if case_id in baseline.turns]
+    if not shared:
+        return None
+    judged = [c for c in shared if c in baseline.verdicts and c in candidate.verdicts]
+    flips: dict[bool, list[ConversationFlip]] = {True: [], False: []}
+    counts = {True: 0, False: 0}
+    for case_id in judged:
+        was, now = baseline.verdicts[case_id], candidate.verdicts[case_id]
+        if was == now:
+            continue
+        counts[was] += 1  # was passing: now failing
+        if len(flips[was]) < MAX_LISTED_FLIPS:
+            turn = _first_moved(baseline.turns[case_id], candidate.turns[case_id], down=was)
+            flips[was].append(ConversationFlip(case_id=case_id, turn=turn))
+    return ConversationComparison(
+        compared=len(judged),
+        newly_failing=counts[True],
+        newly_passing=counts[False],
+        newly_failing_conversations=flips[True],
+        newly_passing_conversations=flips[False],
+        turns=_turn_difference(baseline, candidate, shared),
+    )
 
 
 def no_baseline(candidate: Counts, threshold: float) -> Comparison:
@@ -303,6 +418,7 @@ def compare(
         changed=what_changed(baseline, candidate),
         trajectories=trajectory_flips(baseline, candidate),
         trials=trials,
+        conversations=conversation_comparison(baseline, candidate),
         minimum_detectable_drop=minimum_detectable_drop(
             baseline.passed / baseline.scored, baseline.scored, candidate.scored
         )

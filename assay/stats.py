@@ -7,6 +7,7 @@ written out once with its citation and tested against statsmodels' value; the ex
 takes scipy's binomial distribution. statsmodels (~0.7 s to import) is left to the calibration
 figures (kappa), and scipy (~0.2–0.5 s) is imported inside the functions that need it, so a run
 or a CLI command that never computes such a figure does not pay for either.
+Means with cluster-robust and paired standard errors (Miller 2024) are in `assay.error_bars`.
 """
 
 from __future__ import annotations
@@ -323,98 +324,6 @@ def trend(values: Sequence[float], alpha: float = 0.05) -> Trend:
     slope, se = float(fit.slope), float(fit.stderr)
     half = float(sps.t.ppf(1 - alpha / 2, n - 2)) * se
     return Trend(slope, slope - half, slope + half, n)
-
-
-class MeanEstimate(NamedTuple):
-    """A mean with its standard error and its 95% normal interval (clipped to the mean's range)."""
-
-    mean: float
-    se: float
-    lo: float
-    hi: float
-
-
-Z95 = NormalDist().inv_cdf(0.975)
-"""The two-sided 95% normal quantile (1.959964…)."""
-
-
-def clustered_mean(values: Sequence[float], clusters: Sequence[str]) -> MeanEstimate | None:
-    """Mean of per-item scores with the cluster-robust standard error of Miller (2024), eq. 4.
-
-    Why: repeated trials of one case (or questions about one document) are not independent
-    samples; the plain standard error treats them as such and is too small when items of a
-    cluster agree. Miller E, "Adding Error Bars to Evals: A Statistical Approach to Language
-    Model Evaluations", arXiv:2411.00640 (2024), eq. 4, with s̄ the mean of all n items:
-
-        SE² = SE²_CLT + (1/n²) Σ_c Σ_i Σ_{j≠i} (s_{i,c} − s̄)(s_{j,c} − s̄),
-        SE²_CLT = Σ (s_i − s̄)² / (n (n − 1))                                   (eq. 1)
-
-    and no small-sample correction of the cluster term (no G/(G−1)). With one item per cluster
-    it is the plain SE_CLT. It differs from statsmodels' cluster-robust covariance of an
-    intercept-only OLS without correction (`cov_type="cluster"`, `use_correction=False`),
-    (1/n²) Σ_c (Σ_i (s_{i,c} − s̄))², only in the CLT term's n − 1: by Σ(s_i − s̄)²/(n²(n − 1)).
-    The interval is mean ± 1.96·SE clipped to [0, 1] (scores are rates).
-
-    Args:
-        values: One score per item (1.0 pass, 0.0 fail for a pass rate).
-        clusters: The cluster of each item (a case id for trials).
-
-    Returns:
-        The estimate; None with no items. With one item the SE is 0 (nothing to estimate from).
-
-    Raises:
-        ValueError: If values and clusters differ in length.
-    """
-    if len(values) != len(clusters):
-        raise ValueError(f"clustered_mean needs equal lengths, got {len(values)}, {len(clusters)}")
-    n = len(values)
-    if n == 0:
-        return None
-    mean = math.fsum(values) / n
-    residual_sums: dict[str, float] = {}
-    squares = 0.0
-    for value, cluster in zip(values, clusters, strict=True):
-        residual = value - mean
-        squares += residual * residual
-        residual_sums[cluster] = residual_sums.get(cluster, 0.0) + residual
-    if n == 1:
-        return MeanEstimate(mean, 0.0, mean, mean)
-    # Σ_i Σ_{j≠i} e_i e_j within a cluster = (Σ_i e_i)² − Σ_i e_i².
-    cross = math.fsum(total * total for total in residual_sums.values()) - squares
-    variance = squares / (n * (n - 1)) + cross / (n * n)
-    se = math.sqrt(max(variance, 0.0))
-    return MeanEstimate(mean, se, max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se))
-
-
-def paired_mean_diff(first: Sequence[float], second: Sequence[float]) -> MeanEstimate | None:
-    """Mean of paired differences first − second with its standard error (Miller 2024, §
-    "Paired differences"): SE = sd(d)/√n with the sample standard deviation (n − 1) of
-    d_i = first_i − second_i, i.e. √((Var(a) + Var(b) − 2 Cov(a, b))/n). The interval is
-    d̄ ± 1.96·SE clipped to [−1, 1].
-
-    Why: two runs over the same cases share each case's difficulty; differencing per case
-    removes it, so the paired interval is narrower than the independent one on the same data.
-    With trials, a and b are the per-case pass fractions (the trials of a case are averaged
-    first, as the paper does for repeated answers to one question).
-
-    Returns:
-        The estimate; None with no pairs. With one pair the SE is 0.
-
-    Raises:
-        ValueError: If the sequences differ in length.
-    """
-    if len(first) != len(second):
-        raise ValueError(f"paired_mean_diff needs equal lengths, got {len(first)}, {len(second)}")
-    n = len(first)
-    if n == 0:
-        return None
-    diffs = [a - b for a, b in zip(first, second, strict=True)]
-    mean = math.fsum(diffs) / n
-    if n == 1:
-        return MeanEstimate(mean, 0.0, mean, mean)
-    variance = math.fsum((d - mean) ** 2 for d in diffs) / (n - 1)
-    se = math.sqrt(variance / n)
-    return MeanEstimate(mean, se, max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se))
 
 
 def pass_at_k(n: int, c: int, k_max: int) -> list[float]:

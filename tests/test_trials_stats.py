@@ -19,6 +19,7 @@ from scipy.optimize import brentq
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
+from assay.error_bars import clustered_mean, paired_mean_diff
 from assay.errors import InputError
 from assay.outputs.index import index_outputs
 from assay.regression import RegressionStatus, RunSide, compare
@@ -26,7 +27,7 @@ from assay.runs.render import regression_lines
 from assay.runs.scoring import CaseEvidence, decide_trials
 from assay.runs.trials import clustered_figure, trial_figures
 from assay.scorers import Status
-from assay.stats import clustered_mean, minimum_detectable_drop, paired_mean_diff
+from assay.stats import minimum_detectable_drop
 from assay.suites.suite import Case, Suite, TrialsPolicy
 
 TOLERANCE = 1e-6

@@ -9,14 +9,15 @@ denominator (a broken judge) can never let the rest decide; nothing scored never
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
+from assay.error_bars import MeanEstimate, clustered_mean
 from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.scorers._registry import UNAVAILABLE
-from assay.stats import Interval, MeanEstimate, clustered_mean, wilson
+from assay.stats import Interval, wilson
 
 
 class CheckTally(BaseModel):
@@ -38,21 +39,51 @@ class TurnTally(BaseModel):
     A turn is scored when it passed, failed or errored (a missing turn fails; the unavailable
     turns after it, and turns not scored, are not counted). `shapes` counts conversations by
     their (scored turns, passed turns): all the cluster-robust estimator needs, since only
-    which turns share a conversation matters, not which conversation it is.
+    which turns share a conversation matters, not which conversation it is. With trials, a
+    conversation's trials are counted together (`nested_turns`): one cluster a conversation.
     """
 
     by_index: dict[str, list[int]] = Field(default_factory=dict)
-    """Per turn index (`"1"`, `"2"`, …): [scored, passed] over the conversations."""
+    """Per turn index (`"1"`, `"2"`, …): [scored, passed] over the conversations (and trials)."""
     shapes: dict[str, int] = Field(default_factory=dict)
-    """Conversations by `"<scored>/<passed>"` turns."""
+    """Conversations by `"<scored>/<passed>"` turns (over all their trials)."""
+    index_shapes: dict[str, dict[str, int]] = Field(
+        default_factory=dict, exclude_if=lambda shapes: not shapes
+    )
+    """With trials: per turn index, conversations by `"<scored>/<passed>"` trials of that turn
+    (its interval clusters them too); left out without trials."""
 
     def add(self, other: TurnTally) -> None:
         for index, (scored, passed) in other.by_index.items():
             ours = self.by_index.setdefault(index, [0, 0])
             ours[0] += scored
             ours[1] += passed
-        for shape, count in other.shapes.items():
-            self.shapes[shape] = self.shapes.get(shape, 0) + count
+        _add_shapes(self.shapes, other.shapes)
+        for index, shapes in other.index_shapes.items():
+            _add_shapes(self.index_shapes.setdefault(index, {}), shapes)
+
+    def add_conversation(self, trials: Sequence[CaseEvidence], nested: bool) -> None:
+        """Count one conversation's scored turns over its trials (one evidence without
+        trials); `nested` keeps its per-index shapes too (a run with trials)."""
+        at: dict[str, list[int]] = {}
+        for trial in trials:
+            for turn in trial.turns or ():
+                if turn.status is Status.SKIPPED:
+                    continue
+                counts = at.setdefault(str(turn.turn), [0, 0])
+                counts[0] += 1
+                counts[1] += turn.status is Status.PASS
+        if not at:
+            return
+        for index, (scored, passed) in at.items():
+            ours = self.by_index.setdefault(index, [0, 0])
+            ours[0] += scored
+            ours[1] += passed
+            if nested:
+                _add_shapes(self.index_shapes.setdefault(index, {}), {f"{scored}/{passed}": 1})
+        scored = sum(n for n, _ in at.values())
+        passed = sum(c for _, c in at.values())
+        _add_shapes(self.shapes, {f"{scored}/{passed}": 1})
 
     @property
     def conversations(self) -> int:
@@ -61,21 +92,51 @@ class TurnTally(BaseModel):
 
     def turn_rate(self) -> MeanEstimate | None:
         """Passed / scored turns with the cluster-robust SE of Miller (2024) eq. 4
-        (`assay.stats.clustered_mean`), conversations as the clusters; None with no turn."""
-        values: list[float] = []
-        clusters: list[str] = []
-        for shape, count in self.shapes.items():
-            scored, passed = map(int, shape.split("/"))
-            for copy in range(count):
-                values += [1.0] * passed + [0.0] * (scored - passed)
-                clusters += [f"{shape}#{copy}"] * scored
-        return clustered_mean(values, clusters)
+        (`assay.error_bars.clustered_mean`), conversations as the clusters; None with no turn."""
+        return clustered_mean(*_items(self.shapes))
 
     def by_turn(self) -> list[tuple[int, int, int, Interval | None]]:
-        """(turn index, scored, passed, Wilson 95% interval) per turn index, in order: one
-        turn of a conversation at each index, so the conversations are independent there."""
-        rows = sorted((int(index), counts) for index, counts in self.by_index.items())
-        return [(index, n, c, wilson(c, n)) for index, (n, c) in rows]
+        """(turn index, scored, passed, 95% interval) per turn index, in order. Without trials
+        one turn of a conversation is at each index, so the conversations are independent there:
+        Wilson's interval. With trials of a conversation at an index, eq. 4's interval with the
+        conversations as clusters (clipped to [0, 1])."""
+        rows = []
+        for index, (n, c) in sorted((int(i), counts) for i, counts in self.by_index.items()):
+            shapes = self.index_shapes.get(str(index), {})
+            interval = wilson(c, n)
+            if any(not shape.startswith("1/") for shape in shapes):
+                estimate = clustered_mean(*_items(shapes))
+                interval = None if estimate is None else Interval(estimate.lo, estimate.hi)
+            rows.append((index, n, c, interval))
+        return rows
+
+
+def _add_shapes(ours: dict[str, int], theirs: Mapping[str, int]) -> None:
+    for shape, count in theirs.items():
+        ours[shape] = ours.get(shape, 0) + count
+
+
+def _items(shapes: Mapping[str, int]) -> tuple[list[float], list[str]]:
+    """Each conversation's items (1.0 passed, 0.0 not) and their cluster, from its shape."""
+    values: list[float] = []
+    clusters: list[str] = []
+    for shape, count in shapes.items():
+        scored, passed = map(int, shape.split("/"))
+        for copy in range(count):
+            values += [1.0] * passed + [0.0] * (scored - passed)
+            clusters += [f"{shape}#{copy}"] * scored
+    return values, clusters
+
+
+def nested_turns(by_case: Iterable[Sequence[CaseEvidence]]) -> TurnTally | None:
+    """The turns of a run with trials, each conversation's trials taken together (one cluster a
+    conversation, at every index too); None without a conversation case."""
+    turns: TurnTally | None = None
+    for trials in by_case:
+        if any(trial.turns is not None for trial in trials):
+            turns = turns or TurnTally()
+            turns.add_conversation(trials, nested=True)
+    return turns
 
 
 class RunMetrics(BaseModel):
@@ -199,7 +260,7 @@ def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
     for case in cases:
         if case.turns is not None:
             turns = turns or TurnTally()
-            _tally_turns(turns, case)
+            turns.add_conversation((case,), nested=False)
         for check in case.checks:
             if check.status is Status.SKIPPED:
                 skipped_checks += 1
@@ -244,19 +305,3 @@ def tally(cases: Iterable[CaseEvidence]) -> RunMetrics:
         unavailable=unavailable,
         turns=turns,
     )
-
-
-def _tally_turns(tally: TurnTally, case: CaseEvidence) -> None:
-    scored = passed = 0
-    for turn in case.turns or ():
-        if turn.status is Status.SKIPPED:
-            continue
-        counts = tally.by_index.setdefault(str(turn.turn), [0, 0])
-        counts[0] += 1
-        scored += 1
-        if turn.status is Status.PASS:
-            counts[1] += 1
-            passed += 1
-    if scored:
-        shape = f"{scored}/{passed}"
-        tally.shapes[shape] = tally.shapes.get(shape, 0) + 1

@@ -6,8 +6,14 @@ from collections.abc import Callable, Sequence
 
 from assay.judge.reliability import judge_lines
 from assay.rate import rate_text
-from assay.regression import Comparison, RegressionStatus
+from assay.regression import (
+    Comparison,
+    ConversationComparison,
+    ConversationFlip,
+    RegressionStatus,
+)
 from assay.runs.records import EvalResult
+from assay.stats import Interval
 from assay.verdicts import FlowVerdict
 
 
@@ -104,16 +110,24 @@ def conversation_lines(result: EvalResult) -> list[str]:
     m = result.metrics
     lines = [f"conversations: pass rate {rate_text(m.passed, m.scored)}"]
     estimate = turns.turn_rate()
+    trials = ", each with its trials, here and by turn" if turns.index_shapes else ""
     if estimate is not None:
         scored = sum(n for n, _ in turns.by_index.values())
         passed = sum(c for _, c in turns.by_index.values())
         lines.append(
             f"turns: pass rate {estimate.mean:.3f} ({passed}/{scored}), 95% CI "
             f"{estimate.lo:.3f}–{estimate.hi:.3f} over {turns.conversations} conversation(s) "
-            f"(cluster-robust SE {estimate.se:.4f}, conversations as clusters)"
+            f"(cluster-robust SE {estimate.se:.4f}, conversations as clusters{trials})"
         )
-    lines += [f"turn {index}: {rate_text(c, n)}" for index, n, c, _ in turns.by_turn()]
+    lines += [
+        f"turn {index}: " + (rate_text(c, n) if interval is None else _rate_in(c, n, interval))
+        for index, n, c, interval in turns.by_turn()
+    ]
     return lines
+
+
+def _rate_in(passed: int, scored: int, interval: Interval) -> str:
+    return f"{passed / scored:.3f} ({passed}/{scored}, 95% CI {interval.lo:.3f}–{interval.hi:.3f})"
 
 
 def why_not(result: EvalResult) -> str:
@@ -203,11 +217,17 @@ def regression_lines(
             if paired.interval is None
             else (f"{paired.interval[0]:+.3f} to {paired.interval[1]:+.3f}")
         )
+        units = "cases"
+        held = regression.conversations
+        pairs = paired.both_pass + paired.baseline_only + paired.candidate_only + paired.both_fail
+        if held is not None and held.compared == pairs:
+            units = "conversations"
         lines.append(
-            f"paired over the same cases: {paired.baseline_only} now fail, "
+            f"paired over the same {units}: {paired.baseline_only} now fail, "
             f"{paired.candidate_only} now pass, {paired.both_pass} both pass, "
             f"{paired.both_fail} both fail; 95% CI {pi}; exact McNemar p={paired.mcnemar_p:.4f}"
         )
+    lines += conversation_comparison_lines(regression.conversations)
     trials = regression.trials
     if trials is not None:
         lines.append(
@@ -238,6 +258,36 @@ def regression_lines(
         "changed: " + ("; ".join(regression.changed) or "nothing (same suite and scorers)")
     )
     return lines
+
+
+def conversation_comparison_lines(compared: ConversationComparison | None) -> list[str]:
+    """The conversations against the baseline: the flipped ones with their first changed turn
+    (`c7 at turn 2`), and the paired, clustered difference of turn-level pass rates."""
+    if compared is None:
+        return []
+    failing = [_flip(flip) for flip in compared.newly_failing_conversations]
+    passing = [_flip(flip) for flip in compared.newly_passing_conversations]
+    lines = [
+        f"conversation verdicts over {compared.compared} conversation(s): "
+        f"{compared.newly_failing} newly failing"
+        f"{_listed(failing, compared.newly_failing)}, {compared.newly_passing} newly passing"
+        f"{_listed(passing, compared.newly_passing)}"
+    ]
+    turns = compared.turns
+    if turns is not None:
+        lines.append(
+            f"turns paired over {turns.conversations} conversation(s) ({turns.turns} turns): "
+            f"pass rate {turns.baseline_rate:.3f} → {turns.candidate_rate:.3f}, drop "
+            f"{turns.mean_diff:+.3f}, SE {turns.se:.4f}, 95% CI {turns.interval[0]:+.3f} to "
+            f"{turns.interval[1]:+.3f} ({turns.method})"
+        )
+    return lines
+
+
+def _flip(flip: ConversationFlip) -> str:
+    return flip.case_id + (
+        " (a conversation check)" if flip.turn is None else f" at turn {flip.turn}"
+    )
 
 
 def _listed(cases: Sequence[str], count: int, shown: int = 5) -> str:

@@ -12,6 +12,9 @@ the suite's `TrialsPolicy` (`assay.runs.scoring.decide_trials`) and reports:
 - `clustered`: when cases carry `cluster`, the case pass rate with the same estimator over the
   suite's clusters.
 
+A conversation case's trials nest under it: the run's turn figures (`RunMetrics.turns`) count a
+conversation's trials together, one cluster a conversation (`assay.runs.metrics.nested_turns`).
+
 The formulas are in `assay.stats` and docs/EVAL-METHODOLOGY.md. The figures take time linear in
 the trials: O(N) for the pass rate over N trials, O(min(k_min, MAX_REPORTED_K)) a distinct
 (n, c) for pass@k and pass^k.
@@ -21,14 +24,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from pydantic import BaseModel
 
-from assay.runs.metrics import RunMetrics, tally
+from assay.error_bars import clustered_mean
+from assay.runs.metrics import RunMetrics, TurnTally, nested_turns, tally
 from assay.runs.scoring import CaseEvidence, decide_trials
 from assay.scorers import Status
-from assay.stats import clustered_mean, pass_at_k, pass_pow_k
+from assay.stats import pass_at_k, pass_pow_k
 from assay.suites.suite import Suite, TrialsPolicy
 
 FLAKY_LISTED: Final = 20
@@ -153,15 +157,24 @@ def clustered_figure(cases: Iterable[CaseEvidence], suite: Suite) -> Clustered |
     )
 
 
-def decide_cases(
-    evidence: Iterable[CaseEvidence], policy: TrialsPolicy
-) -> tuple[list[CaseEvidence], dict[str, tuple[int, int]]]:
-    """Each case decided over its trials (in first-seen order), and each case's (n, c)."""
+class DecidedCases(NamedTuple):
+    """A run's cases decided over their trials, each case's (n, c), and the conversations'
+    turns with each conversation's trials together (None without a conversation case)."""
+
+    cases: list[CaseEvidence]
+    counts: dict[str, tuple[int, int]]
+    turns: TurnTally | None
+
+
+def decide_cases(evidence: Iterable[CaseEvidence], policy: TrialsPolicy) -> DecidedCases:
+    """Each case decided over its trials (in first-seen order), each case's (n, c), and the
+    turn tally that nests a conversation's trials under it (`nested_turns`)."""
     by_case: dict[str, list[CaseEvidence]] = {}
     for trial in evidence:
         by_case.setdefault(trial.case_id, []).append(trial)
     decided = [decide_trials(case_id, trials, policy) for case_id, trials in by_case.items()]
-    return decided, trial_counts(t for trials in by_case.values() for t in trials)
+    counts = trial_counts(t for trials in by_case.values() for t in trials)
+    return DecidedCases(decided, counts, nested_turns(by_case.values()))
 
 
 _CASE_COUNTS: Final = (
@@ -178,13 +191,15 @@ _CASE_COUNTS: Final = (
 )
 
 
-def case_metrics(decided: Iterable[CaseEvidence], per_trial: RunMetrics) -> RunMetrics:
-    """Case-level counts of decided cases; the check-level and judge figures stay the trials'
-    (every trial's checks were scored and paid for)."""
-    cased = tally(decided)
+def case_metrics(decided: DecidedCases, per_trial: RunMetrics) -> RunMetrics:
+    """Case-level counts of decided cases and their conversations' turns, each conversation's
+    trials one cluster; the check-level and judge figures stay the trials' (every trial's
+    checks were scored and paid for)."""
+    cased = tally(decided.cases)
     metrics = per_trial.model_copy(deep=True)
     for name in _CASE_COUNTS:
         setattr(metrics, name, getattr(cased, name))
+    metrics.turns = decided.turns
     return metrics
 
 
@@ -203,9 +218,9 @@ def settle_cases(
         return SettledCases(metrics=metrics)
     if policy is None:
         return SettledCases(metrics=metrics, clustered=clustered_figure(read(), suite))
-    decided, counts = decide_cases(read(), policy)
+    decided = decide_cases(read(), policy)
     return SettledCases(
         metrics=case_metrics(decided, metrics),
-        trials=trial_figures(counts),
-        clustered=clustered_figure(decided, suite) if clustered else None,
+        trials=trial_figures(decided.counts),
+        clustered=clustered_figure(decided.cases, suite) if clustered else None,
     )
