@@ -319,7 +319,8 @@ class AssayClient:
         return [run for page in pages for run in page.body["items"]]
 
     def cases(self, run_id: str, status: str | None = None) -> list[CaseResult]:
-        """Each case of a completed run (`status`: passed, failed, skipped or error)."""
+        """Each case of a completed run (`status`: passed, failed, skipped or error); a
+        conversation's carries its verdict per turn (`CaseResult.turns`)."""
         from assay.runs.cases import CaseResult
 
         pages = self._pages(f"/runs/{_segment(run_id)}/cases", {"status": status, "limit": 500})

@@ -308,12 +308,17 @@ def runs_cases(
         str | None,
         typer.Option("--status", help="Only cases that passed, failed, skipped or error."),
     ] = None,
+    turns: Annotated[
+        bool,
+        typer.Option("--turns", help="List each turn's verdict under its conversation."),
+    ] = False,
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
     local: common.LocalOption = False,
 ) -> None:
-    """List each case of a run: its status, score and check labels."""
+    """List each case of a run: its status, score and check labels (a conversation: the first
+    failing turn of how many; `--turns`: each turn's verdict; `--json`: every turn, nested)."""
     from assay.runs.cases import CASE_STATUSES
 
     if status is not None and status not in CASE_STATUSES:
@@ -334,12 +339,22 @@ def runs_cases(
     if as_json:
         common.print_json([case.model_dump(mode="json") for case in cases])
         return
-    table = common.table("case", "status", "score", "label")
+    conversations = any(case.turns is not None for case in cases)
+    table = common.table("case", "status", "score", *(["turns"] if conversations else []), "label")
     for case in cases:
-        score = "—" if case.score is None else f"{case.score:.3f}"
         name = case.case_id if case.trial is None else f"{case.case_id} #{case.trial}"
-        table.add_row(Text(name), case.status.value, score, Text(case.label))
+        column = [case.turns_text()] if conversations else []
+        table.add_row(Text(name), case.status.value, _score(case.score), *column, Text(case.label))
+        if turns:
+            for turn in case.turns or []:
+                blank = [""] * len(column)
+                row = (f"  turn {turn.turn}", turn.status.value, _score(turn.score), *blank)
+                table.add_row(*row, Text(turn.label))
     common.out.print(table if cases else "No such cases in this run.")
+
+
+def _score(score: float | None) -> str:
+    return "—" if score is None else f"{score:.3f}"
 
 
 @common.app.command("demo")

@@ -4,7 +4,8 @@
 the same suite and subject, updates that comment in place: the first line is a hidden marker
 (`gate_marker`) that the poster looks for among the pull request's comments. What it holds:
 the verdict and every failing rule, the head's and the baseline's pass rates with n and 95%
-Wilson intervals, the paired table and exact McNemar p, the flipped case ids (the first
+Wilson intervals, a conversation run's counts (conversations, turns, each turn index's, at most
+`TURN_INDEXES_SHOWN` of them), the paired table and exact McNemar p, the flipped case ids (the first
 `FLIPS_SHOWN` of each direction, then a count) and a link to the run's report when a service
 URL is known. Only ids, counts and rule details: never a case's input, output or judge reasoning.
 """
@@ -19,6 +20,7 @@ from assay.gate.decision import GateReport
 from assay.rate import Rate
 from assay.regression import PairedAnalysis, RegressionStatus
 from assay.runs.records import EvalResult
+from assay.runs.scorecard import conversations_text
 
 FLIPS_SHOWN: Final = 20
 """How many flipped case ids of each direction the comment names before it says `… and N more`."""
@@ -147,8 +149,10 @@ def gate_comment(report: GateReport, report_url: str | None = None) -> str:
         _rate_row("head", result.run_id, m.passed, m.scored),
         *baseline_row,
         "",
-        *comparison,
     ]
+    if conversations := conversations_text(result):
+        lines += [f"Head: {conversations}.", ""]
+    lines += comparison
     if report.warnings:
         lines += [
             "",

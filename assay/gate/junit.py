@@ -4,8 +4,10 @@ CI systems (GitHub Actions reporters, GitLab, Jenkins) render JUnit natively, so
 shows which cases failed and which rule stopped the merge. Failure messages are the cases'
 redacted labels (built from scorer configuration, never from output text); for a run with
 trials, each case is one test case, decided over its trials, and its message (a passed case's
-`system-out`) gives the trial counts. A case whose other
-checks passed but whose `llm_judge` check was not judged is `skipped`, never a pass.
+`system-out`) gives the trial counts. A conversation is one test case: its message names
+its first failing turn and the numbers of every failing turn, and the failure's text lists each
+turn's verdict and label (docs/conversations.md). A case whose other checks passed but whose
+`llm_judge` check was not judged is `skipped`, never a pass.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from assay.gate.decision import GateDecision
+from assay.runs.conversations import turn_prefix
 from assay.runs.scoring import TRIALS_LABEL, CaseEvidence
 from assay.scorers import Status
 
@@ -27,6 +30,25 @@ def _suite(parent: ET.Element, name: str, tests: int, failures: int, skipped: in
         failures=str(failures),
         errors="0",
         skipped=str(skipped),
+    )
+
+
+def _failure_message(case: CaseEvidence) -> str:
+    """The case's label; a conversation's adds which of its turns failed (`failing turns 2, 3
+    of 3`) when more than the one its label names."""
+    failing = [t.turn for t in case.turns or () if t.status in (Status.FAIL, Status.ERROR)]
+    if len(failing) < 2:
+        return case.label
+    numbers = ", ".join(map(str, failing))
+    return f"{case.label} (failing turns {numbers} of {len(case.turns or ())})"
+
+
+def _turn_lines(case: CaseEvidence) -> str:
+    """Each turn of a conversation: `turn 2 of 3: fail — contains "A-1042": missing`."""
+    count = len(case.turns or ())
+    return "\n".join(
+        f"{turn_prefix(t.turn, count)}: {'missing' if t.missing else t.status.value} — {t.label}"
+        for t in case.turns or ()
     )
 
 
@@ -58,7 +80,9 @@ def junit_xml(decision: GateDecision, cases: Sequence[CaseEvidence]) -> str:
             ET.SubElement(element, "skipped", message=f"llm_judge not judged: {case.label}")
         elif case.status is not Status.PASS:
             kind = "no output" if case.missing else case.status.value
-            ET.SubElement(element, "failure", message=case.label, type=kind)
+            failure = ET.SubElement(element, "failure", message=_failure_message(case), type=kind)
+            if case.turns:
+                failure.text = _turn_lines(case)
         elif TRIALS_LABEL.search(case.label):
             ET.SubElement(element, "system-out").text = case.label
     rules_failed = [r for r in decision.rules if not r.passed]

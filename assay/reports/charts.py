@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from assay.stats import wilson
+from assay.stats import Interval, wilson
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -271,6 +271,53 @@ def curves(title: str, series: Sequence[tuple[str, dict[int, float]]], axis: str
         axes.set_ylabel(axis)
         axes.xaxis.set_major_locator(_whole_numbers())
         axes.legend(loc="lower left", frameon=False)
+        axes.set_title(title, loc="left", fontsize=11)
+        return _svg(figure, title)
+
+
+CROWDED_POINTS = 12
+"""Past this many points, a point's figures are written upright so that they do not overlap."""
+
+
+def by_index(title: str, rows: Sequence[tuple[int, int, int, Interval | None]], axis: str) -> str:
+    """Pass rates over an index (turn 1, 2, …; rows of (index, n, passed, its 95% interval), a
+    row without an interval left out): each point with its interval as a whisker, joined in
+    order, its figures (`4/6 0.67`) written above it, so a decay over the index shows."""
+    drawn = [
+        (index, Estimate("", passed / n, interval.lo, interval.hi, ""), passed, n)
+        for index, n, passed, interval in rows
+        if interval is not None and n
+    ]
+    upright = len(drawn) > CROWDED_POINTS
+    with _figure(title, 3.2) as (figure, axes):
+        xs = [index for index, _, _, _ in drawn]
+        estimates = [row for _, row, _, _ in drawn]
+        line = axes.errorbar(
+            xs,
+            [row.rate for row in estimates],
+            yerr=_whiskers(estimates),
+            fmt="-o",
+            color=BLUE,
+            ecolor=BLUE,
+            capsize=3,
+        )
+        line.lines[0].set_gid("index-points")
+        for x, row, passed, n in drawn:
+            axes.annotate(
+                f"{passed}/{n} {row.rate:.2f}",
+                (x, row.hi),
+                textcoords="offset points",
+                xytext=(0, 4),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                rotation=90 if upright else 0,
+                color=BLUE,
+            )
+        axes.set_ylim(0, 1.3 if upright else 1.12)
+        axes.set_xlabel(axis)
+        axes.set_ylabel("pass rate (95% interval)")
+        axes.xaxis.set_major_locator(_whole_numbers())
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)
 

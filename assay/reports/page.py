@@ -48,6 +48,11 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 #cases { width: 100%; } #cases td { overflow-wrap: anywhere; }
 #cases td:last-child { max-width: 360px; }
 #cases i { display: inline-block; margin: 1px 8px 1px 0; font-style: normal; }
+#cases b.t { display: inline-block; min-width: 2.4em; margin: 1px 2px 1px 0; padding: 0 3px;
+  border: 1px solid currentColor; border-radius: 3px; font-size: .8rem; text-align: center; }
+#cases b.t.pass { background: #e3f4ee; } #cases b.t.fail, #cases b.t.error {
+  background: #fbe6dc; } #cases b.t.skipped { background: #eee; }
+#cases b.t.missing { border-style: dashed; }
 #cases td:nth-child(3), #cases th:nth-child(3) { text-align: right;
   font-variant-numeric: tabular-nums; }
 .note { color: var(--muted); font-size: .9rem; }

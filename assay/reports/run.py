@@ -17,7 +17,14 @@ from assay.reports.run_view import (
     load_view,
     trials_of,
 )
-from assay.runs.render import check_kind_lines, regression_lines, suite_run_verdict, warnings
+from assay.runs.render import (
+    check_kind_lines,
+    conversation_lines,
+    regression_lines,
+    suite_run_verdict,
+    warnings,
+)
+from assay.runs.scoring import CaseEvidence
 from assay.scorers import Status
 from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
@@ -212,6 +219,29 @@ def _trials(view: RunView) -> str:
     )
 
 
+def _conversations(view: RunView) -> str:
+    """The conversation figures and the turn-index chart (docs/conversations.md)."""
+    result = view.result
+    turns = result.metrics.turns
+    if turns is None:
+        return ""
+    rows = turns.by_turn()
+    chart = charts.by_index("Pass rate by turn index", rows, "turn") if rows else ""
+    return page.section(
+        "Conversations",
+        page.charts([chart] if chart else []),
+        page.bullets(conversation_lines(result)),
+        page.note(
+            "The conversation is the case: the run's pass rate is over conversations. Turn j's "
+            "point is its pass rate over the conversations scored at turn j, its bar the 95% "
+            "interval (Wilson; with trials, cluster-robust over conversations); a turn after "
+            "one the record lacks is not scored. The turn-level rate's interval is "
+            "cluster-robust, conversations as the clusters."
+        ),
+        anchor="conversations",
+    )
+
+
 def _trajectories(view: RunView) -> str:
     result = view.result
     lines = [line for line in check_kind_lines(result) if line.split(":", 1)[0] in TRAJECTORY_KINDS]
@@ -292,6 +322,35 @@ def _check_label(check: Any) -> str:
     )
 
 
+MAX_STRIP_TURNS = 50
+"""Turn cells a conversation's strip holds; past them it says how many more."""
+
+
+def _turn_strip(case: CaseEvidence) -> str:
+    """One cell per turn: its number and status mark, coloured, its status and (when it did not
+    pass) its label in the title; the extra turns the record held are counted after them."""
+    turns = case.turns or []
+    count = len(turns)
+    cells = []
+    for turn in turns[:MAX_STRIP_TURNS]:
+        word = "missing" if turn.missing else turn.status.value
+        why = "" if turn.status is Status.PASS else f": {turn.label}"
+        title = page.text(f"turn {turn.turn} of {count}: {word}{why}", 200)
+        missing = " missing" if turn.missing else ""
+        cells.append(
+            f'<b class="t {turn.status.value}{missing}" title="{title}">'
+            f"{turn.turn}{MARKS[turn.status]}</b>"
+        )
+    notes = []
+    if count > MAX_STRIP_TURNS:
+        notes.append(f"+{count - MAX_STRIP_TURNS} more turns")
+    extra = (case.record_turns or 0) - count
+    if extra > 0:
+        notes.append(f"+{extra} extra not scored")
+    tail = f' <span class="note">{page.text(", ".join(notes))}</span>' if notes else ""
+    return f'<span class="strip" aria-label="turns">{"".join(cells)}</span>{tail}'
+
+
 def _options(ident: str, label: str, values: Iterable[str]) -> str:
     options = "".join(f'<option value="{page.text(v)}">{page.text(v)}</option>' for v in values)
     return (
@@ -302,13 +361,15 @@ def _options(ident: str, label: str, values: Iterable[str]) -> str:
 
 def _case_table(view: RunView) -> str:
     compared = view.baseline_verdicts is not None
+    conversations = any(case.turns is not None for case in view.rows)
     kinds: set[str] = set()
     tags: set[str] = set()
     rows = []
     for case in view.rows:
         info = view.info.get(case.case_id, NO_INFO)
         groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
-        case_kinds = sorted({c.kind for c in case.checks if c.kind})
+        every_check = [*case.checks, *(c for turn in case.turns or () for c in turn.checks)]
+        case_kinds = sorted({c.kind for c in every_check if c.kind})
         kinds.update(case_kinds)
         tags.update(groups)
         score = "" if case.score is None else f"{case.score:.3f}"
@@ -320,7 +381,8 @@ def _case_table(view: RunView) -> str:
             f"<td>{ident}</td>"
             f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
             f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
-            f"<td>{checks}</td><td>{page.text(view.change(case)) if compared else ''}</td>"
+            + (f"<td>{_turn_strip(case)}</td>" if conversations else "")
+            + f"<td>{checks}</td><td>{page.text(view.change(case)) if compared else ''}</td>"
             f"<td>{page.text(case.label)}</td></tr>"
         )
     filters = (
@@ -331,10 +393,8 @@ def _case_table(view: RunView) -> str:
         + '<label>case id <input id="f-search" type="search" placeholder="search"></label>'
         + '<span id="f-shown" class="note"></span></div>'
     )
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in ("case", "status", "score", "tags", "checks", "vs baseline", "label")
-    )
+    columns = ("case", "status", "score", "tags", *(["turns"] if conversations else []))
+    head = "".join(f"<th>{h}</th>" for h in (*columns, "checks", "vs baseline", "label"))
     table = (
         f'<table id="cases"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
@@ -358,6 +418,7 @@ def run_page(view: RunView) -> str:
         _gate(view),
         _breakdown(view),
         _comparison(view),
+        _conversations(view),
         _trials(view),
         _trajectories(view),
         _judge(view),

@@ -6,6 +6,7 @@ import csv
 import io
 from collections import defaultdict
 from statistics import fmean
+from typing import Final
 
 from pydantic import BaseModel
 
@@ -48,6 +49,8 @@ class ScorecardRow(BaseModel):
     `tool_errors 1/2 (0.095–0.905); trajectory 3/3 (0.439–1.000)`."""
     latest_trials: str = ""
     """The latest run's trial and cluster figures (`assay.runs.render.trial_lines`), if any."""
+    latest_conversations: str = ""
+    """The latest run's conversation counts (`conversations_text`), if it scored any."""
 
 
 def checks_text(result: EvalResult) -> str:
@@ -58,6 +61,29 @@ def checks_text(result: EvalResult) -> str:
         shown = f" ({interval.lo:.3f}–{interval.hi:.3f})" if interval else ""
         parts.append(f"{kind} {tally.passed}/{tally.scored}{shown}")
     return "; ".join(parts)
+
+
+TURN_INDEXES_SHOWN: Final = 10
+"""Turn indexes `conversations_text` counts one by one before it says how many more there are."""
+
+
+def conversations_text(result: EvalResult) -> str:
+    """`conversations 4/6 passed; turns 15/18 (turn 1 6/6, turn 2 4/6, turn 3 5/6)` — the
+    conversations (the run's cases), their scored turns, and each turn index's passed/scored,
+    the first `TURN_INDEXES_SHOWN` of them; "" for a run without conversations."""
+    m = result.metrics
+    if m.turns is None:
+        return ""
+    indexes = m.turns.by_turn()
+    shown = ", ".join(f"turn {index} {c}/{n}" for index, n, c, _ in indexes[:TURN_INDEXES_SHOWN])
+    more = len(indexes) - TURN_INDEXES_SHOWN
+    scored = sum(n for _, n, _, _ in indexes)
+    passed = sum(c for _, _, c, _ in indexes)
+    return (
+        f"conversations {m.passed}/{m.scored} passed; turns {passed}/{scored} ({shown}"
+        + (f", … {more} more" if more > 0 else "")
+        + ")"
+    )
 
 
 def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> ScorecardRow:
@@ -92,6 +118,7 @@ def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> Scor
         trend_hi=slope.hi,
         latest_checks=checks_text(latest),
         latest_trials="; ".join(trial_lines(latest)),
+        latest_conversations=conversations_text(latest),
     )
 
 
