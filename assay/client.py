@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from assay.gate.decision import GateReport
     from assay.gate.overrides import GateCheck
     from assay.runs.cases import CaseResult
+    from assay.runs.cost_plan import CostPlan
     from assay.runs.records import EvalResult, RunState
 
 DEFAULT_TIMEOUT_SECONDS: Final = 60.0
@@ -108,6 +109,24 @@ def _tls(url: str) -> ssl.SSLContext | bool:
     is 20–40 ms of a short CLI call: its TLS context verifies and trusts no certificate, so TLS
     it meets (an https proxy) fails closed. An https service gets httpx's default verification."""
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if url.startswith("http://") else True
+
+
+_NOT_IN_BODY: Final = ("self", "wait", "idempotency_key", "gate", "options")
+"""A run method's own arguments, never sent as the request body's fields."""
+
+
+def _body(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A run request's body from a method's arguments (`locals()`): its fields and its
+    `options`, less the method's own and those left None."""
+    given = {**arguments, **arguments["options"]}
+    body = {
+        name: value
+        for name, value in given.items()
+        if value is not None and name not in _NOT_IN_BODY
+    }
+    if body.get("outputs") is not None:
+        body["outputs"] = [dict(row) for row in body["outputs"]]
+    return body
 
 
 def _segment(value: str) -> str:
@@ -220,14 +239,7 @@ class AssayClient:
         run when not waited for. The model is imported once the answer is in: a caller may load
         it meanwhile (the command line does). A waited-for run is asked only of a service that
         has answered this client: else its `/healthz` first (HTTP 503, degraded, is an answer)."""
-        given = {**fields, **fields["options"]}
-        body = {
-            name: value
-            for name, value in given.items()
-            if value is not None and name not in ("self", "wait", "idempotency_key", "options")
-        }
-        if body.get("outputs") is not None:
-            body["outputs"] = [dict(row) for row in body["outputs"]]
+        body = _body(fields)
         key = fields["idempotency_key"]
         waited = fields["wait"]
         headers = {
@@ -280,6 +292,26 @@ class AssayClient:
         `wait=False` the accepted run; its decision is then `gate_check(run_id)`. `options` as
         `run` takes them, and the gate's own (`max_judge_flip_rate`)."""
         return self._submit("/gate", _gate_report, locals())
+
+    def plan(
+        self,
+        suite: str,
+        *,
+        subject: str,
+        outputs: Sequence[Mapping[str, Any]] | None = None,
+        outputs_uri: str | None = None,
+        gate: bool = False,
+        **options: Any,
+    ) -> CostPlan:
+        """The cost plan of the run `run` (or, with `gate`, `gate`) would start with these
+        arguments — judge calls after cache hits, tokens, cost sync and batch, each budget's
+        headroom, whether it would be blocked — with no judge called and nothing run
+        (`POST /runs?plan=true`)."""
+        body = _body(locals())
+        from assay.runs.cost_plan import CostPlan
+
+        path = "/gate" if gate else "/runs"
+        return self._request("POST", path, params={"plan": "true"}, json=body).model(CostPlan)
 
     def gate_check(self, run_id: str) -> GateCheck:
         """A gate run's recorded and effective verdict (after governed overrides)."""

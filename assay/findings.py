@@ -9,7 +9,7 @@ subject too: `findings/<report_id>/<kind>/<hash of the subject>.json`.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -53,6 +53,27 @@ def list_findings(store: EvidenceStore, run_id: str | None = None) -> list[Findi
     """Recorded findings, for one run or all."""
     prefix = f"findings/{run_id}/" if run_id else "findings/"
     return [Finding.model_validate_json(store.get(key)) for key in store.list(prefix)]
+
+
+def matching_findings(
+    store: EvidenceStore,
+    suite: str | None = None,
+    subject: str | None = None,
+    kind: str | None = None,
+    since: datetime | None = None,
+) -> list[Finding]:
+    """Recorded findings of `suite`, `subject` (`KIND:ID`: every variant; `KIND:ID@V`: that
+    one), `kind`, at or after `since` (UTC when it has no zone), in store order."""
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return [
+        finding
+        for finding in list_findings(store)
+        if (suite is None or finding.suite == suite)
+        and (subject is None or subject in (finding.subject, finding.subject.split("@")[0]))
+        and (kind is None or finding.kind == kind)
+        and (since is None or finding.occurred_at >= since)
+    ]
 
 
 def budget_finding(

@@ -37,6 +37,7 @@ from pydantic import Field, SecretStr
 
 from assay.finops.budget import Budget
 from assay.finops.pricing import Prices
+from assay.judge.batch import Batching
 from assay.judge.config import JudgeConfig, JudgeFields
 from assay.judge.endpoint import (
     API_KEY_ENV,
@@ -168,6 +169,11 @@ class JudgeSettings(Block, JudgeFields):
             ),
             budgets=budgets,
             fresh=fresh,
+            batching=Batching(
+                self.base_url or DEFAULT_BASE_URL, key, poll_seconds=self.batch_poll_seconds
+            )
+            if self.mode == "batch"
+            else None,
         )
 
     def embedder(self) -> tuple[OpenAIEmbedder | None, str]:

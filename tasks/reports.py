@@ -4,27 +4,36 @@ flow run's artifacts."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact
 
-from assay.reports import report_key
+from assay import schemes
+from assay.reports import REPORTS_URL_ENV, report_key
 from assay.reports.run import run_report
 from assay.runs.records import load_result
 from tasks._store import evidence_store
 from tasks.artifacts import artifact_key
 
+FILE_URI = "file://"
+
 SERVICE_URL_ENV = "ASSAY_URL"
-"""When set, the link goes to `assay serve`'s `GET /runs/{id}/report` there; else to the store."""
+"""The service a command line talks to: with no `REPORTS_URL_ENV`, the link goes there."""
 
 
 def report_link(store_uri: str, run_id: str) -> str:
-    """Where a person opens the report: the service when its address is known, else the store
-    object itself (`file://…/reports/ID.html`, `s3://…`)."""
-    service = os.environ.get(SERVICE_URL_ENV, "").rstrip("/")
+    """Where a person opens the report from the Prefect UI: the service's `GET /runs/{id}/report`
+    when its address is known (`REPORTS_URL_ENV`, which `assay serve` sets for its flows, else
+    `ASSAY_URL`), else the store object itself by an absolute URI (`file:///home/…/.assay/
+    reports/ID.html` whichever folder the run started in, `s3://…`)."""
+    service = (os.environ.get(REPORTS_URL_ENV) or os.environ.get(SERVICE_URL_ENV, "")).rstrip("/")
     if service:
         return f"{service}/runs/{run_id}/report"
-    return f"{store_uri.rstrip('/')}/{report_key(run_id)}"
+    location = f"{schemes.canonical_store(store_uri).rstrip('/')}/{report_key(run_id)}"
+    if location.startswith(FILE_URI):
+        return Path(location.removeprefix(FILE_URI)).as_uri()  # escaped: a link with a space
+    return location
 
 
 @task(name="publish-report", task_run_name="publish-report", persist_result=False)

@@ -12,9 +12,13 @@ structured-output fallbacks meet a real server. It implements `POST /v1/chat/com
   `"winner": "first"`, whatever order the responses come in — a judge with pure position bias;
 - `default=prefers("MARKER")`: a consistent pairwise judge that picks whichever response holds
   the marker (`RecordedRequest.response(n)` reads a response out of the prompt);
+- `default=grades_by_reference()` (`tests/judge_grading.py`): a judge right on every answer with
+  a reference, or (`obeys_injections=True`) one its candidates can steer;
 - `capacity=N`: a provider's limit on calls at once — a request arriving while N are being
   served gets `over_capacity()` at once (429 with `Retry-After-Ms`, as OpenAI sends it), before
-  the script is looked at; `RecordedRequest.over_capacity` marks those.
+  the script is looked at; `RecordedRequest.over_capacity` marks those;
+- `together=N`: the first N requests are answered only once N have arrived (each waits at most
+  `TOGETHER_WAIT_SECONDS`): N callers' first calls are surely in flight at the same time.
 
 Every request is recorded (`server.requests`: body, headers, arrival and finish times, mode), and
 `server.max_in_flight` is the most requests it was serving at once, for concurrency tests.
@@ -51,6 +55,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 START_TIMEOUT_SECONDS = 10.0
+TOGETHER_WAIT_SECONDS = 30.0
 EMBEDDING_DIMENSIONS = 32
 DEFAULT_USAGE = (120, 30)
 LLAMA_CPP_REJECTS: Mapping[str, int] = {"json_schema": 500}
@@ -230,6 +235,7 @@ class JudgeServer:
         self._in_flight = 0
         self._serving = 0
         self._capacity: int | None = None
+        self._together = 0
         self._generation = 0
         self._max_in_flight = 0
         self._embedded = 0
@@ -242,6 +248,7 @@ class JudgeServer:
         llama_cpp: bool = False,
         position_biased: bool = False,
         capacity: int | None = None,
+        together: int = 0,
     ) -> None:
         """Set how the server answers from now on (replaces any earlier script).
 
@@ -255,6 +262,7 @@ class JudgeServer:
                 `llama_cpp.server`.
             position_biased: Pairwise prompts always get `"winner": "first"`.
             capacity: Requests served at once at most; one more gets `over_capacity()`.
+            together: The first `together` requests are answered once that many arrived.
         """
         merged = dict(LLAMA_CPP_REJECTS) if llama_cpp else {}
         merged.update(rejects or {})
@@ -264,6 +272,7 @@ class JudgeServer:
             self._rejects = merged
             self._position_biased = position_biased
             self._capacity = capacity
+            self._together = together
 
     def reset(self) -> None:
         """Forget the script, the recorded requests and the in-flight maximum."""
@@ -322,6 +331,16 @@ class JudgeServer:
             return verdict()
         return default if isinstance(default, Reply) else default(recorded)
 
+    async def _wait_for_company(self, recorded: RecordedRequest) -> None:
+        """Hold one of the first `together` requests until that many have arrived."""
+        deadline = time.monotonic() + TOGETHER_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            with self._lock:
+                first = any(r is recorded for r in self._requests[: self._together])
+                if not first or len(self._requests) >= self._together:
+                    return
+            await asyncio.sleep(0.01)
+
     def _leave(self, recorded: RecordedRequest, status: int) -> None:
         with self._lock:
             if recorded.generation == self._generation:
@@ -344,6 +363,7 @@ class JudgeServer:
             )
             reply = self._arrive(recorded)
             try:
+                await self._wait_for_company(recorded)
                 if reply.delay:
                     await asyncio.sleep(reply.delay)
                 return _respond(reply, recorded)

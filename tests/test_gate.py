@@ -25,6 +25,7 @@ from blocks import FinOpsBudget
 from tests.conftest import PREFECT_HOME
 from tests.judge_server import JudgeServer, malformed, verdict
 from tests.launched import gate
+from tests.test_admission import record_passing_admission
 from tests.test_minimal_data import _files_containing, _flush_prefect_logs, _prefect_database_dir
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -65,7 +66,8 @@ def _outputs(tmp_path: Path, name: str, passing: int) -> str:
 
 
 def _calibrate(store_dir: Path, judge: JudgePin) -> None:
-    """Record a passing calibration report for exactly this judge (model pin, prompt version)."""
+    """Record a passing calibration report, and a passing admission, for exactly this judge
+    (model pin, prompt version)."""
     at = datetime(2026, 11, 1, tzinfo=UTC)
     items = [
         CalibrationItem(
@@ -94,6 +96,7 @@ def _calibrate(store_dir: Path, judge: JudgePin) -> None:
     )
     assert report.passed
     record_report(FileStore(store_dir), report)
+    record_passing_admission(FileStore(store_dir), judge)
 
 
 def _calibrate_the_configured_judge(suite: str, outputs: str, store_dir: Path) -> None:
@@ -134,6 +137,7 @@ def test_a_regression_alone_fails_the_gate(store_dir: Path, tmp_path: Path) -> N
         ("coverage", True),
         ("pass_rate_below_threshold", True),
         ("judge_uncalibrated", True),
+        ("judge_not_admitted", True),
         ("judge_unavailable", True),
         ("budget_blocked", True),
     ]
@@ -255,6 +259,7 @@ def test_cli_exit_codes_json_junit_and_check_after_an_override(
         "coverage": True,
         "pass_rate_below_threshold": False,
         "judge_uncalibrated": True,
+        "judge_not_admitted": True,
         "judge_unavailable": True,
         "budget_blocked": True,
     }

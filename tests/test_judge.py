@@ -641,9 +641,8 @@ def test_output_is_fenced_as_untrusted_data_and_cannot_close_the_fence() -> None
 
     block = untrusted_block(hostile)
     tag = block.splitlines()[0].split()[-1].rstrip(">")
-    assert (
-        f"<<<BEGIN CANDIDATE OUTPUT {tag}>>>\n{hostile}\n<<<END CANDIDATE OUTPUT {tag}>>>" in user
-    )
+    shown = hostile.replace("<<<END", "&lt;&lt;&lt;END")  # a forged marker is neutralised
+    assert f"<<<BEGIN CANDIDATE OUTPUT {tag}>>>\n{shown}\n<<<END CANDIDATE OUTPUT {tag}>>>" in user
     assert user.count(f"END CANDIDATE OUTPUT {tag}") == 1
     assert "Costs $rubric." in user  # values are inserted verbatim, never expanded
     assert "(no reference answer)" in user

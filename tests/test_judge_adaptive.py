@@ -151,10 +151,19 @@ def test_a_5xx_halves_the_window(judge_server: JudgeServer, tmp_path: Path) -> N
     assert window.limit < AUTO_START_CONCURRENCY
 
 
+async def _opened(window: SharedSlots) -> None:
+    """Take the window's first slot and answer it within its bound: it opens to its size."""
+    assert window.limit == 1  # one call in flight until a reply is billed within its bound
+    await window.acquire()
+    window.answered(0.0)
+    assert window.limit == window.size
+
+
 def test_the_window_doubles_then_grows_by_one_and_is_cut_once_per_overshoot() -> None:
     async def scenario() -> None:
         window = AdaptiveSlots(ceiling=40, start=4)
-        for _ in range(4):
+        await _opened(window)
+        for _ in range(3):
             await window.acquire()
         sent = 0.0
         for _ in range(4):  # slow start: +1 an answer while the window is full
@@ -182,35 +191,54 @@ def test_the_window_doubles_then_grows_by_one_and_is_cut_once_per_overshoot() ->
     asyncio.run(scenario())
 
 
-def test_a_judge_billing_past_max_tokens_never_widens_the_window(
-    judge_server: JudgeServer, tmp_path: Path
+@pytest.mark.parametrize("concurrency", [AUTO, 8])
+def test_a_judge_billing_past_max_tokens_has_one_call_in_flight(
+    judge_server: JudgeServer, tmp_path: Path, concurrency: object
 ) -> None:
-    """Its calls in flight cost what it reports, not what their batch reserved: the window
-    stays within where it started, as the fixed default did (the overshoot past a block budget
-    is bounded as before: tests/test_spend_guard.py)."""
+    """Its calls cost what it reports, not what their batch reserved: no reply is ever billed
+    within its bound, so the window never opens past one call (tests/test_spend_stops.py)."""
     overbilled = Reply(content=verdict().content, usage=(50, 2_000_000), honours_max_tokens=False)
-    judge_server.script(default=overbilled)
+    judge_server.script(default=slow(0.01, overbilled))
 
-    statuses, window = _judge(judge_server, tmp_path, "overbilled-run", 200)
+    statuses, window = _judge(
+        judge_server, tmp_path, "overbilled-run", 40, max_concurrency=concurrency
+    )
 
-    assert len(statuses) == 200
-    assert window.peak <= AUTO_START_CONCURRENCY
-    assert window.most == AUTO_START_CONCURRENCY  # for the rest of the run
+    assert len(statuses) == 40
+    assert (window.peak, judge_server.max_in_flight) == (1, 1)
 
 
-def test_a_reply_past_its_bound_brings_a_wider_window_back_to_its_start() -> None:
+def test_a_reply_past_its_bound_brings_the_window_back_to_one_and_a_slow_start() -> None:
     async def scenario() -> None:
         window = AdaptiveSlots(ceiling=40, start=2)
-        for _ in range(2):
-            await window.acquire()
+        await _opened(window)
+        await window.acquire()
         for _ in range(3):
             window.answered(0.0)
             await window.acquire()
         assert window.limit == 5
         window.billed_past_bound()
-        assert (window.limit, window.most) == (2, 2)
-        window.answered(1.0)
+        assert window.limit == 1
+        window.answered(0.0)  # sent before the reply past its bound: still one
+        assert window.limit == 1
+        window.answered(float("inf"))  # sent since, billed within: one, growing from there
+        for _ in range(5):
+            window.release()
+        await window.acquire()
+        window.answered(float("inf"))
         assert window.limit == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_fixed_window_goes_back_to_one_past_its_bound_and_reopens_within_it() -> None:
+    async def scenario() -> None:
+        window = SharedSlots(4)
+        await _opened(window)
+        window.billed_past_bound()
+        assert (window.limit, window.most) == (1, 4)
+        window.answered(float("inf"))
+        assert window.limit == 4
 
     asyncio.run(scenario())
 
@@ -218,8 +246,10 @@ def test_a_reply_past_its_bound_brings_a_wider_window_back_to_its_start() -> Non
 def test_the_ceiling_bounds_the_window() -> None:
     async def scenario() -> None:
         window = AdaptiveSlots(ceiling=3)
-        assert window.limit == 3 and window.most == 3
-        for _ in range(3):
+        assert window.most == 3
+        await _opened(window)
+        assert window.limit == 3
+        for _ in range(2):
             await window.acquire()
         window.answered(0.0)
         assert window.limit == 3

@@ -38,6 +38,10 @@ COMMANDS: Final[dict[str, Listed]] = {
         "calibration",
         "Measure the configured judge against the human labels; exit 1 unless it is calibrated.",
     ),
+    "judge": Listed(
+        "admission",
+        "Admit a judge before its verdicts may gate.",
+    ),
     "compare": Listed(
         "compare",
         "Pairwise A/B: judge each shared case that has an llm_judge check twice, with the order\n"
@@ -88,9 +92,20 @@ COMMANDS: Final[dict[str, Listed]] = {
         "Write one self-contained HTML report: a run (with its comparison, trials, judge and\n"
         "per-case table), a suite's trend (--trend) or a calibration report (--calibration).",
     ),
+    "view": Listed(
+        "view",
+        "Show each case's output, turns and tool calls beside its verdicts, verified against "
+        "the\n"
+        "run's evidence; served from memory on 127.0.0.1 until Ctrl-C, or written to -o FILE.",
+    ),
     "scorecard": Listed(
         "scorecard",
         "Per subject and suite: runs, latest and pooled pass rate with Wilson intervals, trend.",
+    ),
+    "findings": Listed(
+        "findings",
+        "List recorded findings (regressions, blocked budgets, uncalibrated judges, …), newest\n"
+        "first — through the Assay service when one is up.",
     ),
     "serve": Listed(
         "serve",

@@ -23,14 +23,15 @@ def baseline_pin(
     run_id: Annotated[
         str,
         typer.Argument(
-            help="A completed run to compare later runs with.", callback=common.checked_run_id
+            help="A completed run (its id or a unique prefix) to compare later runs with.",
+            callback=common.checked_run_id,
         ),
     ],
     store: common.StoreOption = None,
 ) -> None:
     """Pin a run as the baseline of its suite and subject (append-only record)."""
     record = common.guarded(lambda: baselines.pin(common.open_evidence(store), run_id))
-    common.out.print(f"Pinned {run_id} as the baseline of {record.suite} · {record.subject}")
+    common.out.print(f"Pinned {record.run_id} as the baseline of {record.suite} · {record.subject}")
 
 
 @baseline_app.command("show")

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
+from assay.cli._plan import PlanOption, show_plan
 from assay.cli._run_flags import run_option_flags, run_options
 from assay.cli.runs import launch_suite_flow, print_result
 from assay.runs.options import GateOptions
@@ -104,12 +105,27 @@ def _exit_code(verdict: GateVerdict, allow_insufficient: bool) -> int:
     return 0 if passing else EXIT_GATE_FAILED
 
 
+RULE_VERDICTS: dict[str, tuple[str, str]] = {
+    "regressed": ("no regression", "regressed"),
+    "coverage": ("coverage met", "coverage below minimum"),
+    "pass_rate_below_threshold": ("pass rate met", "pass rate below threshold"),
+    "judge_uncalibrated": ("judge calibration", "judge uncalibrated"),
+    "judge_not_admitted": ("judge admitted", "judge not admitted"),
+    "judge_unavailable": ("judge available", "judge unavailable"),
+    "budget_blocked": ("within budget", "budget blocked"),
+    "judge_flip_rate": ("judge flip rate within limit", "judge flip rate too high"),
+    "insufficient_evidence": ("non-inferior", "insufficient evidence"),
+}
+"""Each gate rule (named after how it fails) as the verdict a person reads: (passed, failed)."""
+
+
 def _print_decision(decision: GateDecision | GateReport) -> None:
     from assay.gate.decision import GateDecision
 
     for rule in decision.rules:
-        mark = "[green]pass[/green]" if rule.passed else "[red]FAIL[/red]"
-        common.out.print(f"  {mark} {rule.rule}: {rule.detail}", highlight=False)
+        passed, failed = RULE_VERDICTS.get(rule.rule, (rule.rule, rule.rule))
+        line = f"[green]pass[/green]  {passed}" if rule.passed else f"[red]FAIL[/red]  {failed}"
+        common.out.print(f"  {line} ({rule.detail})", highlight=False)
     for note in decision.warnings:
         common.out.print(f"  [yellow]warning:[/yellow] {note}", highlight=False)
     verdict = {
@@ -223,16 +239,19 @@ def gate_command(
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
     local: common.LocalOption = False,
+    plan: PlanOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
-    endpoint = common.service(server, options["store"], local=local, start=True)
+    endpoint = common.service(server, options["store"], local=local, start=not plan)
     answer = Answer(comment, report_url, as_json, allow_insufficient)
     if check is not None or pass_threshold is not None or min_coverage is not None:
         _past_gate(check, (pass_threshold, min_coverage), options, endpoint, answer)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
     reference = common.outputs_reference(outputs, outputs_format, case_attribute)
+    if plan:
+        show_plan(GateOptions, suite, reference, options, endpoint, as_json)
     if endpoint is not None:
         _gate_through(endpoint, suite, reference, options, answer, resume=resume, junit=junit)
     given = dict(options, suite=suite, outputs=reference, run_id=resume, resume=bool(resume))

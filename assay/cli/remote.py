@@ -25,10 +25,12 @@ from assay.client import AssayClient
 from assay.preload import preload
 
 if TYPE_CHECKING:
+    from assay.findings import Finding
     from assay.gate.decision import GateReport
     from assay.gate.overrides import GateCheck
     from assay.outputs.reference import OutputsReference
     from assay.runs.cases import CaseFilter, CaseResult
+    from assay.runs.cost_plan import CostPlan
     from assay.runs.options import RunOptions
     from assay.runs.records import EvalResult, RunAggregate, RunState
     from assay.runs.scorecard import ScorecardRow
@@ -203,10 +205,49 @@ def gate(
     return report
 
 
-def result_or_state(endpoint: Endpoint, run_id: str) -> EvalResult | RunState:
-    """`assay runs show` through the service."""
+def plan(
+    endpoint: Endpoint,
+    suite: str,
+    outputs: OutputsReference,
+    options: Mapping[str, Any],
+    *,
+    gate: bool,
+) -> CostPlan:
+    """`assay run --plan` (or `assay gate --plan`) through the service: its cost plan."""
+    with _client(endpoint) as client:
+        submission = _submission(client, suite, outputs, options, endpoint.local)
+        return called(lambda: client.plan(**submission, gate=gate))
+
+
+WHOLE_RUN_ID = 36
+"""Characters of a whole run id (a Prefect flow run id): one this long is not looked up."""
+
+
+def _named(service: AssayClient, given: str) -> str:
+    """The run id `given` names among the service's runs: itself when whole, else the one run
+    whose id starts with it (`named_run`: at least 4 characters, unique); one that names no run
+    is sent as it is, for the service to say so (HTTP 404)."""
+    if len(given) == WHOLE_RUN_ID:
+        return given
+    from assay.identifiers import named_run
+
+    listed = [run["run_id"] for run in called(service.runs)]
+    if not any(run_id.startswith(given) for run_id in listed):
+        return given
+    return common.guarded(lambda: named_run(given, listed, f"the service at {service.url}"))
+
+
+def run_named(endpoint: Endpoint, given: str) -> str:
+    """The whole run id a run id or unique prefix names, asked of the service."""
     with _client(endpoint) as service:
-        return called(lambda: service.result(run_id), answer_models=True)
+        return _named(service, given)
+
+
+def result_or_state(endpoint: Endpoint, run_id: str) -> EvalResult | RunState:
+    """`assay runs show` through the service (`run_id`: an id or a unique prefix)."""
+    with _client(endpoint) as service:
+        whole = _named(service, run_id)
+        return called(lambda: service.result(whole), answer_models=True)
 
 
 def answer(endpoint: Endpoint, path: str) -> Any:
@@ -226,15 +267,18 @@ def runs(endpoint: Endpoint) -> list[RunAggregate]:
 
 
 def cases(endpoint: Endpoint, run_id: str, status: CaseFilter | None) -> list[CaseResult]:
-    """`assay runs cases` through the service."""
+    """`assay runs cases` through the service (`run_id`: an id or a unique prefix)."""
     with _client(endpoint) as service:
-        return called(lambda: service.cases(run_id, status))
+        whole = _named(service, run_id)
+        return called(lambda: service.cases(whole, status))
 
 
 def report(endpoint: Endpoint, run_id: str) -> str:
-    """`assay report RUN_ID` through the service: the run's page."""
+    """`assay report RUN_ID` through the service: the run's page (`run_id`: an id or a
+    unique prefix)."""
     with _client(endpoint) as service:
-        return called(lambda: service.report(run_id))
+        whole = _named(service, run_id)
+        return called(lambda: service.report(whole))
 
 
 def scorecards(
@@ -250,6 +294,22 @@ def scorecards(
 
 
 def gate_check(endpoint: Endpoint, run_id: str) -> GateCheck:
-    """`assay gate --check` through the service."""
+    """`assay gate --check` through the service (which takes a unique prefix itself)."""
     with _client(endpoint) as service:
         return called(lambda: service.gate_check(run_id))
+
+
+def findings(
+    endpoint: Endpoint,
+    suite: str | None,
+    subject: str | None,
+    kind: str | None,
+    since: str | None,
+) -> list[Finding]:
+    """`assay findings` through the service: its findings, newest first."""
+    from assay.findings import Finding
+
+    with _client(endpoint) as service:
+        found = called(lambda: service.findings(suite, subject, kind, since))
+        source = f"GET {service.url}/findings answered a finding"
+        return called(lambda: [validated(Finding, item, source) for item in found])

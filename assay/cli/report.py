@@ -1,5 +1,6 @@
 """`assay report`: a run, a suite's trend or a calibration report as one self-contained HTML
-page (no network needed to open it, no output text in it)."""
+page (no network needed to open it, no output text in it unless `--outputs` joins the user's own,
+`assay view`'s page, written only to the `-o` file named)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ def report_command(
     against: Annotated[
         str | None,
         typer.Option("--against", help="Compare with this run (default: the recorded baseline)."),
+    ] = None,
+    outputs: Annotated[
+        str | None,
+        typer.Option(
+            "--outputs",
+            help="With RUN_ID and -o FILE: the page of `assay view`, the run's cases beside "
+            "these outputs (each verified against the run's evidence).",
+        ),
     ] = None,
     output: Annotated[
         Path | None,
@@ -56,8 +65,10 @@ def report_command(
         common.fail("--against needs a RUN_ID")
     if subject is not None and trend is None:
         common.fail("--subject needs --trend")
+    if outputs is not None and (run_id is None or output is None):
+        common.fail("--outputs needs a RUN_ID and -o FILE: the page holds output text")
     endpoint = common.service(server, store, local=local)
-    if endpoint is not None and (run_id is None or against is not None):
+    if endpoint is not None and (run_id is None or against is not None or outputs is not None):
         if not endpoint.local:
             common.fail("through a service, assay report writes a run's report: RUN_ID alone")
         endpoint = None  # the local service's store is this one: built here
@@ -76,7 +87,13 @@ def report_command(
         run_id = resolve_run_id(evidence, run_id)
         if against is not None:
             against = resolve_run_id(evidence, against)
-        html, name = run_report(evidence, run_id, against), f"report-{run_id}.html"
+        if outputs is not None:
+            from assay.reports.view import join_outputs, view_page
+
+            joined = join_outputs(evidence, run_id, outputs, against=against)
+            html, name = view_page(joined), ""
+        else:
+            html, name = run_report(evidence, run_id, against), f"report-{run_id}.html"
     elif trend is not None:
         from assay.reports.trend import trend_page
 

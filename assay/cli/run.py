@@ -9,6 +9,7 @@ import typer
 
 from assay.cli import _common as common
 from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
+from assay.cli._plan import PlanOption, show_plan
 from assay.cli._run_flags import run_option_flags, run_options
 from assay.cli.runs import execute_run, print_shown
 from assay.runs.options import RunOptions
@@ -26,11 +27,14 @@ def run(
     as_json: common.JsonOption = False,
     server: common.ServerOption = None,
     local: common.LocalOption = False,
+    plan: PlanOption = False,
 ) -> None:
     """Score outputs against a suite in a Prefect flow and record the evidence — through the
     Assay service when one is up (`assay server start`, or --server / $ASSAY_URL)."""
     reference = common.outputs_reference(outputs, outputs_format, case_attribute)
-    endpoint = common.service(server, options["store"], local=local, start=True)
+    endpoint = common.service(server, options["store"], local=local, start=not plan)
+    if plan:
+        show_plan(RunOptions, suite, reference, options, endpoint, as_json)
     if endpoint is not None:
         from assay.cli import remote
 

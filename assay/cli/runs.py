@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from assay.runs.cases import CaseFilter
     from assay.runs.options import RunOptions
     from assay.runs.pipeline import PreparedRun
-    from assay.runs.records import EvalResult
+    from assay.runs.records import EvalResult, RunAggregate
     from assay.store import EvidenceStore
     from flows.launch import SuiteFlow
 
@@ -213,7 +213,8 @@ def runs_list(
     server: common.ServerOption = None,
     local: common.LocalOption = False,
 ) -> None:
-    """List recorded runs, newest first."""
+    """List recorded runs, newest first: each one's id by its shortest unique prefix of at
+    least 8 characters (any command takes it), its verdict and pass rate."""
     endpoint = common.service(server, store, local=local)
     if endpoint is not None:
         from assay.cli import remote
@@ -228,20 +229,57 @@ def runs_list(
     if as_json:
         common.print_json([run.model_dump(mode="json") for run in runs])
         return
-    table = common.table("run", "suite", "subject", "status", "pass rate", "started (UTC)")
+    if not runs:
+        from assay.cli.local_service import canonical_store
+
+        where = (
+            f"the store of the service at {endpoint.url}"
+            if endpoint is not None and not endpoint.local
+            else canonical_store(store)
+        )
+        common.out.print(f"No runs recorded yet in {where}.", highlight=False)
+        return
+    short = short_ids([run.run_id for run in runs])
+    table = common.table("run", "suite", "subject", "verdict", "pass rate", "started (UTC)")
     for r in runs:
         m = r.metrics
-        subject = r.subject
         rate = f"{m.passed}/{m.scored}" if r.status == "completed" else "—"
         table.add_row(
-            r.run_id,
+            short[r.run_id],
             f"{r.suite}@{r.suite_version}",
-            subject,
-            r.status,
+            r.subject,
+            _verdict(r),
             rate,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
         )
-    common.out.print(table if runs else "No runs recorded yet.")
+    common.out.print(table)
+
+
+SHORT_ID = 8
+"""The fewest characters `assay runs list` shows of a run id (more when two runs share them)."""
+
+
+def short_ids(run_ids: list[str]) -> dict[str, str]:
+    """Each run id by its shortest prefix of at least `SHORT_ID` characters that no other of
+    `run_ids` starts with (as git shortens commits)."""
+    length = SHORT_ID
+    while len({run_id[:length] for run_id in run_ids}) < len(set(run_ids)):
+        length += 1
+    return {run_id: run_id[:length] for run_id in run_ids}
+
+
+def _verdict(run: RunAggregate) -> Text:
+    """A completed run's verdict (`regressed` against its baseline beats `passed` / `not
+    passed`); else its status (`running`, `failed`, `interrupted`)."""
+    from assay.regression import RegressionStatus
+    from assay.runs.metrics import run_verdict
+
+    if run.status != "completed":
+        return Text(run.status, "yellow")
+    if run.regression is not None and run.regression.status is RegressionStatus.REGRESSED:
+        return Text("regressed", "red")
+    passed, _ = run_verdict(run.metrics, run.pass_threshold, run.min_coverage)
+    return Text("passed", "green") if passed else Text("not passed", "red")
 
 
 @runs_app.command("show")
@@ -264,7 +302,8 @@ def runs_show(
         from assay.cli import remote
 
         if as_json:  # the service's EvalResult (or RunState) JSON is the same as ours
-            common.print_json(remote.answer(endpoint, f"/runs/{run_id}"))
+            whole = remote.run_named(endpoint, run_id)
+            common.print_json(remote.answer(endpoint, f"/runs/{whole}"))
             return
         shown = remote.result_or_state(endpoint, run_id)
         from assay.runs.records import EvalResult  # already imported by the client's answer
@@ -303,7 +342,13 @@ def print_shown(result: EvalResult, as_json: bool) -> None:
 
 @runs_app.command("cases")
 def runs_cases(
-    run_id: Annotated[str, typer.Argument(help="Run id (the Prefect flow run id).")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            help="Run id (the Prefect flow run id), or a unique prefix of one (4+ characters).",
+            callback=common.checked_run_id,
+        ),
+    ],
     status: Annotated[
         str | None,
         typer.Option("--status", help="Only cases that passed, failed, skipped or error."),

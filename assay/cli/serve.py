@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import socket
 import sys
 from typing import Annotated, Final
 
@@ -12,6 +13,7 @@ import typer
 
 from assay.cli import _common as common
 from assay.cli.local_service import LOCAL_TOKEN_ENV, LOOPBACK
+from assay.reports import REPORTS_URL_ENV
 
 SERVICE_MODULES: Final = {
     "fastapi": "fastapi",
@@ -33,6 +35,16 @@ def missing_distributions() -> list[str]:
         except ImportError:
             missing.append(distribution)
     return missing
+
+
+WILDCARD_HOSTS: Final = ("0.0.0.0", "::", "")
+
+
+def _own_url(host: str, port: int) -> str:
+    """The address this service answers at, as a link names it: a wildcard `--host` by the
+    machine's name (`$ASSAY_REPORTS_URL` names another, behind a proxy)."""
+    named = socket.gethostname() if host in WILDCARD_HOSTS else host
+    return f"http://[{named}]:{port}" if ":" in named else f"http://{named}:{port}"
 
 
 @common.app.command("serve")
@@ -78,6 +90,8 @@ def serve(
         max_queued_runs=max_queued_runs,
         local_token=local_token or None,
     )
+    # The flows this service runs link their report to it (Prefect's artifact), not the store.
+    os.environ.setdefault(REPORTS_URL_ENV, _own_url(host, port))
     service = common.guarded(lambda: create_app(settings))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))

@@ -59,7 +59,9 @@ def server_start(
         fail(str(exc))
     out.print(
         f"Prefect UI at {running.ui_url}; Assay service at {service.url} (store "
-        f"{service.store}).\nEvery assay command now goes through them; "
+        f"{service.store}).\nReports at {service.url}/runs/RUN_ID/report (the link on each "
+        "run's Artifacts tab in the Prefect UI; `assay report RUN_ID` writes one to a file).\n"
+        "Every assay command now goes through them; "
         "`assay server stop` stops both.",
         highlight=False,
     )

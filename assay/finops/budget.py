@@ -17,7 +17,15 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from assay.finops.ledger import SCOPE, Period, read_costs, scope_matches, spent, utc_now
+from assay.finops.ledger import (
+    SCOPE,
+    CostRecord,
+    Period,
+    read_costs,
+    scope_matches,
+    spent,
+    utc_now,
+)
 from assay.finops.reservations import Reservation, live_reservations, reserved
 from assay.store import EvidenceStore
 
@@ -85,6 +93,9 @@ class Standing(BaseModel):
     """The period's recorded spend in the budget's scope."""
     reserved_usd: float
     """What other batches' live reservations held against it."""
+    reservations: frozenset[str] = frozenset()
+    """Those reservations' ids: the batch was allowed alongside them, so its checks after each
+    call count them (a batch that reserves later counts this one in its own preflight)."""
 
 
 class Decision(BaseModel):
@@ -200,7 +211,7 @@ def assess(
     for budget in applicable:
         try:
             if holding is None:
-                holding = _others_holding(store, current, reservation)
+                holding = _live_holding(store, current)
             already = spent_by.get((budget.period, budget.scope))
             if already is None:
                 already = spent(store, budget.period, budget.scope, current)
@@ -208,7 +219,11 @@ def assess(
         except Exception as exc:  # any failure, of any kind, refuses spending (fail closed)
             why = f"cost ledger unreadable for budget {budget.name} ({type(exc).__name__})"
             return refused(projected_usd, why, budget), ()
-        held = reserved(holding[0], budget.scope, holding[1])
+        own = reservation.id if reservation else None
+        counted = [
+            r for r in holding[0] if r.id != own and scope_matches(budget.scope, r.suite, r.subject)
+        ]
+        held = reserved(counted, budget.scope, holding[1])
         total = already + held + projected_usd
         exceeded = projected_usd > 0 and total > budget.limit_usd + TOLERANCE_USD
         status: DecisionStatus = _EXCEEDED[budget.mode] if exceeded else "allowed"
@@ -226,6 +241,7 @@ def assess(
                     limit_usd=budget.limit_usd,
                     spent_usd=already,
                     reserved_usd=held,
+                    reservations=frozenset(r.id for r in counted),
                 )
             )
         rank = (_SEVERITY[status], total - budget.limit_usd)
@@ -246,48 +262,72 @@ def assess(
 
 
 def spent_past(
-    decision: Decision, standings: tuple[Standing, ...], actual_usd: float
+    store: EvidenceStore,
+    budgets: list[tuple[Budget, Standing]],
+    now: datetime,
+    own: Reservation | None,
+    next_call_usd: float,
+    projected_usd: float,
+    known: dict[str, CostRecord] | None = None,
 ) -> Decision | None:
-    """The `blocked` decision once a batch's actual spend takes a block budget past its limit.
+    """The `blocked` decision once the period's spend takes a block budget past its limit.
 
-    The preflight allowed the batch on its projection; a judge that bills more than it was
-    asked for (usage past `max_tokens`) can spend past it. Recorded spend plus reservations —
-    the period's spend and other batches' holds as the preflight read them, plus this batch's
-    actual spend, which then stands for its own (smaller) reservation — is checked after every
-    paid call: past a limit, no further call starts (SPEC §8).
+    Checked after every paid call of a batch (SPEC §8), from the ledger as it stands *now*: the
+    total actual spend of every batch and run in the budget's scope and period, plus what live
+    reservations still hold of what they have not recorded — those of the other batches the
+    preflight counted (`Standing.reservations`; a batch that reserved since counted this one),
+    and the batch's own, or, once a call has billed past its reservation, the cost of one more
+    call as billed (`next_call_usd`), whichever is more. Past a limit, no further call starts.
+    A batch's own actual spend is never the only spend it counts.
 
     Args:
-        decision: The preflight's decision that let the batch spend.
-        standings: Where each block budget stood then (`assess`).
-        actual_usd: What the batch's calls have cost so far, as recorded in the ledger.
+        store: The evidence store holding the ledger and the reservations.
+        budgets: The block budgets that applied at the batch's preflight, with their standing.
+        now: The moment that picks the periods (the batch's, as at its preflight).
+        own: The batch's reservation, if it holds one.
+        next_call_usd: What the next call is expected to cost when the batch's reservation no
+            longer prices it (0 while it does).
+        projected_usd: The batch's projection at its preflight (for the decision).
+        known: Ledger records this checker has already read (see `read_costs`).
 
     Returns:
-        None while every block budget holds; else the decision naming the budget passed most.
+        None while every budget holds; else the decision naming the budget passed most.
+
+    Raises:
+        pydantic.ValidationError: a ledger or reservation record is corrupt.
+        Exception: whatever the store raises when it cannot be read.
     """
-    over = [
-        standing
-        for standing in standings
-        if standing.spent_usd + standing.reserved_usd + actual_usd
-        > standing.limit_usd + TOLERANCE_USD
-    ]
-    if not over:
-        return None
-    worst = max(over, key=lambda s: s.spent_usd + s.reserved_usd + actual_usd - s.limit_usd)
-    held_text = f" + reserved {usd(worst.reserved_usd)}" if worst.reserved_usd else ""
-    return Decision(
-        allowed=False,
-        status="blocked",
-        budget=worst.budget,
-        limit_usd=worst.limit_usd,
-        spent_usd=worst.spent_usd + actual_usd,
-        projected_usd=decision.projected_usd,
-        reason=(
-            f"budget {worst.budget} (block): spent {usd(worst.spent_usd)}{held_text} + actual "
-            f"{usd(actual_usd)} (projected {usd(decision.projected_usd)}) > limit "
-            f"{usd(worst.limit_usd)}: no further judge call started"
-        ),
-        reserved_usd=worst.reserved_usd or None,
-    )
+    current = utc_now(now)
+    live, recorded = _live_holding(store, current, known)
+    own_left = max(0.0, own.amount_usd - recorded.get(own.id, 0.0)) if own else 0.0
+    coming = max(own_left, next_call_usd)
+    worst: tuple[float, Decision] | None = None
+    for budget, standing in budgets:
+        total = spent(store, budget.period, budget.scope, current, known)
+        counted = [r for r in live if r.id in standing.reservations]
+        held = reserved(counted, budget.scope, recorded)
+        past = total + held + coming - budget.limit_usd
+        if past <= TOLERANCE_USD or (worst is not None and past <= worst[0]):
+            continue
+        held_text = f" + reserved by others {usd(held)}" if held else ""
+        worst = (
+            past,
+            Decision(
+                allowed=False,
+                status="blocked",
+                budget=budget.name,
+                limit_usd=budget.limit_usd,
+                spent_usd=total,
+                projected_usd=projected_usd,
+                reason=(
+                    f"budget {budget.name} (block, {budget.period}, {budget.scope}): spent "
+                    f"{usd(total)} by every run{held_text} + next {usd(coming)} > limit "
+                    f"{usd(budget.limit_usd)}: no further judge call started"
+                ),
+                reserved_usd=held or None,
+            ),
+        )
+    return worst[1] if worst else None
 
 
 def refused(projected_usd: float, why: str, budget: Budget | None = None) -> Decision:
@@ -303,20 +343,20 @@ def refused(projected_usd: float, why: str, budget: Budget | None = None) -> Dec
     )
 
 
-def _others_holding(
-    store: EvidenceStore, now: datetime, own: Reservation | None
+def _live_holding(
+    store: EvidenceStore, now: datetime, known: dict[str, CostRecord] | None = None
 ) -> tuple[list[Reservation], dict[str, float]]:
-    """Other batches' live reservations, and what each has recorded in the ledger so far."""
-    others = [r for r in live_reservations(store, now) if own is None or r.id != own.id]
+    """The live reservations, and what each has recorded in the ledger so far."""
+    live = live_reservations(store, now)
     recorded: dict[str, float] = {}
-    if others:
-        first = min(r.at for r in others).date()
-        for record in read_costs(store, first, now.date()):
+    if live:
+        first = min(r.at for r in live).date()
+        for record in read_costs(store, first, now.date(), known=known):
             if record.reservation is not None:
                 recorded[record.reservation] = recorded.get(record.reservation, 0.0) + (
                     record.cost_usd
                 )
-    return others, recorded
+    return live, recorded
 
 
 def strictest(first: Decision | None, second: Decision | None) -> Decision | None:

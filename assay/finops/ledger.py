@@ -133,18 +133,32 @@ def period_bounds(period: Period, now: datetime | None = None) -> tuple[datetime
 
 
 def read_costs(
-    store: EvidenceStore, first: date, last: date, run_id: str | None = None
+    store: EvidenceStore,
+    first: date,
+    last: date,
+    run_id: str | None = None,
+    known: dict[str, CostRecord] | None = None,
 ) -> list[CostRecord]:
     """Every ledger record dated from `first` to `last` (UTC days, inclusive), in key order.
 
     Lists one prefix per day, so the cost is proportional to the days asked for, not to the
     ledger's size. With `run_id`, only that run's records (every attempt's): keys name their
-    run, so other runs' records are not fetched.
+    run, so other runs' records are not fetched. With `known`, records already read by this
+    reader (by key) are not fetched again, and those fetched now are added: records are
+    write-once, so a reader that reads the ledger after every call fetches each record once.
 
     Raises:
         pydantic.ValidationError: a record is corrupt.
         Exception: whatever the store raises when it cannot be read.
     """
+    memo: dict[str, CostRecord] = {} if known is None else known
+
+    def fetch(key: str) -> CostRecord:
+        record = memo.get(key)
+        if record is None:
+            record = memo[key] = CostRecord.model_validate_json(store.get(key))
+        return record
+
     records: list[CostRecord] = []
     calls: dict[str, str] = {}
     covered: set[str] = set()
@@ -157,13 +171,13 @@ def read_costs(
             if call is not None:
                 calls[call["part"]] = key  # read only if no batch summary covers it
                 continue
-            record = CostRecord.model_validate_json(store.get(key))
+            record = fetch(key)
             covered.update(record.covers)
             records.append(record)
         day += timedelta(days=1)
     for part, key in calls.items():
         if part not in covered:
-            records.append(CostRecord.model_validate_json(store.get(key)))
+            records.append(fetch(key))
     return [r for r in records if run_id is None or r.run_id == run_id]
 
 
@@ -186,7 +200,13 @@ def scope_matches(scope: str, suite: str, subject: str) -> bool:
     return subject.partition("@")[0] == match["subject"]
 
 
-def spent(store: EvidenceStore, period: Period, scope: str, now: datetime | None = None) -> float:
+def spent(
+    store: EvidenceStore,
+    period: Period,
+    scope: str,
+    now: datetime | None = None,
+    known: dict[str, CostRecord] | None = None,
+) -> float:
     """Judge spend recorded in the current UTC period for a scope, in USD.
 
     Only the period's days up to today are listed: later days cannot hold records yet.
@@ -196,6 +216,7 @@ def spent(store: EvidenceStore, period: Period, scope: str, now: datetime | None
         period: `day`, `week` (ISO, from Monday) or `month`.
         scope: A budget scope (see `scope_matches`).
         now: The moment that picks the period; timezone-aware; default the current time.
+        known: Records this reader has already read, by key (see `read_costs`).
 
     Returns:
         The sum of `cost_usd` over matching records in the period.
@@ -210,6 +231,6 @@ def spent(store: EvidenceStore, period: Period, scope: str, now: datetime | None
     last = min(current.date(), (end - timedelta(days=1)).date())
     return math.fsum(
         record.cost_usd
-        for record in read_costs(store, start.date(), last)
+        for record in read_costs(store, start.date(), last, known=known)
         if start <= record.at < end and scope_matches(scope, record.suite, record.subject)
     )

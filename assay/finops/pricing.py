@@ -5,7 +5,7 @@ Estimates run before a task, from characters; the ledger prices the real usage a
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,12 @@ thumb). Used only to *estimate* spend before a task; the ledger prices the real 
 
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
+BATCH_DISCOUNT: Final = 0.5
+"""The share taken off both token prices for a call sent through the provider's batch API.
+OpenAI's Batch API: "a 50% discount compared to synchronous APIs"
+(https://platform.openai.com/docs/guides/batch); Anthropic's Message Batches: "50% of standard
+API prices" (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing)."""
+
 
 class Prices(BaseModel):
     """What the judge model costs, in USD per million tokens (from the `JudgeSettings` block)."""
@@ -23,6 +29,19 @@ class Prices(BaseModel):
 
     input_per_million: NonNegativeFloat
     output_per_million: NonNegativeFloat
+    batch_discount: float = Field(default=BATCH_DISCOUNT, ge=0, lt=1, allow_inf_nan=False)
+    """The share off both prices for a call through the batch API (`BATCH_DISCOUNT`)."""
+
+    def batch(self) -> Prices:
+        """The prices of a call sent through the batch API: both less `batch_discount`."""
+        kept = 1 - self.batch_discount
+        return self.model_copy(
+            update={
+                "input_per_million": self.input_per_million * kept,
+                "output_per_million": self.output_per_million * kept,
+                "batch_discount": 0.0,
+            }
+        )
 
 
 def price(prices: Prices, input_tokens: int, output_tokens: int) -> float:

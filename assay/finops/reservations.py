@@ -134,7 +134,6 @@ def reserved(
     reservations: Iterable[Reservation],
     scope: str,
     recorded: Mapping[str, float],
-    exclude: str | None = None,
 ) -> float:
     """What live reservations in `scope` still hold, in USD.
 
@@ -143,10 +142,9 @@ def reserved(
         scope: A budget scope (see `scope_matches`).
         recorded: Spend already in the ledger per reservation id; a reservation holds only
             what its batch has not recorded yet.
-        exclude: The caller's own reservation, which its projection already counts.
     """
     return math.fsum(
         max(0.0, r.amount_usd - recorded.get(r.id, 0.0))
         for r in reservations
-        if r.id != exclude and scope_matches(scope, r.suite, r.subject)
+        if scope_matches(scope, r.suite, r.subject)
     )

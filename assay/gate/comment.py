@@ -6,7 +6,8 @@ the same suite and subject, updates that comment in place: the first line is a h
 the verdict and every failing rule, the head's and the baseline's pass rates with n and 95%
 Wilson intervals, a conversation run's counts (conversations, turns, each turn index's, at most
 `TURN_INDEXES_SHOWN` of them), the paired table and exact McNemar p, the flipped case ids (the first
-`FLIPS_SHOWN` of each direction, then a count) and a link to the run's report when a service
+`FLIPS_SHOWN` of each direction, then a count), the judge's admission state (figures and canary
+ids) and a link to the run's report when a service
 URL is known. Only ids, counts and rule details: never a case's input, output or judge reasoning.
 """
 
@@ -152,6 +153,8 @@ def gate_comment(report: GateReport, report_url: str | None = None) -> str:
     ]
     if conversations := conversations_text(result):
         lines += [f"Head: {conversations}.", ""]
+    if report.admission is not None:
+        lines += [f"Judge admission: {_cell(report.admission.summary)}.", ""]
     lines += comparison
     if report.warnings:
         lines += [

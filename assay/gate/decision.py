@@ -12,6 +12,10 @@ passed or not:
   threshold, or nothing was scored at all (fail closed: an empty denominator never passes);
 - `judge_uncalibrated`: the suite uses `llm_judge`, a judge was configured, and that judge
   (model pin, prompt version) has no passing calibration report;
+- `judge_not_admitted`: the suite uses `llm_judge`, a calibrated judge was configured, and its
+  latest admission record for this battery version (`assay judge admit`, docs/admission.md) is
+  missing or refused: its verdicts are reported, never a passing gate (an uncalibrated judge is
+  `judge_uncalibrated`'s);
 - `judge_unavailable`: a judge was configured but some `llm_judge` checks went unjudged (the
   endpoint failed past its retries, or replied malformed) — an outage is not a pass;
 - `budget_blocked`: a FinOps budget stopped or refused judge spending;
@@ -40,6 +44,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel
 
+from assay.admission.battery import load_battery
+from assay.admission.record import AdmissionState, Fingerprint, admission_state
 from assay.calibration.report import is_calibrated
 from assay.errors import NotFoundError
 from assay.judge.port import JudgePin
@@ -61,6 +67,7 @@ REGRESSED: Final = "regressed"
 COVERAGE: Final = "coverage"
 PASS_RATE: Final = "pass_rate_below_threshold"
 UNCALIBRATED: Final = "judge_uncalibrated"
+NOT_ADMITTED: Final = "judge_not_admitted"
 UNAVAILABLE: Final = "judge_unavailable"
 BUDGET_BLOCKED: Final = "budget_blocked"
 FLIP_RATE: Final = "judge_flip_rate"
@@ -70,6 +77,7 @@ RULES: Final = (
     COVERAGE,
     PASS_RATE,
     UNCALIBRATED,
+    NOT_ADMITTED,
     UNAVAILABLE,
     BUDGET_BLOCKED,
     FLIP_RATE,
@@ -109,6 +117,7 @@ class GateDecision(BaseModel):
         unjudged_cases: Case ids whose `llm_judge` checks were skipped.
         judge: The judge the run used, if any.
         calibrated: Whether that judge was calibrated; None when no judge was involved.
+        admission: That judge's admission state; None when no judge was involved.
         decided_at: When the gate decided (UTC).
         what_if: True for a what-if decision (other thresholds, never recorded).
     """
@@ -126,6 +135,7 @@ class GateDecision(BaseModel):
     calibrated: bool | None
     decided_at: datetime
     what_if: bool = False
+    admission: AdmissionState | None = None
 
 
 def _key(run_id: str) -> str:
@@ -133,7 +143,11 @@ def _key(run_id: str) -> str:
 
 
 def _rule_results(
-    result: EvalResult, uses_judge: bool, calibrated: bool | None, unjudged: list[str]
+    result: EvalResult,
+    uses_judge: bool,
+    calibrated: bool | None,
+    unjudged: list[str],
+    admission: AdmissionState | None,
 ) -> list[RuleResult]:
     regression = result.regression
     regressed = regression is not None and regression.status is RegressionStatus.REGRESSED
@@ -217,9 +231,31 @@ def _rule_results(
         RuleResult(rule=COVERAGE, passed=coverage_ok, detail=coverage_detail),
         RuleResult(rule=PASS_RATE, passed=pass_rate_ok, detail=pass_detail),
         RuleResult(rule=UNCALIBRATED, passed=judge_ok, detail=judge_detail),
+        _admission_rule(result, uses_judge, calibrated, admission),
         RuleResult(rule=UNAVAILABLE, passed=not outage, detail=available_detail),
         RuleResult(rule=BUDGET_BLOCKED, passed=budget_ok, detail=budget_detail),
     ]
+
+
+def _admission_rule(
+    result: EvalResult, uses_judge: bool, calibrated: bool | None, admission: AdmissionState | None
+) -> RuleResult:
+    """`judge_not_admitted`: a judge's verdicts gate only once it was admitted."""
+    if not uses_judge or result.judge is None:
+        return RuleResult(rule=NOT_ADMITTED, passed=True, detail="no judge to admit")
+    if not calibrated:
+        return RuleResult(
+            rule=NOT_ADMITTED, passed=True, detail="see judge_uncalibrated (admission needs it)"
+        )
+    judge = f"{result.judge.model} · {result.judge.prompt_version}"
+    if admission is None or not admission.admitted:
+        summary = "never admitted" if admission is None else admission.summary
+        return RuleResult(
+            rule=NOT_ADMITTED,
+            passed=False,
+            detail=f"{judge} is {summary}; its verdicts are reported, not gating",
+        )
+    return RuleResult(rule=NOT_ADMITTED, passed=True, detail=f"{judge} is {admission.summary}")
 
 
 def unjudged_cases(store: EvidenceStore, result: EvalResult) -> list[str]:
@@ -301,6 +337,7 @@ def decide(
     now: datetime | None = None,
     max_judge_flip_rate: float | None = None,
     non_inferiority_margin: float | None = None,
+    admission: AdmissionState | None = None,
 ) -> GateDecision:
     """Apply every gate rule to a finished run.
 
@@ -313,8 +350,9 @@ def decide(
         now: The decision time (default: now, UTC).
         max_judge_flip_rate: When set, the `judge_flip_rate` rule is applied too.
         non_inferiority_margin: When set, the `insufficient_evidence` rule is applied too.
+        admission: The run's judge's admission state (None: no judge, or never admitted).
     """
-    rules = _rule_results(result, uses_judge, calibrated, unjudged)
+    rules = _rule_results(result, uses_judge, calibrated, unjudged, admission)
     if max_judge_flip_rate is not None:
         rules.append(flip_rate_rule(result, max_judge_flip_rate))
     if non_inferiority_margin is not None:
@@ -343,6 +381,7 @@ def decide(
         judge=result.judge,
         calibrated=calibrated if result.judge is not None else None,
         decided_at=now or datetime.now(UTC),
+        admission=admission if result.judge is not None else None,
     )
 
 
@@ -354,8 +393,12 @@ def assess(
 ) -> GateDecision:
     """Apply every gate rule to a recorded run, reading what the rules need from the store (the
     judge's calibration, the unjudged cases); records nothing and calls no judge."""
-    judge = result.judge
-    calibrated = None if judge is None else is_calibrated(store, JudgePin(**judge.model_dump()))
+    judge = None if result.judge is None else JudgePin(**result.judge.model_dump())
+    calibrated = None if judge is None else is_calibrated(store, judge)
+    admission = None
+    if judge is not None:
+        fingerprint = Fingerprint(judge=judge, battery_version=load_battery().version)
+        admission = admission_state(store, fingerprint)
     return decide(
         result,
         uses_judge=uses_judge(suite),
@@ -364,6 +407,7 @@ def assess(
         run_warnings=warnings(result),
         max_judge_flip_rate=max_judge_flip_rate,
         non_inferiority_margin=suite.non_inferiority_margin,
+        admission=admission,
     )
 
 
@@ -432,6 +476,7 @@ class GateReport(BaseModel):
     rules: list[RuleResult]
     unjudged_cases: list[str]
     result: EvalResult
+    admission: AdmissionState | None = None
 
     @classmethod
     def of(cls, run: GateRun) -> GateReport:

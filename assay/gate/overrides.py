@@ -133,8 +133,14 @@ def _effective(decision: GateDecision, granted: list[OverrideRecord]) -> GateVer
 def check_gate(store: EvidenceStore, run_id: str) -> GateCheck:
     """Re-check a past gate run (its id or a unique prefix); NotFoundError when the gate never
     decided it."""
-    run_id = resolve_run_id(store, run_id)
-    decision = load_decision(store, run_id)
+    try:
+        decision = load_decision(store, run_id)
+    except NotFoundError as never_decided:  # not a whole id the gate decided: a prefix of one?
+        try:
+            run_id = resolve_run_id(store, run_id)
+        except (NotFoundError, InputError):
+            raise never_decided from None
+        decision = load_decision(store, run_id)
     granted = _granted(audit_records(store, run_id))
     return GateCheck(
         run_id=run_id,

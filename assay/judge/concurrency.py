@@ -9,15 +9,22 @@ and on each Dask worker process; on W worker processes, up to W times as many re
 across threads and event loops (`SharedSlots`), not an `asyncio.Semaphore` of one loop.
 
 `auto` (the default) makes that bound a window that adapts to the endpoint (`AdaptiveSlots`), as
-TCP's congestion window does: it starts at `AUTO_START_CONCURRENCY`; while the window is what
-holds calls back, each answered request widens it by one until the first sign of congestion
-(slow start: it doubles every round trip), and after that by one per window of answers (additive
-increase); a 429 cuts it to ¾ and a 5xx or a timeout halves it (multiplicative decrease,
-`KEPT_AFTER`), never below 1 nor above `concurrency_ceiling`. A request sent before the last
-cut does not cut again: a burst of 429s from one overshoot cuts the window once. The window
-only decides when the *next* call starts: a call in flight is never withdrawn, so a cut takes
-effect as calls return. A reply billed past its `max_tokens` stops the growth for good (see
-`AdaptiveSlots.billed_past_bound`).
+TCP's congestion window does: it starts at `AUTO_START_CONCURRENCY` (after its first reply,
+below); while the window is what holds calls back, each answered request widens it by one until
+the first sign of congestion (slow start: it doubles every round trip), and after that by one per
+window of answers (additive increase); a 429 cuts it to ¾ and a 5xx or a timeout halves it
+(multiplicative decrease, `KEPT_AFTER`), never below 1 nor above `concurrency_ceiling`. A
+request sent before the last cut does not cut again: a burst of 429s from one overshoot cuts the
+window once. The window only decides when the *next* call starts: a call in flight is never
+withdrawn, so a cut takes effect as calls return.
+
+Whatever its size, a window lets one call into flight until a reply comes back billed within its
+bound (`max_tokens`, what its batch reserved), and goes back to one call at every reply billed
+past it (`billed_past_bound`): a judge that bills more than its reservation has one call of the
+run in flight per process while the run's reservation model is corrected from what it billed
+(`assay.judge.spending`), so its overshoot past a block budget is one call's billed cost. An
+`auto` window then grows from one again (slow start) on replies billed within their bound; a
+fixed one opens to its number again.
 
 Each request reports to the window of the batch it belongs to (`watched`, around every request
 the adapter sends): the batch names its window in a context variable (`reporting_to`), which
@@ -59,7 +66,10 @@ class SharedSlots:
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"max_concurrency must be at least 1, not {limit}")
-        self.limit = limit
+        self.size = limit
+        """The calls let into flight once a reply was billed within its bound."""
+        self.limit = 1
+        """The calls let into flight now: one until then (see the module docstring)."""
         self.peak = 0
         """The most slots held at once."""
         self.congestion: Counter[str] = Counter()
@@ -67,17 +77,41 @@ class SharedSlots:
         self._held = 0
         self._waiting: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
         self._lock = threading.Lock()
+        self._trusted = False
+        self._distrusted_at = -math.inf
 
     @property
     def most(self) -> int:
         """The most calls this window ever lets into flight at once."""
-        return self.limit
+        return self.size
 
     def answered(self, sent_at: float) -> None:
-        """A request sent at `sent_at` (`time.monotonic`) was answered."""
+        """A request sent at `sent_at` (`time.monotonic`) was answered within its bound."""
+        with self._lock:
+            self._trust(sent_at)
 
     def billed_past_bound(self) -> None:
-        """A reply billed more output tokens than its call was priced at (`max_tokens`)."""
+        """A reply billed more output tokens than its call was priced at (`max_tokens`): one
+        call in flight until a reply to a request sent from now on is billed within it."""
+        with self._lock:
+            self._distrust()
+        logger.warning("judge billed past max_tokens: one call in flight until it bills within")
+
+    def _trust(self, sent_at: float) -> bool:
+        """Under the lock: open the window to `size` on a reply within its bound to a request
+        sent since the last reply past it. False when it was open already."""
+        if self._trusted:
+            return False
+        if sent_at >= self._distrusted_at:
+            self._trusted = True
+            self._resize(self.size)
+        return True
+
+    def _distrust(self) -> None:
+        """Under the lock: back to one call in flight."""
+        self._trusted = False
+        self._distrusted_at = time.monotonic()
+        self._resize(1)
 
     def congested(self, sent_at: float, kind: str) -> None:
         """A request sent at `sent_at` met congestion of `kind` (`429`, `5xx`, `timeout`)."""
@@ -145,7 +179,6 @@ class AdaptiveSlots(SharedSlots):
     def __init__(self, ceiling: int, start: int = AUTO_START_CONCURRENCY) -> None:
         super().__init__(max(1, min(start, ceiling)))
         self.ceiling = ceiling
-        self._start = self.limit
         self._slow_start = True
         self._answers = 0
         self._cut_at = -math.inf
@@ -156,6 +189,8 @@ class AdaptiveSlots(SharedSlots):
 
     def answered(self, sent_at: float) -> None:
         with self._lock:
+            if self._trust(sent_at):
+                return  # the window was holding to one call: it opens to `size`, no more
             if sent_at < self._cut_at or self._held < self.limit or self.limit >= self.ceiling:
                 return  # sent before the last cut, or the window was not what held calls back
             self._answers += 1
@@ -165,25 +200,27 @@ class AdaptiveSlots(SharedSlots):
 
     def billed_past_bound(self) -> None:
         """The calls in flight are no longer each within their batch's reservation (a judge
-        billing past `max_tokens` costs what it reports): from now on the window stays within
-        where it started, the bound a fixed default kept on such a judge's overshoot."""
+        billing past `max_tokens` costs what it reports): back to one call in flight, and a slow
+        start from one again once a reply is billed within its bound."""
         with self._lock:
-            if self.ceiling <= self._start:
-                return
-            self.ceiling = self._start
-            self._resize(min(self.limit, self.ceiling))
-        logger.warning("judge billed past max_tokens: calls in flight kept at %d", self.ceiling)
+            self._distrust()
+            self.size, self._slow_start, self._answers = 1, True, 0
+        logger.warning("judge billed past max_tokens: calls in flight back to 1 (slow start)")
 
     def congested(self, sent_at: float, kind: str) -> None:
         with self._lock:
             self.congestion[kind] += 1
             if sent_at < self._cut_at:
                 return  # the last cut already answered the window this request was sent in
-            before = self.limit
+            before = self.limit if self._trusted else self.size
             self._slow_start, self._answers = False, 0
             self._cut_at = time.monotonic()
-            self._resize(max(1, int(before * KEPT_AFTER[kind])))
-        logger.info("judge calls in flight: %d -> %d after a %s", before, self.limit, kind)
+            kept = max(1, int(before * KEPT_AFTER[kind]))
+            if self._trusted:
+                self._resize(kept)
+            else:  # still one call in flight: it opens to the narrower window
+                self.size = kept
+        logger.info("judge calls in flight: %d -> %d after a %s", before, kept, kind)
 
 
 _SLOTS: dict[tuple[str, Concurrency, int], SharedSlots] = {}

@@ -35,6 +35,10 @@ CONCURRENCY_ENV: Final = "ASSAY_JUDGE_CONCURRENCY"
 CEILING_ENV: Final = "ASSAY_JUDGE_CONCURRENCY_CEILING"
 INPUT_PRICE_ENV: Final = "ASSAY_JUDGE_INPUT_PRICE"
 OUTPUT_PRICE_ENV: Final = "ASSAY_JUDGE_OUTPUT_PRICE"
+MODE_ENV: Final = "ASSAY_JUDGE_MODE"
+BATCH_POLL_ENV: Final = "ASSAY_JUDGE_BATCH_POLL_SECONDS"
+JudgeMode = Literal["sync", "batch"]
+"""How a judge's calls are made: each answered at once, or sent through the Batch API."""
 AUTO: Final = "auto"
 """`max_concurrency` that adapts to the endpoint (`assay.judge.concurrency.AdaptiveSlots`)."""
 AUTO_START_CONCURRENCY: Final = 16
@@ -106,6 +110,19 @@ class JudgeFields(BaseModel):
         allow_inf_nan=False,
         description="USD per 1M output tokens, for the cost ledger and budgets.",
     )
+    mode: JudgeMode = Field(
+        default="sync",
+        description="`sync`: each judge call answered at once; `batch`: every uncached call "
+        "sent through the OpenAI Batch API at half the price, answered within 24 h, durable "
+        "across a resume (docs/judge.md, Batch judging).",
+    )
+    batch_poll_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Seconds between two looks at a batch's status in `batch` mode.",
+    )
     redact: list[str] | None = Field(
         default=None,
         description="Kinds replaced by placeholders before any judge call: email, phone, "
@@ -145,7 +162,8 @@ class JudgeConfig(JudgeFields):
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
         """The judge `ASSAY_JUDGE_MODEL`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` (and its
-        `_CEILING`), the price variables and `ASSAY_JUDGE_REDACT` configure, or None without
+        `_CEILING`), the price variables, `ASSAY_JUDGE_MODE` (and
+        `ASSAY_JUDGE_BATCH_POLL_SECONDS`) and `ASSAY_JUDGE_REDACT` configure, or None without
         `ASSAY_JUDGE_MODEL`.
 
         Every variable that is set is checked against its field's bounds, a judge or not.
@@ -172,6 +190,8 @@ ENVIRONMENT: Final = {
     CEILING_ENV: "concurrency_ceiling",
     INPUT_PRICE_ENV: "input_price_per_million",
     OUTPUT_PRICE_ENV: "output_price_per_million",
+    MODE_ENV: "mode",
+    BATCH_POLL_ENV: "batch_poll_seconds",
 }
 """Each environment variable a judge is configured by, and the field it sets."""
 

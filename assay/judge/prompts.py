@@ -15,7 +15,8 @@ change exactly when what the judge reads changes.
 Placeholders use `string.Template` syntax (`$name`): substitution is a single pass, so a `$`
 inside a case or an output is never expanded, and JSON braces in the instructions need no
 escaping. Candidate outputs go in through `untrusted_block`, which fences them between marker
-lines tagged with a hash of the output itself: an output cannot forge its own closing marker.
+lines tagged with a hash of the output itself: an output cannot forge its own closing marker,
+and any look-alike of a marker's opening inside it is neutralised (`neutralised`).
 
 A conversation check (`llm_judge {on: conversation}`) is asked with the same template: its
 rubric is preceded by the conversation frame (`conversation.frame.txt`) and may be a shipped
@@ -156,7 +157,29 @@ def untrusted_block(text: str, label: str = "CANDIDATE OUTPUT") -> str:
         label: Marker wording; the pairwise template uses `RESPONSE 1` and `RESPONSE 2`.
     """
     tag = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"<<<BEGIN {label} {tag}>>>\n{text}\n<<<END {label} {tag}>>>"
+    shown = neutralised(text, _FENCE_WORDS)
+    return f"<<<BEGIN {label} {tag}>>>\n{shown}\n<<<END {label} {tag}>>>"
+
+
+_INVISIBLE: Final = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff"
+"""Format and zero-width characters: a reader sees nothing, so a marker may hide them."""
+_FENCE_WORDS: Final = ("BEGIN", "END")
+_TURN_WORDS: Final = (*_FENCE_WORDS, "TURN")
+
+
+def neutralised(text: str, words: Sequence[str]) -> str:
+    """`text` with every look-alike of a marker line's opening (`<<<` before one of `words`, in
+    any case, with spaces or zero-width characters anywhere in it) written as `&lt;&lt;&lt;`.
+
+    A hash tag on the real markers makes them unforgeable, but a judge reads, it does not
+    compare hashes: `<<<END CANDIDATE OUTPUT 0000>>>` inside an output reads as the end of the
+    data. Only the opening changes, so an output that merely contains `<<<` elsewhere is shown
+    as written.
+    """
+    gap = f"[{_INVISIBLE} \\t]*"
+    spelled = "|".join(f"[{_INVISIBLE}]*".join(map(re.escape, word)) for word in words)
+    opening = re.compile(f"<{gap}<{gap}<{gap}(?=(?:{spelled}))", re.IGNORECASE)
+    return opening.sub("&lt;&lt;&lt;", text)
 
 
 def parse_prompt(name: str, content: str) -> Prompt:
@@ -382,6 +405,6 @@ def conversation_block(turns: Sequence[tuple[str, str]]) -> str:
     ).hexdigest()
     tag = "".join(_TAG_LETTERS[int(char, 16)] for char in digest[:16])
     return "\n".join(
-        f"<<<TURN {number} {role.upper()} {tag}>>>\n{text}"
+        f"<<<TURN {number} {role.upper()} {tag}>>>\n{neutralised(text, _TURN_WORDS)}"
         for number, (role, text) in enumerate(turns, start=1)
     )

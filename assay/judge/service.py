@@ -15,7 +15,9 @@ per presented pair). For every batch, in this order:
    (`assay.judge.concurrency`: fixed, or adapting to the endpoint), each request capped at
    `max_output_tokens` (what the preflight priced), so a long-winded judge cannot spend past
    the projection. Every call in flight belongs to a batch that reserved its projected spend
-   in step 2, so a wider window never reaches past the reservations;
+   in step 2, so a wider window never reaches past the reservations. In `batch` mode
+   (`JudgeSetup.batching`) the calls go through the Batch API instead (`assay.judge.batch`),
+   every price at the batch rate;
 4. as calls return, their tokens are priced and appended to the cost ledger
    (`assay.judge.spending.Spend`), then their verdicts cached (write-once): nothing paid is lost
    by a kill, a retry or a resume with another chunk layout, and nothing is counted twice. When
@@ -37,7 +39,7 @@ import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final, Generic, TypeVar
 
@@ -45,6 +47,7 @@ from assay.errors import AssayError
 from assay.finops.budget import Budget, Decision
 from assay.finops.pricing import Prices, estimate_tokens, price
 from assay.finops.reservations import release
+from assay.judge.batch import Batching, ask_in_batches
 from assay.judge.cache import repeat_key
 from assay.judge.circuit import (
     CIRCUIT_OPEN,
@@ -111,6 +114,9 @@ class JudgeSetup:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     """Priced by the preflight for every call, and sent as `max_tokens`: the projection bounds
     the spend however long the judge would have answered."""
+    batching: Batching | None = None
+    """Where uncached calls go through the Batch API (`judge.mode: batch`), priced at the batch
+    rate; None: each call is answered at once."""
 
     @property
     def pin(self) -> JudgePin:
@@ -180,10 +186,23 @@ async def _ask_pairs(
     return await judge_pairs_all(judge, requests, limit, on_verdict, stop)
 
 
+def judged_characters(request: JudgeRequest) -> int:
+    """Characters the judge reads for one verdict request (for the spend estimate)."""
+    return (
+        len(request.input) + len(request.expected or "") + len(request.rubric) + len(request.output)
+    )
+
+
+def projected_tokens(setup: JudgeSetup, lengths: list[int]) -> tuple[int, int]:
+    """The input and output tokens the preflight prices for calls reading `lengths` characters
+    each: every answer at its cap, `max_output_tokens` (`assay.finops.pricing.estimate_tokens`)."""
+    return estimate_tokens(lengths, output_tokens=setup.max_output_tokens)
+
+
 _VERDICTS: _Way[JudgeRequest, Verdict] = _Way(
     verdict=Verdict,
     ask=_ask_verdicts,
-    length=lambda r: len(r.input) + len(r.expected or "") + len(r.rubric) + len(r.output),
+    length=judged_characters,
     skipped=lambda reason, _pin: Verdict.skipped(reason),
     cacheable=lambda verdict, _pin: verdict.status != "skipped",
 )
@@ -256,12 +275,20 @@ def judge_repeated(
         The batch (calls, cache hits, cost, decision) and, per request in order, its K verdicts.
     """
     k = setup.repeats
-    if k < 1:
-        raise ValueError(f"repeats must be at least 1, not {k}")
-    expanded = [(repeat_key(key, r), request) for key, request in requests for r in range(k)]
+    expanded = with_repeats(requests, k)
     circuit = run_circuit(spender.run_id)
     batch = _judge(store, setup, expanded, _VERDICTS, spender, circuit, first_chunk=chunk)
     return batch, [batch.verdicts[i * k : (i + 1) * k] for i in range(len(requests))]
+
+
+def with_repeats(
+    requests: Sequence[tuple[str, JudgeRequest]], repeats: int
+) -> list[tuple[str, JudgeRequest]]:
+    """Each request `repeats` times in a row, each repeat under its own cache key (`repeat_key`):
+    what `judge_repeated` asks, and the cost plan counts (`assay.runs.cost_plan`)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, not {repeats}")
+    return [(repeat_key(key, r), request) for key, request in requests for r in range(repeats)]
 
 
 def judge_pair_requests(
@@ -308,11 +335,13 @@ def _judge(
 ) -> Judged[VerdictT]:
     if setup.make_judge is None:
         return Judged([way.skipped(setup.skip_reason, None)] * len(requests))
+    if setup.batching is not None:  # projected, reserved and recorded at the batch rate
+        setup = replace(setup, prices=setup.prices.batch())
     verdicts: list[VerdictT | None] = [None] * len(requests)
     judged: Judged[VerdictT] = Judged(verdicts=[])
     pending: list[int] = []
     for index, (key, _) in enumerate(requests):
-        if not setup.fresh and store.exists(key):
+        if answered_by_cache(store, setup, key):
             verdicts[index] = way.verdict.model_validate_json(store.get(key))
             judged.cache_hits += 1
         else:
@@ -324,11 +353,7 @@ def _judge(
         pending = []
     if pending:
         projected = price(
-            setup.prices,
-            *estimate_tokens(
-                [way.length(requests[i][1]) for i in pending],
-                output_tokens=setup.max_output_tokens,
-            ),
+            setup.prices, *projected_tokens(setup, [way.length(requests[i][1]) for i in pending])
         )
         reservation, judged.decision, standings = reserve(
             store, setup, spender, first_chunk, projected
@@ -345,7 +370,13 @@ def _judge(
                             verdicts[index] = blocked
                         continue
                     spend = Spend(store, setup, spender, first_chunk + number, reservation, guard)
-                    answers = _ask(store, setup, way, [requests[i] for i in batch], spend, circuit)
+                    asked = [requests[i] for i in batch]
+                    if setup.batching is None:
+                        answers = _ask(store, setup, way, asked, spend, circuit)
+                    else:
+                        answers = ask_in_batches(
+                            store, setup, _capped(setup, asked), spend, way.cacheable, way.skipped
+                        )
                     for index, verdict in zip(batch, answers, strict=True):
                         verdicts[index] = verdict
                     judged.calls += len(spend.parts)
@@ -361,6 +392,11 @@ def _judge(
                 verdicts[index] = blocked
     judged.verdicts = [verdict for verdict in verdicts if verdict is not None]
     return judged
+
+
+def answered_by_cache(store: EvidenceStore, setup: JudgeSetup, key: str) -> bool:
+    """Whether the verdict cache answers the question under `key` (never with `fresh`)."""
+    return not setup.fresh and store.exists(key)
 
 
 def _batches(items: list[int], size: int) -> Iterator[list[int]]:
@@ -390,10 +426,7 @@ def _ask(
     then they, and the calls still in flight (abandoned), are skipped as `CIRCUIT_OPEN`.
     """
     pin = setup.pin
-    capped = [
-        request.model_copy(update={"max_output_tokens": setup.max_output_tokens})
-        for _, request in batch
-    ]
+    capped = [request for _, request in _capped(setup, batch)]
     slots = run_slots(spend.spender.run_id, setup.max_concurrency, setup.concurrency_ceiling)
     failure: list[Exception] = []
     kept: dict[int, VerdictT] = {}
@@ -453,3 +486,9 @@ def _ask(
         raise failure[0]  # the task fails and is retried; what was recorded stays
     spend.close()
     return answers
+
+
+def _capped(setup: JudgeSetup, batch: Sequence[tuple[str, RequestT]]) -> list[tuple[str, RequestT]]:
+    """The requests, each capped at the `max_output_tokens` the preflight priced."""
+    update = {"max_output_tokens": setup.max_output_tokens}
+    return [(key, request.model_copy(update=update)) for key, request in batch]

@@ -8,8 +8,13 @@ For every batch the service (`assay.judge.service`) asks the judge for:
   is in the ledger;
 - as calls return, their tokens are priced and appended to the cost ledger, one record per call,
   then one summary per batch that stands for them (`Spend`);
-- after every paid call, the judging's actual spend is checked against each `block` budget
-  (`Guard`, `assay.finops.budget.spent_past`): once a limit is passed no further call starts.
+- after every paid call, the period's total spend — every batch and run, from the ledger —
+  plus the live reservations is checked against each `block` budget (`Guard`,
+  `assay.finops.budget.spent_past`): once a limit is passed no further call of the run starts;
+- a call billed past its reservation corrects the run's reservation model (`RunBilling`): from
+  then on each further call is counted at what such a call was billed before it may start, and
+  the run's window of calls in flight is back to one (`assay.judge.concurrency`), so past a
+  block budget a run overshoots by at most one call's billed cost.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from assay.finops import reservations
-from assay.finops.budget import Decision, Standing, assess, refused, spent_past
+from assay.finops.budget import TOLERANCE_USD, Decision, Standing, assess, refused, spent_past
 from assay.finops.ledger import CostRecord, record_cost, scope_matches
 from assay.finops.pricing import price
 from assay.finops.reservations import Reservation, release
 from assay.judge.port import PairVerdict, Verdict
+from assay.process_state import remembered
 from assay.store import EvidenceStore
 
 if TYPE_CHECKING:
@@ -35,6 +41,8 @@ if TYPE_CHECKING:
 
 CONTENTION_RETRIES: Final = 3
 CONTENTION_PAUSE_SECONDS: Final = 0.2
+RUNS_KEPT: Final = 256
+"""Runs whose billing this process remembers (the oldest is forgotten first)."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +67,13 @@ def reserve(
     Reserving *before* reading means two concurrent batches always see at least one of each
     other's reservations, so together they cannot pass a limit that each alone fits under. When
     only other live reservations stop a batch (`Decision.contended`), it withdraws and tries
-    again after a random pause, so a race ends with one winner rather than two losers.
+    again after a random pause, so a race ends with one winner rather than two losers. A batch
+    of a run whose calls have billed past their reservation reserves at least one call as
+    billed (`RunBilling.per_call_usd`): its first call must fit too.
     Returns the reservation (when one is held), the decision and the block budgets' standings.
     """
+    if projected > 0:
+        projected = max(projected, run_billing(spender.run_id).per_call_usd)
 
     def check(reservation: Reservation | None) -> tuple[Decision, tuple[Standing, ...]]:
         return assess(
@@ -104,23 +116,83 @@ def reserve(
 
 
 @dataclass
+class RunBilling:
+    """What a run's calls in this process have shown of its judge's billing, shared by the
+    run's batches (its chunks here): the reservation model's correction, and the stop."""
+
+    per_call_usd: float = 0.0
+    """The most one call was billed past its reservation (0: none was); once set, each further
+    call counts at it before it may start."""
+    stop: tuple[float, Decision] | None = None
+    """When (`time.monotonic`) and why the run's spend passed a block budget."""
+
+
+_RUNS: dict[str, RunBilling] = {}
+_RUNS_LOCK = threading.Lock()
+remembered(__name__, "_RUNS", _RUNS.clear, _RUNS_LOCK)
+
+
+def run_billing(run_id: str) -> RunBilling:
+    """The billing this process has seen of a run's calls (one per run, for all its chunks)."""
+    with _RUNS_LOCK:
+        found = _RUNS.get(run_id)
+        if found is None:
+            if len(_RUNS) >= RUNS_KEPT:
+                _RUNS.pop(next(iter(_RUNS)))
+            found = _RUNS[run_id] = RunBilling()
+        return found
+
+
+@dataclass
 class Guard:
-    """A judging's actual spend against its block budgets, across its batches (step 5)."""
+    """A judging's spend against its block budgets, from the ledger after every paid call."""
 
     decision: Decision
     """The preflight's decision that let it spend."""
     standings: tuple[Standing, ...]
-    """Where each block budget stood at the preflight."""
+    """The block budgets that applied at the preflight: the ones checked after every call."""
     actual_usd: float = 0.0
-    stopped: Decision | None = None
-    """The `blocked` decision, once the actual spend passed a block budget's limit."""
+    _stopped: Decision | None = None
+    _run: RunBilling | None = None
+    _began: float = field(default_factory=time.monotonic)
+    _known: dict[str, CostRecord] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def paid(self, cost_usd: float) -> None:
+    @property
+    def stopped(self) -> Decision | None:
+        """The `blocked` decision, once the spend passed a block budget's limit: this
+        judging's, or that of another batch of its run since this one began."""
+        if self._stopped is None and self._run is not None and self._run.stop is not None:
+            at, why = self._run.stop
+            if at >= self._began:
+                return why
+        return self._stopped
+
+    def joined(self, run_id: str) -> None:
+        """A batch of run `run_id` spends under this guard (before any of its calls)."""
+        self._run = run_billing(run_id)
+
+    def paid(self, spend: Spend, cost_usd: float, allowance_usd: float) -> None:
+        """One call of `spend` was billed `cost_usd`; it was reserved `allowance_usd`."""
+        run = self._run or run_billing(spend.spender.run_id)
         with self._lock:
             self.actual_usd += cost_usd
-            if self.stopped is None:
-                self.stopped = spent_past(self.decision, self.standings, self.actual_usd)
+            if cost_usd > allowance_usd + TOLERANCE_USD:  # the reservation model was wrong
+                run.per_call_usd = max(run.per_call_usd, cost_usd)
+            if self._stopped is not None or not self.standings:
+                return
+            by_name = {budget.name: budget for budget in spend.setup.budgets or []}
+            self._stopped = spent_past(
+                spend.store,
+                [(by_name[s.budget], s) for s in self.standings if s.budget in by_name],
+                spend.spender.at,
+                spend.reservation,
+                run.per_call_usd,
+                self.decision.projected_usd,
+                self._known,
+            )
+            if self._stopped is not None:
+                run.stop = time.monotonic(), self._stopped
 
 
 class BudgetSpent(Exception):
@@ -143,6 +215,9 @@ class Spend:
     over_bound: int = 0
     parts: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.guard.joined(self.spender.run_id)
 
     def _record(self, calls: int, used_in: int, used_out: int, **which: Any) -> float:
         cost = price(self.setup.prices, used_in, used_out)
@@ -176,7 +251,9 @@ class Spend:
             self.input_tokens += verdict.input_tokens
             self.output_tokens += verdict.output_tokens
             self.over_bound += verdict.output_tokens > self.setup.max_output_tokens
-        self.guard.paid(cost)
+        # Reserved per call: its input as billed, its output at the allowance it was sent with.
+        allowance = price(self.setup.prices, verdict.input_tokens, self.setup.max_output_tokens)
+        self.guard.paid(self, cost, allowance)
 
     def close(self) -> None:
         """Write the batch's summary, which stands for its calls' records from now on."""

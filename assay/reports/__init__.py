@@ -11,3 +11,9 @@ REPORTS_PREFIX = "reports/"
 def report_key(run_id: str) -> str:
     """Where a run's report is kept in the evidence store (write-once)."""
     return f"{REPORTS_PREFIX}{run_id}.html"
+
+
+REPORTS_URL_ENV = "ASSAY_REPORTS_URL"
+"""Where `assay serve` serves reports (`GET /runs/{id}/report`): the service sets it to its own
+address for the flows it runs, unless an operator set it (the address people reach it at, behind
+a proxy or a wildcard `--host`); a flow's report link then goes there, not to the store."""

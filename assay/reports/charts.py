@@ -327,7 +327,7 @@ class TrendPoint:
     """One run of a trend: its pass rate and interval, and whether it regressed."""
 
     run: int
-    """Position in the series, oldest first (1-based)."""
+    """The run's place on the axis every subject shares, oldest first (1-based)."""
     estimate: Estimate
     regressed: bool
 
@@ -335,8 +335,12 @@ class TrendPoint:
 def trend(title: str, series: Sequence[tuple[str, Sequence[TrendPoint]]]) -> str:
     """Pass rate per run for each subject: a line of points, its 95% interval as a shaded band,
     regressed runs ringed in vermilion and labelled. Each subject's points and band are SVG
-    groups `trend-points-N` and `trend-band-N` (N: the subject's place in the legend)."""
-    with _figure(title, 3.8) as (figure, axes):
+    groups `trend-points-N` and `trend-band-N` (N: the subject's place in the legend).
+
+    The x axis is run order over every subject (`TrendPoint.run`), whole numbers only and half a
+    run of room at each end — one run alone is not drawn on an axis of 0.95–1.05 — and the
+    legend sits below the plot, where it hides no point."""
+    with _figure(title, 3.8 + 0.25 * ((len(series) + 2) // 3)) as (figure, axes):
         for number, ((name, points), colour) in enumerate(
             zip(series, _cycle(len(series)), strict=True)
         ):
@@ -350,6 +354,15 @@ def trend(title: str, series: Sequence[tuple[str, Sequence[TrendPoint]]]) -> str
                 linewidth=0,
             )
             band.set_gid(f"trend-band-{number}")
+            axes.errorbar(  # a lone run's interval too, where a band has no width
+                xs,
+                [p.estimate.rate for p in points],
+                yerr=_whiskers([p.estimate for p in points]),
+                fmt="none",
+                ecolor=colour,
+                alpha=0.6,
+                capsize=3,
+            )
             (line,) = axes.plot(
                 xs, [p.estimate.rate for p in points], marker="o", color=colour, label=name
             )
@@ -376,10 +389,12 @@ def trend(title: str, series: Sequence[tuple[str, Sequence[TrendPoint]]]) -> str
                     linewidths=1.8,
                     zorder=3,
                 )
+        runs = [point.run for _, points in series for point in points]
         axes.set_ylim(0, 1.1)
-        axes.set_xlabel("run (oldest first)")
+        axes.set_xlim(min(runs, default=1) - 0.5, max(runs, default=1) + 0.5)
+        axes.set_xlabel("run, oldest first (one order over every subject)")
         axes.set_ylabel("pass rate (95% Wilson band)")
         axes.xaxis.set_major_locator(_whole_numbers())
-        axes.legend(loc="lower left", frameon=False)
+        figure.legend(loc="outside lower center", ncols=min(len(series), 3), frameon=False)
         axes.set_title(title, loc="left", fontsize=11)
         return _svg(figure, title)

@@ -359,8 +359,36 @@ def _options(ident: str, label: str, values: Iterable[str]) -> str:
     )
 
 
+def _trial_counts(trials: list[CaseEvidence]) -> tuple[int, int]:
+    """(passed, scored) of a case's trials."""
+    scored = [trial for trial in trials if trial.status is not Status.SKIPPED]
+    return sum(trial.status is Status.PASS for trial in scored), len(scored)
+
+
+def _trials_cell(view: RunView, case: CaseEvidence) -> str:
+    """A case's trial counts (`2/3`), expanding to each trial's status, score, checks and
+    label (a conversation's: its turn strip)."""
+    trials = view.trials.get(case.case_id, [])
+    passed, scored = _trial_counts(trials)
+    items = []
+    for trial in trials:
+        score = "" if trial.score is None else f" {trial.score:.3f}"
+        strip = f" {_turn_strip(trial)}" if trial.turns is not None else ""
+        checks = "".join(_check_label(check) for check in trial.checks)
+        items.append(
+            f'<li data-trial="{trial.trial or 1}"><span class="{trial.status.value}">'
+            f"#{trial.trial or 1} {MARKS[trial.status]} {trial.status.value}</span>{score}"
+            f"{strip} {checks} {page.text(trial.label)}</li>"
+        )
+    return (
+        f'<details><summary title="trials passed of scored">{passed}/{scored}</summary>'
+        f"<ol>{''.join(items)}</ol></details>"
+    )
+
+
 def _case_table(view: RunView) -> str:
     compared = view.baseline_verdicts is not None
+    with_trials = view.policy is not None
     conversations = any(case.turns is not None for case in view.rows)
     kinds: set[str] = set()
     tags: set[str] = set()
@@ -368,7 +396,14 @@ def _case_table(view: RunView) -> str:
     for case in view.rows:
         info = view.info.get(case.case_id, NO_INFO)
         groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
-        every_check = [*case.checks, *(c for turn in case.turns or () for c in turn.checks)]
+        every_check = [
+            check
+            for evidence in (case, *view.trials.get(case.case_id, ()))
+            for check in (
+                *evidence.checks,
+                *(c for turn in evidence.turns or () for c in turn.checks),
+            )
+        ]
         case_kinds = sorted({c.kind for c in every_check if c.kind})
         kinds.update(case_kinds)
         tags.update(groups)
@@ -381,6 +416,7 @@ def _case_table(view: RunView) -> str:
             f"<td>{ident}</td>"
             f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
             f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
+            + (f"<td>{_trials_cell(view, case)}</td>" if with_trials else "")
             + (f"<td>{_turn_strip(case)}</td>" if conversations else "")
             + f"<td>{checks}</td><td>{page.text(view.change(case)) if compared else ''}</td>"
             f"<td>{page.text(case.label)}</td></tr>"
@@ -393,7 +429,14 @@ def _case_table(view: RunView) -> str:
         + '<label>case id <input id="f-search" type="search" placeholder="search"></label>'
         + '<span id="f-shown" class="note"></span></div>'
     )
-    columns = ("case", "status", "score", "tags", *(["turns"] if conversations else []))
+    columns = (
+        "case",
+        "status",
+        "score",
+        "tags",
+        *(["trials"] if with_trials else []),
+        *(["turns"] if conversations else []),
+    )
     head = "".join(f"<th>{h}</th>" for h in (*columns, "checks", "vs baseline", "label"))
     table = (
         f'<table id="cases"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'

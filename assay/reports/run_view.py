@@ -10,7 +10,7 @@ so the page shows them once they are recorded and shows nothing (never fails) be
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
@@ -26,10 +26,11 @@ from assay.regression import CaseChange, Comparison, case_change
 from assay.runs.chunks import CaseStatus, read_chunk, read_statuses
 from assay.runs.comparison import case_verdicts, compare_with_baseline
 from assay.runs.records import EvalResult, load_aggregate, load_result
-from assay.runs.scoring import CaseEvidence
+from assay.runs.scoring import CaseEvidence, decide_trials, verdict_over_trials
 from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.suites import registry
+from assay.suites.suite import TrialsPolicy
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,15 @@ class RunView:
 
     result: EvalResult
     rows: list[CaseEvidence]
-    """The case table's cases (at most `MAX_CASE_ROWS`, see there), in suite order."""
+    """The case table's cases (at most `MAX_CASE_ROWS`, see there), in suite order; a run
+    with trials: each case decided over its trials (`decide_trials`)."""
     cases: int
-    """Every case (or trial) of the run, listed in the table or not."""
+    """Every case of the run, listed in the table or not."""
     info: Mapping[str, CaseInfo]
+    policy: TrialsPolicy | None = None
+    """How the run decides a case over its trials; None for a run of one output per case."""
+    trials: dict[str, list[CaseEvidence]] = field(default_factory=dict)
+    """Each listed case's trials, in trial order (empty without trials)."""
     tags: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per tag: cases passed, scored."""
     classes: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -127,6 +133,7 @@ class RunView:
 def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> RunView:
     """Read a finished run, compared with `against` (default: its recorded baseline)."""
     result = load_result(store, run_id)
+    aggregate = load_aggregate(store, run_id)
     _, golden = registry.resolve(store, f"{result.suite}@{result.suite_version}")
     # Only cases with something to show: the others read as `NO_INFO`.
     info = {
@@ -141,7 +148,7 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
             update={"score_sum": (result.score or 0.0) * result.metrics.scored}
         )
         comparison = compare_with_baseline(
-            store, load_aggregate(store, run_id), metrics, golden.regression_threshold, against
+            store, aggregate, metrics, golden.regression_threshold, against
         )
     baseline = comparison.baseline_run if comparison is not None else None
     latest = reports(store, result.judge) if result.judge is not None else []
@@ -150,13 +157,14 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
         rows=[],
         cases=0,
         info=info,
+        policy=aggregate.trials_policy,
         comparison=comparison,
         baseline_verdicts=case_verdicts(store, baseline) if baseline else None,
         calibration=latest[-1] if latest else None,
         gate=_gate_decision(store, run_id),
     )
     with gc_paused():  # the records read are acyclic, and most are dropped at once
-        _read_cases(view, store, run_id)
+        _read_cases(view, store, run_id, aggregate.chunks)
     return view
 
 
@@ -167,36 +175,71 @@ def _gate_decision(store: EvidenceStore, run_id: str) -> GateDecision | None:
         return None
 
 
-def _read_cases(view: RunView, store: EvidenceStore, run_id: str) -> None:
+Place = tuple[int, int]
+"""Where one case's (or trial's) evidence is: its chunk and its position there."""
+
+
+def _case_statuses(
+    view: RunView, store: EvidenceStore, run_id: str, chunks: int
+) -> Iterator[tuple[CaseStatus, tuple[Place, ...]]]:
+    """Each case's status and where its evidence is, in evidence order: one chunk at a time,
+    or for a run with trials, once every chunk is read, each case decided over its trials
+    (`verdict_over_trials`: the same verdict the comparison and its flip table read)."""
+    policy = view.policy
+    if policy is None:
+        for chunk in range(chunks):
+            for position, case in enumerate(read_statuses(store, run_id, chunk)):
+                yield case, ((chunk, position),)
+        return
+    trials: dict[str, list[tuple[Place, Status]]] = {}
+    for chunk in range(chunks):
+        for position, case in enumerate(read_statuses(store, run_id, chunk)):
+            trials.setdefault(case.case_id, []).append(((chunk, position), case.status))
+    for case_id, found in trials.items():
+        scored = [status for _, status in found if status is not Status.SKIPPED]
+        decided = verdict_over_trials(policy, len(scored), scored.count(Status.PASS))
+        yield CaseStatus(case_id=case_id, status=decided), tuple(place for place, _ in found)
+
+
+def _read_cases(view: RunView, store: EvidenceStore, run_id: str, chunks: int) -> None:
     """The group pass rates, the changes against the baseline and the table's rows, in two
     passes over the evidence: every case's id and status first, then the whole evidence of the
     chunks that hold a row of the table (a 100,000-case run: 0.2 s and a few chunks, instead of
-    1.2 s parsing every record)."""
+    1.2 s parsing every record). A run with trials counts, compares and lists cases, each
+    decided over its trials, its trials kept beside it (`RunView.trials`)."""
     tags: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     classes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    notable: list[tuple[int, int]] = []
-    passing: list[tuple[int, int]] = []
-    for chunk in range(load_aggregate(store, run_id).chunks):
-        statuses = read_statuses(store, run_id, chunk)
-        view.cases += len(statuses)
-        for position, case in enumerate(statuses):
-            change = view.change(case)
-            if change in ("newly failing", "newly passing"):
-                view.flipped.setdefault(change, []).append(case.case_id)
-            info = view.info.get(case.case_id, NO_INFO)
-            if info is not NO_INFO and case.status is not Status.SKIPPED:
-                groups = [tags[tag] for tag in info.tags]
-                if info.query_class:
-                    groups.append(classes[info.query_class])
-                for tally in groups:
-                    tally[0] += case.status is Status.PASS
-                    tally[1] += 1
-            kept = passing if case.status is Status.PASS and change == "unchanged" else notable
-            if len(kept) < MAX_CASE_ROWS:
-                kept.append((chunk, position))
+    notable: list[tuple[Place, ...]] = []
+    passing: list[tuple[Place, ...]] = []
+    for case, places in _case_statuses(view, store, run_id, chunks):
+        view.cases += 1
+        change = view.change(case)
+        if change in ("newly failing", "newly passing"):
+            view.flipped.setdefault(change, []).append(case.case_id)
+        info = view.info.get(case.case_id, NO_INFO)
+        if info is not NO_INFO and case.status is not Status.SKIPPED:
+            groups = [tags[tag] for tag in info.tags]
+            if info.query_class:
+                groups.append(classes[info.query_class])
+            for tally in groups:
+                tally[0] += case.status is Status.PASS
+                tally[1] += 1
+        kept = passing if case.status is Status.PASS and change == "unchanged" else notable
+        if len(kept) < MAX_CASE_ROWS:
+            kept.append(places)
     listed = sorted(notable + passing[: max(MAX_CASE_ROWS - len(notable), 0)])
-    for chunk, rows in groupby(listed, key=itemgetter(0)):
+    read: dict[Place, CaseEvidence] = {}
+    for chunk, rows in groupby(sorted(p for places in listed for p in places), key=itemgetter(0)):
         cases = read_chunk(store, run_id, chunk).cases
-        view.rows.extend(cases[position] for _, position in rows)
+        read.update(((chunk, position), cases[position]) for _, position in rows)
+    for places in listed:
+        evidence = [read[place] for place in places]
+        if view.policy is None:
+            view.rows.extend(evidence)
+            continue
+        trials = sorted(evidence, key=lambda trial: trial.trial or 1)
+        case_id = trials[0].case_id
+        view.rows.append(decide_trials(case_id, trials, view.policy))
+        view.trials[case_id] = trials
     view.tags = {k: (v[0], v[1]) for k, v in tags.items()}
     view.classes = {k: (v[0], v[1]) for k, v in classes.items()}

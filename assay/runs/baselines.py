@@ -57,14 +57,17 @@ def _subject_of(run: RunAggregate) -> Subject:
 
 
 def pin(store: EvidenceStore, run_id: str) -> PinRecord:
-    """Pin a completed run as the baseline of its suite and subject."""
-    run = load_aggregate(store, run_id)
+    """Pin a completed run (its id or a unique prefix) as the baseline of its suite and
+    subject."""
+    run = load_aggregate(store, resolve_run_id(store, run_id))
     if run.status is not RunStatus.COMPLETED:
         raise InputError(
             run_id, f"only a completed run can be a baseline (this one is {run.status})"
         )
     subject = _subject_of(run)
-    record = PinRecord(action="pin", suite=run.suite, subject=str(subject), run_id=run_id, at=now())
+    record = PinRecord(
+        action="pin", suite=run.suite, subject=str(subject), run_id=run.run_id, at=now()
+    )
     _append(store, run.suite, subject, record)
     return record
 

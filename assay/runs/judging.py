@@ -122,6 +122,52 @@ def judge_chunk(
     now: datetime | None = None,
 ) -> ChunkJudgement:
     """Judge every `llm_judge` check of one chunk's outputs (see the module docstring)."""
+    asked = chunk_questions(compiled, outputs, hasher, setup)
+    if not asked.requests:
+        return ChunkJudgement(outcomes=asked.unjudged)
+    spender = Spender(run_id, compiled.suite.suite, subject, now or datetime.now(UTC))
+    batch, repeats = judge_repeated(store, setup, asked.requests, spender, chunk)
+    judgement = ChunkJudgement(
+        outcomes=asked.unjudged,
+        calls=batch.calls,
+        cache_hits=batch.cache_hits,
+        cost_usd=batch.cost_usd,
+        decision=batch.decision,
+        over_bound=batch.over_bound,
+    )
+    judgement.redactions = asked.redactions
+    for key, verdicts in zip(asked.keys, repeats, strict=True):
+        verdict, unanimous = majority(verdicts)
+        judgement.outcomes[key] = _outcome(verdict)
+        judgement.redactions = add_counts(judgement.redactions, verdicts[0].redactions)
+        if setup.repeats > 1:
+            judgement.repeated += unanimous is not None
+            judgement.unanimous += unanimous is True
+            judgement.split += verdict.reason == JUDGE_SPLIT
+    return judgement
+
+
+@dataclass
+class ChunkQuestions:
+    """What judging one chunk asks the judge (in memory only): one `(cache key, request)` per
+    judged check, the checks' keys in the same order, the checks whose record cannot answer
+    them (unavailable), and the redactions in the conversations asked about."""
+
+    keys: list[CheckKey]
+    requests: list[tuple[str, JudgeRequest]]
+    unjudged: dict[CheckKey, Outcome]
+    redactions: dict[str, int]
+
+
+def chunk_questions(
+    compiled: CompiledSuite,
+    outputs: Sequence[CandidateOutput],
+    hasher: OutputHasher,
+    setup: JudgeSetup,
+) -> ChunkQuestions:
+    """Every `llm_judge` check of one chunk's outputs as the judge would be asked it, under its
+    verdict-cache key, without asking: what `judge_chunk` judges and the cost plan
+    (`assay.runs.cost_plan`) counts."""
     suite = compiled.suite
     keys: list[CheckKey] = []
     requests: list[tuple[str, JudgeRequest]] = []
@@ -185,28 +231,7 @@ def judge_chunk(
                 pass_threshold=spec.config.pass_threshold,
             )
             requests.append((cache_key(hasher, "check", setup.pin, content), request))
-    if not requests:
-        return ChunkJudgement(outcomes=unjudged)
-    spender = Spender(run_id, suite.suite, subject, now or datetime.now(UTC))
-    batch, repeats = judge_repeated(store, setup, requests, spender, chunk)
-    judgement = ChunkJudgement(
-        outcomes=unjudged,
-        calls=batch.calls,
-        cache_hits=batch.cache_hits,
-        cost_usd=batch.cost_usd,
-        decision=batch.decision,
-        over_bound=batch.over_bound,
-    )
-    judgement.redactions = conversations.redactions
-    for key, verdicts in zip(keys, repeats, strict=True):
-        verdict, unanimous = majority(verdicts)
-        judgement.outcomes[key] = _outcome(verdict)
-        judgement.redactions = add_counts(judgement.redactions, verdicts[0].redactions)
-        if setup.repeats > 1:
-            judgement.repeated += unanimous is not None
-            judgement.unanimous += unanimous is True
-            judgement.split += verdict.reason == JUDGE_SPLIT
-    return judgement
+    return ChunkQuestions(keys, requests, unjudged, conversations.redactions)
 
 
 @dataclass(frozen=True, slots=True)

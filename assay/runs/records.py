@@ -26,9 +26,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from assay.errors import InputError, NotFoundError
+from assay.errors import NotFoundError
 from assay.finops.budget import Decision
 from assay.finops.ledger import read_costs
+from assay.identifiers import named_run
 from assay.judge.port import JudgePin
 from assay.judge.reliability import JudgeReliability
 from assay.regression import Comparison
@@ -379,33 +380,15 @@ def load_result(store: EvidenceStore, run_id: str) -> EvalResult:
         raise NotFoundError(f"run {run_id} has no EvalResult in {store.uri}") from None
 
 
-MIN_RUN_ID_PREFIX = 4
-"""The shortest prefix a run may be named by (as git names commits)."""
-
-
 def resolve_run_id(store: EvidenceStore, given: str) -> str:
     """The run id `given` names: itself when such a run is recorded, else the one recorded run
-    whose id starts with it (at least `MIN_RUN_ID_PREFIX` characters).
-
-    Raises:
-        NotFoundError: No recorded run has that id or prefix.
-        InputError: The prefix is too short, or names several runs (they are listed).
-    """
+    whose id starts with it (at least `MIN_RUN_ID_PREFIX` characters; `named_run`)."""
     if store.exists(aggregate_key(given)):
         return given
-    if len(given) < MIN_RUN_ID_PREFIX:
-        raise InputError(given, f"a run id prefix needs at least {MIN_RUN_ID_PREFIX} characters")
-    matches = sorted(
-        run_id
-        for key in store.list("index/runs/")
-        if (run_id := key.removeprefix("index/runs/").removesuffix(".json")).startswith(given)
+    recorded = (
+        key.removeprefix("index/runs/").removesuffix(".json") for key in store.list("index/runs/")
     )
-    if not matches:
-        raise NotFoundError(f"no run {given} in {store.uri}")
-    if len(matches) > 1:
-        shown_ids = ", ".join(matches[:5]) + (" …" if len(matches) > 5 else "")
-        raise InputError(given, f"prefix of {len(matches)} runs: {shown_ids}")
-    return matches[0]
+    return named_run(given, recorded, store.uri)
 
 
 def list_runs(store: EvidenceStore) -> list[RunAggregate]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from statistics import fmean
-from typing import Final
+from typing import Final, NamedTuple
 
 from pydantic import BaseModel
 
@@ -51,6 +52,9 @@ class ScorecardRow(BaseModel):
     """The latest run's trial and cluster figures (`assay.runs.render.trial_lines`), if any."""
     latest_conversations: str = ""
     """The latest run's conversation counts (`conversations_text`), if it scored any."""
+    rescored: int = 0
+    """Runs left out of `runs` and every figure: re-scorings of outputs a later run scored again
+    (the same `outputs_digest`), so that one set of outputs counts once."""
 
 
 def checks_text(result: EvalResult) -> str:
@@ -86,7 +90,52 @@ def conversations_text(result: EvalResult) -> str:
     )
 
 
-def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> ScorecardRow:
+class Scored(NamedTuple):
+    """A completed run's result and the digest of the outputs it scored (None on older records)."""
+
+    outputs_digest: str | None
+    result: EvalResult
+
+
+def once_per_outputs(runs: Sequence[Scored]) -> tuple[list[EvalResult], dict[str, str]]:
+    """Runs (oldest first) with one per set of outputs: of the runs that scored the same outputs
+    (the same `outputs_digest`), the latest — a re-scoring with a new suite version or judge
+    supersedes the scoring before it. Also each superseded run's id → the id of the latest run
+    of its outputs."""
+    latest: dict[str, str] = {}
+    for run in runs:
+        if run.outputs_digest is not None:
+            latest[run.outputs_digest] = run.result.run_id
+    kept = [
+        run.result
+        for run in runs
+        if run.outputs_digest is None or latest[run.outputs_digest] == run.result.run_id
+    ]
+    superseded = {
+        run.result.run_id: latest[run.outputs_digest]
+        for run in runs
+        if run.outputs_digest is not None and latest[run.outputs_digest] != run.result.run_id
+    }
+    return kept, superseded
+
+
+def completed_runs(store: EvidenceStore, suite: str | None = None) -> Iterator[Scored]:
+    """Every completed run (of `suite`), oldest first, with its outputs digest."""
+    for run in reversed(list_runs(store)):  # oldest first
+        if run.status is RunStatus.COMPLETED and (suite is None or run.suite == suite):
+            yield Scored(run.outputs_digest, load_result(store, run.run_id))
+
+
+def of_subject(result: EvalResult, subject: str | None) -> bool:
+    """Whether a run is of `subject`: `KIND:ID` matches every variant, `KIND:ID@VARIANT` one."""
+    return subject is None or subject in (
+        result.subject,
+        f"{result.subject_kind}:{result.subject_id}",
+    )
+
+
+def _row(subject: str, suite: str, runs: list[Scored], last: int) -> ScorecardRow:
+    results, superseded = once_per_outputs(runs)
     latest = results[-1]
     rates = [r.pass_rate for r in results if r.pass_rate is not None]
     scores = [r.score for r in results if r.score is not None]
@@ -119,6 +168,7 @@ def _row(subject: str, suite: str, results: list[EvalResult], last: int) -> Scor
         latest_checks=checks_text(latest),
         latest_trials="; ".join(trial_lines(latest)),
         latest_conversations=conversations_text(latest),
+        rescored=len(superseded),
     )
 
 
@@ -130,17 +180,13 @@ def scorecard(
 ) -> list[ScorecardRow]:
     """Scorecard rows for every subject × suite with completed runs (optionally filtered).
 
-    `subject` matches `KIND:ID` (all variants) or `KIND:ID@VARIANT` exactly.
+    `subject` matches `KIND:ID` (all variants) or `KIND:ID@VARIANT` exactly. A set of outputs
+    scored several times counts once, its latest scoring (`once_per_outputs`).
     """
-    groups: dict[tuple[str, str], list[EvalResult]] = defaultdict(list)
-    for run in reversed(list_runs(store)):  # oldest first
-        if run.status is not RunStatus.COMPLETED or (suite and run.suite != suite):
-            continue
-        result = load_result(store, run.run_id)
-        name = result.subject
-        if subject and subject not in (name, f"{result.subject_kind}:{result.subject_id}"):
-            continue
-        groups[(name, result.suite)].append(result)
+    groups: dict[tuple[str, str], list[Scored]] = defaultdict(list)
+    for run in completed_runs(store, suite):
+        if of_subject(run.result, subject):
+            groups[(run.result.subject, run.result.suite)].append(run)
     return [
         _row(name, suite_name, runs, last) for (name, suite_name), runs in sorted(groups.items())
     ]

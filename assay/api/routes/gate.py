@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Store, Viewer
 from assay.api.problems import AUTHENTICATED, documented
 from assay.api.requests import GateRequest
-from assay.api.routes.runs import ACCEPTED, RUN_ID, RunId, Submit
+from assay.api.routes.runs import ACCEPTED, PLANNED, RUN_ID, PlanQuery, RunId, Submit, answered
 from assay.gate.decision import GateDecision, GateReport, GateRun, load_decision, what_if
 from assay.gate.overrides import GateCheck, check_gate
 from assay.runs.options import option_field
@@ -29,11 +29,15 @@ def _report(store: EvidenceStore, run_id: str) -> GateReport:
     )
 
 
-@router.post("/gate", response_model=GateReport, responses=ACCEPTED)
-async def run_gate(body: GateRequest, submission: Submit) -> Any:
+@router.post("/gate", response_model=GateReport, responses=ACCEPTED | PLANNED)
+async def run_gate(body: GateRequest, submission: Submit, plan: PlanQuery = False) -> Any:
     """Run the suite in the gate flow and return the recorded decision (verdict, reasons,
     warnings, rules, the EvalResult): HTTP 200 whatever the verdict. With `Prefer:
-    respond-async`: 202 at once, as `POST /runs`; the decision is then at `/gates/{run_id}`."""
+    respond-async`: 202 at once, as `POST /runs`; the decision is then at `/gates/{run_id}`.
+    With `plan=true`: the cost plan of its suite run (as `POST /runs?plan=true`), nothing run."""
+    planned = await answered(submission, body, "gate", plan)
+    if planned is not None:
+        return planned
     run_id = await submission.run(body, "gate")
     if submission.respond_async:
         return await submission.accepted(run_id)

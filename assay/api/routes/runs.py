@@ -12,8 +12,10 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from assay import staging
 from assay.api.auth import Operator, Store, Token, Viewer, is_local
 from assay.api.idempotency import Idempotency
+from assay.api.inputs import subject_param
 from assay.api.pagination import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -24,13 +26,14 @@ from assay.api.pagination import (
     sort_key,
 )
 from assay.api.problems import AUTHENTICATED, Problem, documented, without_store_location
-from assay.api.requests import FlowName, RunRequest
+from assay.api.requests import FlowName, RequestBody, RunRequest
 from assay.api.runner import AcceptedRuns, RunPool, until_recorded
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
 from assay.identifiers import MAX_IDENTIFIER_BYTES
 from assay.runs.cases import CaseFilter, CaseResult, case_page
 from assay.runs.chunks import read_chunk
+from assay.runs.cost_plan import CostPlan, plan_run
 from assay.runs.records import (
     EvalResult,
     RunAggregate,
@@ -147,6 +150,48 @@ class Submission:
 
 Submit = Annotated[Submission, Depends()]
 
+PlanQuery = Annotated[
+    bool,
+    Query(
+        description="Answer the run's cost plan (200: judge calls after cache hits, tokens, "
+        "cost sync and batch, each budget's headroom, whether it would be blocked) instead of "
+        "running it: no judge is called, no flow starts, nothing is written.",
+    ),
+]
+PLANNED: Final[dict[int | str, dict[str, Any]]] = {
+    200: {"model": CostPlan, "description": "`plan=true`: the run's cost plan (nothing run)"}
+}
+
+
+def _cost_plan(submission: Submission, body: RequestBody, flow: FlowName) -> CostPlan:
+    """The cost plan of `body` in `flow`, judged as a run launched here would be: a suite file
+    (the local service's user only) is read, not published; inline outputs are staged for as
+    long as it reads them."""
+    from blocks.judge_settings import judge_setup
+
+    if not submission.local:
+        body.refuse_local_outputs()
+    subject_param(body.subject)
+
+    def planned(outputs: str) -> CostPlan:
+        options = body.options(submission.store, outputs, flow)
+        setup = judge_setup(options.judge_block, options.fresh_judge, options.judge_repeats)
+        return plan_run(submission.store, options, setup, suite_files=submission.local)
+
+    if body.outputs_uri is not None:
+        return planned(body.outputs_uri)
+    with staging.staged(body.staged_bytes()) as reference:
+        return planned(reference)
+
+
+async def answered(submission: Submission, body: RequestBody, flow: FlowName, plan: bool) -> Any:
+    """The route's answer to a plan (200, nothing run), else None: the run goes ahead."""
+    if not plan:
+        return None
+    found = await run_in_threadpool(_cost_plan, submission, body, flow)
+    return JSONResponse(found.model_dump(mode="json"))
+
+
 ACCEPTED: Final[dict[int | str, dict[str, Any]]] = {
     202: {
         "model": RunState,
@@ -160,12 +205,15 @@ ACCEPTED: Final[dict[int | str, dict[str, Any]]] = {
 }
 
 
-@router.post("/runs", response_model=EvalResult, status_code=201, responses=ACCEPTED)
-async def create_run(body: RunRequest, submission: Submit) -> Any:
+@router.post("/runs", response_model=EvalResult, status_code=201, responses=ACCEPTED | PLANNED)
+async def create_run(body: RunRequest, submission: Submit, plan: PlanQuery = False) -> Any:
     """Score outputs (inline, never stored; or `outputs_uri`) in the suite-run flow and return
     the EvalResult (201). With `Prefer: respond-async`: 202 with the run id as soon as the run
     has started (or waits for a slot). Runs wait for a free slot; a full queue is 429 with
-    Retry-After."""
+    Retry-After. With `plan=true`: 200 with the run's cost plan, and nothing run."""
+    planned = await answered(submission, body, "suite-run", plan)
+    if planned is not None:
+        return planned
     run_id = await submission.run(body, "suite-run")
     if submission.respond_async:
         return await submission.accepted(run_id)
