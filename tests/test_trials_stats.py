@@ -24,7 +24,8 @@ from assay.errors import InputError
 from assay.outputs.index import index_outputs
 from assay.regression import RegressionStatus, RunSide, compare
 from assay.runs.render import regression_lines
-from assay.runs.scoring import CaseEvidence, decide_trials
+from assay.runs.scoring import CaseEvidence
+from assay.runs.trial_rule import decide_trials
 from assay.runs.trials import clustered_figure, trial_figures
 from assay.scorers import Status
 from assay.stats import minimum_detectable_drop

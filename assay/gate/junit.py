@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from assay.gate.decision import GateDecision
 from assay.runs.conversations import turn_prefix
-from assay.runs.scoring import TRIALS_LABEL, CaseEvidence
+from assay.runs.scoring import CaseEvidence
+from assay.runs.trial_rule import TRIALS_LABEL
 from assay.scorers import Status
 
 

@@ -26,7 +26,8 @@ from assay.regression import CaseChange, Comparison, case_change
 from assay.runs.chunks import CaseStatus, read_chunk, read_statuses
 from assay.runs.comparison import case_verdicts, compare_with_baseline
 from assay.runs.records import EvalResult, load_aggregate, load_result
-from assay.runs.scoring import CaseEvidence, decide_trials, verdict_over_trials
+from assay.runs.scoring import CaseEvidence
+from assay.runs.trial_rule import decide_trials, verdict_over_trials
 from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.suites import registry

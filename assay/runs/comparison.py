@@ -12,7 +12,7 @@ from assay.runs.baselines import select_baseline
 from assay.runs.chunks import CaseVerdict, read_verdicts
 from assay.runs.metrics import RunMetrics
 from assay.runs.records import RunAggregate, load_aggregate, load_result
-from assay.runs.scoring import verdict_over_trials
+from assay.runs.trial_rule import verdict_over_trials
 from assay.scorers import Status
 from assay.store import EvidenceStore
 from assay.suites import registry

@@ -15,10 +15,8 @@ The run rule over the cases' evidence: `assay.runs.metrics`.
 
 from __future__ import annotations
 
-import math
-import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +40,9 @@ from assay.runs.conversations import (
 )
 from assay.scorers import PASS, Observation, Outcome, Scorer, ScorerSpec, Status, clamp
 from assay.scorers._registry import UNAVAILABLE
-from assay.suites.suite import Case, CasePasses, Suite, TrialsPolicy
+from assay.suites.suite import Case, Suite
 
 NO_OUTPUT = "no output"
-TRIALS_LABEL = re.compile("trials passed")
 """What the label of a case decided over its trials says (`3/5 trials passed (all)`)."""
 LEFT_OUT: frozenset[str] = frozenset({NO_JUDGE, NO_CREDENTIALS})
 """Skip reasons of a judged check with no judge configured at all: the check is left out (a
@@ -229,7 +226,7 @@ def _all_passed(ran: int) -> str:
     return f"{ran} check{'s' if ran != 1 else ''} passed"
 
 
-def _no_output(case_id: str) -> CaseEvidence:
+def no_output(case_id: str) -> CaseEvidence:
     return CaseEvidence(
         case_id=case_id,
         status=Status.FAIL,
@@ -316,7 +313,7 @@ def score_case(
     built (`CaseScorers.passed`).
     """
     if output is None:
-        return _no_output(case_id)
+        return no_output(case_id)
     text = output.output
     observed = Observation(text, output.trajectory, output.unseen)
     checked = _checked(_outcomes(case_id, scorers, observed, judged), passed)
@@ -402,7 +399,7 @@ def score_conversation(
             TurnStanding(checked.status is Status.PASS if scored else None, checked.score)
         )
     if output is None:
-        return _no_output(case.id).model_copy(
+        return no_output(case.id).model_copy(
             update={"turns": [TurnVerdict.model_validate(turn) for turn in turns]}
         )
     whole = whole_conversation(output, len(observed))
@@ -463,61 +460,6 @@ def score_conversation(
             "record_turns": len(observed),
         }
     )
-
-
-def decide_trials(
-    case_id: str, trials: Sequence[CaseEvidence], policy: TrialsPolicy
-) -> CaseEvidence:
-    """One case's verdict over its trials (the trial rule, see `TrialsPolicy`).
-
-    Each trial is decided by the case rule above. Of the n scored trials (passed, failed or
-    errored), c passed. The case passes when n ≥ `policy.min` and `policy.case_passes` holds
-    (`all`: c = n; `majority`: c > n/2; `any`: c ≥ 1). It fails when the policy cannot hold even
-    if each of the trials still wanting (up to `min`) passed — so with no output at all it is
-    failed and `missing`. Otherwise it is `skipped` and incomplete (too few scored trials:
-    coverage, not a pass); when no trial was scored because no judge is configured, `not_judged`.
-    Its score is the mean score of its scored trials. The label counts trials, never text.
-    """
-    if not trials or all(t.missing for t in trials):
-        return _no_output(case_id)
-    scored = [t for t in trials if t.status is not Status.SKIPPED]
-    n, c = len(scored), sum(t.status is Status.PASS for t in scored)
-    wanting = max(policy.min - n, 0)
-    status = verdict_over_trials(policy, n, c)
-    if status is Status.FAIL and any(t.status is Status.ERROR for t in scored):
-        status = Status.ERROR
-    not_judged = status is Status.SKIPPED and not scored and all(t.not_judged for t in trials)
-    label = f"{c}/{n} {TRIALS_LABEL.pattern} ({policy.case_passes})"
-    if wanting:
-        label += f"; {n} of {policy.min} trials scored"
-    return CaseEvidence(
-        case_id=case_id,
-        status=status,
-        score=None if status is Status.SKIPPED else math.fsum(t.score or 0.0 for t in scored) / n,
-        not_judged=not_judged,
-        output_hmac=None,
-        label=clamp(label),
-        checks=[],
-    )
-
-
-def verdict_over_trials(policy: TrialsPolicy, n: int, c: int) -> Status:
-    """PASS, FAIL or SKIPPED (too few scored trials to tell) of a case with n scored trials, c
-    of them passed, under the trial rule of `decide_trials`."""
-    wanting = max(policy.min - n, 0)
-    if n >= policy.min and _holds(policy.case_passes, c, n):
-        return Status.PASS
-    if not _holds(policy.case_passes, c + wanting, n + wanting):
-        return Status.FAIL
-    return Status.SKIPPED
-
-
-def _holds(policy: CasePasses, passed: int, n: int) -> bool:
-    if policy == "all":
-        return n > 0 and passed == n
-    if policy == "majority":
-        return 2 * passed > n
-    return passed >= 1
 
 
 def score_outputs(

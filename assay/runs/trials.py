@@ -3,7 +3,7 @@ respect that trials of one case (or cases of one cluster) are not independent sa
 
 A run with trials scores and records every trial (evidence per trial, `CaseEvidence.trial`);
 once every chunk is written, `settle_cases` groups the evidence by case, decides each case under
-the suite's `TrialsPolicy` (`assay.runs.scoring.decide_trials`) and reports:
+the suite's `TrialsPolicy` (`assay.runs.trial_rule.decide_trials`) and reports:
 
 - `trials`: the pass rate over all trials with the cluster-robust SE of Miller (2024), eq. 4
   (cases are the clusters), the unbiased pass@k (Chen et al. 2021) and pass^k (τ-bench) for
@@ -30,7 +30,8 @@ from pydantic import BaseModel
 
 from assay.error_bars import clustered_mean
 from assay.runs.metrics import RunMetrics, TurnTally, nested_turns, tally
-from assay.runs.scoring import CaseEvidence, decide_trials
+from assay.runs.scoring import CaseEvidence
+from assay.runs.trial_rule import decide_trials
 from assay.scorers import Status
 from assay.stats import pass_at_k, pass_pow_k
 from assay.suites.suite import Suite, TrialsPolicy
