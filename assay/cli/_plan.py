@@ -10,7 +10,7 @@ plan is the service's, which judges and budgets its runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -22,16 +22,6 @@ from assay.runs.options import RunOptions
 if TYPE_CHECKING:
     from assay.outputs.reference import OutputsReference
     from assay.runs.cost_plan import CostPlan
-
-PlanOption = Annotated[
-    bool,
-    typer.Option(
-        "--plan",
-        help="Show what the run would ask its judge and spend — calls after verdict-cache hits, "
-        "tokens, cost sync and batch, each budget's headroom, whether it would be blocked — "
-        "without calling a judge or writing anything.",
-    ),
-]
 
 
 def show_plan(

@@ -15,9 +15,8 @@ import typer
 from rich.text import Text
 
 from assay.cli import _common as common
-from assay.cli._commands import DEFAULT_CASE_ATTRIBUTE
-from assay.cli._plan import PlanOption, show_plan
-from assay.cli._run_flags import run_option_flags, run_options
+from assay.cli._plan import show_plan
+from assay.cli._run_flags import RunFlags, run_option_flags, run_options
 from assay.cli.runs import launch_suite_flow, print_result
 from assay.runs.options import GateOptions
 
@@ -224,6 +223,7 @@ def _gate_answer(
 @run_option_flags(GateOptions)
 def gate_command(
     options: dict[str, Any],
+    flags: RunFlags,
     suite: SuiteArgument = None,
     outputs: Annotated[str | None, common.OUTPUTS_FLAG] = None,
     junit: JunitOption = None,
@@ -233,29 +233,22 @@ def gate_command(
     pass_threshold: PassThresholdOption = None,
     min_coverage: MinCoverageOption = None,
     allow_insufficient: AllowInsufficientOption = False,
-    outputs_format: common.OutputsFormatOption = "auto",
-    case_attribute: common.CaseAttributeOption = DEFAULT_CASE_ATTRIBUTE,
-    resume: common.ResumeOption = None,
-    as_json: common.JsonOption = False,
-    server: common.ServerOption = None,
-    local: common.LocalOption = False,
-    plan: PlanOption = False,
 ) -> None:
     """Run the suite, then fail (exit 1) on regression, low pass rate, an uncalibrated judge or
     a blocked budget; exit 0 otherwise."""
-    endpoint = common.service(server, options["store"], local=local, start=not plan)
-    answer = Answer(comment, report_url, as_json, allow_insufficient)
+    endpoint = flags.endpoint(options["store"])
+    answer = Answer(comment, report_url, flags.as_json, allow_insufficient)
     if check is not None or pass_threshold is not None or min_coverage is not None:
         _past_gate(check, (pass_threshold, min_coverage), options, endpoint, answer)
     if suite is None or outputs is None:
         common.fail("assay gate needs SUITE and --outputs (or --check RUN_ID)")
-    reference = common.outputs_reference(outputs, outputs_format, case_attribute)
-    if plan:
-        show_plan(GateOptions, suite, reference, options, endpoint, as_json)
+    reference = flags.reference(outputs)
+    if flags.plan:
+        show_plan(GateOptions, suite, reference, options, endpoint, flags.as_json)
     if endpoint is not None:
-        _gate_through(endpoint, suite, reference, options, answer, resume=resume, junit=junit)
-    given = dict(options, suite=suite, outputs=reference, run_id=resume, resume=bool(resume))
-    _gate_here(run_options(GateOptions, **given), junit, answer)
+        _gate_through(endpoint, suite, reference, options, answer, resume=flags.resume, junit=junit)
+    chosen = run_options(GateOptions, **flags.chosen(options, suite, reference))
+    _gate_here(chosen, junit, answer)
 
 
 def _gate_through(

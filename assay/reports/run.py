@@ -4,7 +4,7 @@ the `RunView` that `assay.reports.run_view.load_view` read from the store; `run_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from assay.regression import Comparison, RegressionStatus
@@ -24,7 +24,7 @@ from assay.runs.render import (
     suite_run_verdict,
     warnings,
 )
-from assay.runs.scoring import CaseEvidence
+from assay.runs.scoring import CaseEvidence, CheckResult
 from assay.scorers import Status
 from assay.scorers.trajectory import TRAJECTORY_KINDS
 from assay.store import EvidenceStore
@@ -386,6 +386,44 @@ def _trials_cell(view: RunView, case: CaseEvidence) -> str:
     )
 
 
+def case_row_head(
+    view: RunView,
+    case: CaseEvidence,
+    every_check: Sequence[CheckResult],
+    kinds: set[str],
+    tags: set[str],
+) -> str:
+    """A case row's opening and its first four cells (id, status, score, tags) — the hooks of
+    the report's one script (`data-s`, `data-k`, the tags in the fourth cell) — adding the row's
+    check kinds (`every_check`'s) and tags to `kinds` and `tags`."""
+    info = view.info.get(case.case_id, NO_INFO)
+    groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
+    case_kinds = sorted({c.kind for c in every_check if c.kind})
+    kinds.update(case_kinds)
+    tags.update(groups)
+    score = "" if case.score is None else f"{case.score:.3f}"
+    ident = page.text(case.case_id, 200)
+    return (
+        f'<tr data-case-id="{ident}" data-s="{case.status.value}" '
+        f'data-k="{page.text(" ".join(case_kinds), 400)}">'
+        f"<td>{ident}</td>"
+        f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
+        f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
+    )
+
+
+def case_filters(kinds: set[str], tags: set[str]) -> str:
+    """The case table's filters (status, check kind, tag, search), read by the report's script."""
+    return (
+        '<div class="filters">'
+        + _options("f-status", "status", [s.value for s in Status])
+        + _options("f-kind", "check kind", sorted(kinds))
+        + _options("f-tag", "tag", sorted(tags))
+        + '<label>case id <input id="f-search" type="search" placeholder="search"></label>'
+        + '<span id="f-shown" class="note"></span></div>'
+    )
+
+
 def _case_table(view: RunView) -> str:
     compared = view.baseline_verdicts is not None
     with_trials = view.policy is not None
@@ -394,8 +432,6 @@ def _case_table(view: RunView) -> str:
     tags: set[str] = set()
     rows = []
     for case in view.rows:
-        info = view.info.get(case.case_id, NO_INFO)
-        groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
         every_check = [
             check
             for evidence in (case, *view.trials.get(case.case_id, ()))
@@ -404,31 +440,15 @@ def _case_table(view: RunView) -> str:
                 *(c for turn in evidence.turns or () for c in turn.checks),
             )
         ]
-        case_kinds = sorted({c.kind for c in every_check if c.kind})
-        kinds.update(case_kinds)
-        tags.update(groups)
-        score = "" if case.score is None else f"{case.score:.3f}"
         checks = "".join(_check_label(check) for check in case.checks)
-        ident = page.text(case.case_id, 200)
         rows.append(
-            f'<tr data-case-id="{ident}" data-s="{case.status.value}" '
-            f'data-k="{page.text(" ".join(case_kinds), 400)}">'
-            f"<td>{ident}</td>"
-            f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
-            f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
+            case_row_head(view, case, every_check, kinds, tags)
             + (f"<td>{_trials_cell(view, case)}</td>" if with_trials else "")
             + (f"<td>{_turn_strip(case)}</td>" if conversations else "")
             + f"<td>{checks}</td><td>{page.text(view.change(case)) if compared else ''}</td>"
             f"<td>{page.text(case.label)}</td></tr>"
         )
-    filters = (
-        '<div class="filters">'
-        + _options("f-status", "status", [s.value for s in Status])
-        + _options("f-kind", "check kind", sorted(kinds))
-        + _options("f-tag", "tag", sorted(tags))
-        + '<label>case id <input id="f-search" type="search" placeholder="search"></label>'
-        + '<span id="f-shown" class="note"></span></div>'
-    )
+    filters = case_filters(kinds, tags)
     columns = (
         "case",
         "status",

@@ -35,8 +35,15 @@ from assay.outputs.reference import OutputsReference
 from assay.outputs.slices import read_slice
 from assay.regression import RegressionStatus
 from assay.reports import page
-from assay.reports.run import MARKS, _check_label, _header, _options, _turn_strip
-from assay.reports.run_view import NO_INFO, RunView, load_view
+from assay.reports.run import (
+    MARKS,
+    _check_label,
+    _header,
+    _turn_strip,
+    case_filters,
+    case_row_head,
+)
+from assay.reports.run_view import RunView, load_view
 from assay.runs.chunks import read_cases
 from assay.runs.records import load_result
 from assay.runs.scoring import CaseEvidence
@@ -356,24 +363,13 @@ def _case_table(joined: Joined) -> str:
     tags: set[str] = set()
     rows = []
     for case in view.rows:
-        info = view.info.get(case.case_id, NO_INFO)
-        groups = [*info.tags, *([f"class:{info.query_class}"] if info.query_class else [])]
         every_check = [*case.checks, *(c for turn in case.turns or () for c in turn.checks)]
-        case_kinds = sorted({c.kind for c in every_check if c.kind})
-        kinds.update(case_kinds)
-        tags.update(groups)
-        score = "" if case.score is None else f"{case.score:.3f}"
-        ident = page.text(case.case_id, 200)
         said = "".join(
             _shown(record, joined.said[(record.case_id, record.trial)])
             for record in _records_of(view, case)
         )
         rows.append(
-            f'<tr data-case-id="{ident}" data-s="{case.status.value}" '
-            f'data-k="{page.text(" ".join(case_kinds), 400)}">'
-            f"<td>{ident}</td>"
-            f'<td class="{case.status.value}">{MARKS[case.status]} {case.status.value}</td>'
-            f"<td>{score}</td><td>{page.text(' '.join(groups), 400)}</td>"
+            case_row_head(view, case, every_check, kinds, tags)
             + (f"<td>{_turn_strip(case)}</td>" if conversations else "")
             + f"<td>{_checks(case)}</td>"
             + (f"<td>{page.text(view.change(case))}</td>" if compared else "")
@@ -381,14 +377,7 @@ def _case_table(joined: Joined) -> str:
             + (f"<td>{_baseline_cell(joined, case.case_id)}</td>" if sided else "")
             + "</tr>"
         )
-    filters = (
-        '<div class="filters">'
-        + _options("f-status", "status", [s.value for s in Status])
-        + _options("f-kind", "check kind", sorted(kinds))
-        + _options("f-tag", "tag", sorted(tags))
-        + '<label>case id <input id="f-search" type="search" placeholder="search"></label>'
-        + '<span id="f-shown" class="note"></span></div>'
-    )
+    filters = case_filters(kinds, tags)
     columns = [
         "case",
         "status",
