@@ -232,10 +232,14 @@ def test_a_refused_resume_inside_the_flow_is_one_line(recorded_run: str, prefect
     assert f"run {recorded_run} was recorded with" in line
 
 
-def test_prefect_s_progress_while_it_sends_the_last_events_is_not_printed() -> None:
+def test_prefect_s_progress_while_it_sends_the_last_events_is_not_printed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A command that ends as soon as its flow run fails can leave Prefect's event worker a few
     events to send at exit, and its "Still processing items" warning made a second stderr line
-    (the test above failed so under load); real warnings and run logs still show."""
+    (the test above failed so under load) — with --debug too (test_debug_prints_… failed so
+    under load); real warnings and run logs still show."""
+    from assay.cli import orchestration
     from assay.cli.orchestration import shown_in_terminal
 
     def record(name: str, level: int, message: str) -> logging.LogRecord:
@@ -247,6 +251,9 @@ def test_prefect_s_progress_while_it_sends_the_last_events_is_not_printed() -> N
     assert shown_in_terminal(record("prefect.EventsWorker", logging.WARNING, full))
     assert not shown_in_terminal(record("prefect.flow_runs", logging.ERROR, "Finished: Failed"))
     assert shown_in_terminal(record("prefect.flow_runs", logging.WARNING, "a warning"))
+    monkeypatch.setattr(orchestration, "_debug", True)
+    assert not shown_in_terminal(record("prefect.EventsWorker", logging.WARNING, draining))
+    assert shown_in_terminal(record("prefect.flow_runs", logging.ERROR, "Finished: Failed"))
 
 
 def test_debug_prints_the_failing_run_s_traceback(recorded_run: str, prefect_api: str) -> None:

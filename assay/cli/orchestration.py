@@ -56,19 +56,20 @@ for their queues: progress, not a problem."""
 
 
 def shown_in_terminal(record: logging.LogRecord) -> bool:
-    """Whether the terminal shows `record` (always, with --debug). Not a failing flow or task
-    run's ERROR (and traceback): it is kept for the run's Logs tab in the Prefect API, and the
-    command ends with one line saying what failed. Not Prefect's progress while it sends the
-    last events at exit: how many are left depends only on how soon the command ended. Not
+    """Whether the terminal shows `record`. Never Prefect's progress while it sends the last
+    events at exit (not even with --debug): how many are left depends only on how soon the
+    command ended, and it would follow the command's one-line error. With --debug, everything
+    else. Else not a failing flow or task run's ERROR (and traceback): it is kept for the run's
+    Logs tab in the Prefect API, and the command ends with one line saying what failed; and not
     what Prefect's background senders say while its API does not answer (a line every few
     seconds per event): the command ends with one line saying so."""
+    if record.getMessage().startswith(DRAINING):
+        return False
     if _debug:
         return True
     if record.levelno >= logging.ERROR and record.name in RUN_LOGGERS:
         return False
-    if record.name in API_SENDERS:
-        return False
-    return not record.getMessage().startswith(DRAINING)
+    return record.name not in API_SENDERS
 
 
 def prefect_home() -> Path:

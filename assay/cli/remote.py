@@ -219,35 +219,10 @@ def plan(
         return called(lambda: client.plan(**submission, gate=gate))
 
 
-WHOLE_RUN_ID = 36
-"""Characters of a whole run id (a Prefect flow run id): one this long is not looked up."""
-
-
-def _named(service: AssayClient, given: str) -> str:
-    """The run id `given` names among the service's runs: itself when whole, else the one run
-    whose id starts with it (`named_run`: at least 4 characters, unique); one that names no run
-    is sent as it is, for the service to say so (HTTP 404)."""
-    if len(given) == WHOLE_RUN_ID:
-        return given
-    from assay.identifiers import named_run
-
-    listed = [run["run_id"] for run in called(service.runs)]
-    if not any(run_id.startswith(given) for run_id in listed):
-        return given
-    return common.guarded(lambda: named_run(given, listed, f"the service at {service.url}"))
-
-
-def run_named(endpoint: Endpoint, given: str) -> str:
-    """The whole run id a run id or unique prefix names, asked of the service."""
-    with _client(endpoint) as service:
-        return _named(service, given)
-
-
 def result_or_state(endpoint: Endpoint, run_id: str) -> EvalResult | RunState:
     """`assay runs show` through the service (`run_id`: an id or a unique prefix)."""
     with _client(endpoint) as service:
-        whole = _named(service, run_id)
-        return called(lambda: service.result(whole), answer_models=True)
+        return called(lambda: service.result(run_id), answer_models=True)
 
 
 def answer(endpoint: Endpoint, path: str) -> Any:
@@ -269,16 +244,14 @@ def runs(endpoint: Endpoint) -> list[RunAggregate]:
 def cases(endpoint: Endpoint, run_id: str, status: CaseFilter | None) -> list[CaseResult]:
     """`assay runs cases` through the service (`run_id`: an id or a unique prefix)."""
     with _client(endpoint) as service:
-        whole = _named(service, run_id)
-        return called(lambda: service.cases(whole, status))
+        return called(lambda: service.cases(run_id, status))
 
 
 def report(endpoint: Endpoint, run_id: str) -> str:
     """`assay report RUN_ID` through the service: the run's page (`run_id`: an id or a
     unique prefix)."""
     with _client(endpoint) as service:
-        whole = _named(service, run_id)
-        return called(lambda: service.report(whole))
+        return called(lambda: service.report(run_id))
 
 
 def scorecards(

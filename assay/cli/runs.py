@@ -302,8 +302,7 @@ def runs_show(
         from assay.cli import remote
 
         if as_json:  # the service's EvalResult (or RunState) JSON is the same as ours
-            whole = remote.run_named(endpoint, run_id)
-            common.print_json(remote.answer(endpoint, f"/runs/{whole}"))
+            common.print_json(remote.answer(endpoint, f"/runs/{run_id}"))
             return
         shown = remote.result_or_state(endpoint, run_id)
         from assay.runs.records import EvalResult  # already imported by the client's answer

@@ -30,7 +30,7 @@ from assay.api.requests import FlowName, RequestBody, RunRequest
 from assay.api.runner import AcceptedRuns, RunPool, until_recorded
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
-from assay.identifiers import MAX_IDENTIFIER_BYTES
+from assay.identifiers import MAX_IDENTIFIER_BYTES, MIN_RUN_ID_PREFIX
 from assay.runs.cases import CaseFilter, CaseResult, case_page
 from assay.runs.chunks import read_chunk
 from assay.runs.cost_plan import CostPlan, plan_run
@@ -43,6 +43,7 @@ from assay.runs.records import (
     list_runs,
     load_aggregate,
     load_result,
+    resolve_run_id,
 )
 from assay.runs.scoring import CaseEvidence
 from assay.store import EvidenceStore, StoreUnavailableError
@@ -51,7 +52,30 @@ router = APIRouter(tags=["runs"], responses=AUTHENTICATED | documented(404, 409,
 
 RUN_ID: Final = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_IDENTIFIER_BYTES - 1}}}$"
 """ASCII only, so its characters are its bytes: at most `MAX_IDENTIFIER_BYTES`."""
-RunId = Annotated[str, Path(pattern=RUN_ID, description="The run id (its Prefect flow run id).")]
+GivenRunId = Annotated[
+    str,
+    Path(
+        alias="run_id",
+        pattern=RUN_ID,
+        description="The run id (its Prefect flow run id), or a unique prefix of one (4+ "
+        "characters).",
+    ),
+]
+
+
+async def whole_run_id(run_id: GivenRunId, store: Store) -> str:
+    """The run a path names: its id, or the one recorded run it is a unique prefix of (an
+    ambiguous prefix is 422, listing the runs). An id no run has is left as it is, for the
+    route to answer (404, or an accepted run's state)."""
+    if len(run_id) < MIN_RUN_ID_PREFIX:
+        return run_id
+    try:
+        return await run_in_threadpool(resolve_run_id, store, run_id)
+    except NotFoundError:
+        return run_id
+
+
+RunId = Annotated[str, Depends(whole_run_id)]
 IdempotencyKey = Annotated[
     str | None,
     Header(alias="Idempotency-Key", description="Same key + same body: the first response."),
