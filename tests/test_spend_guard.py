@@ -181,9 +181,12 @@ def test_n_concurrent_chunks_never_overspend_a_block_budget(
     allowed = [r for r in results if r.decision.allowed]  # type: ignore[attr-defined]
     assert 1 <= len(allowed) < 6  # chunks that start after others recorded may still fit
     assert spent_usd(store) <= budget.limit_usd
-    assert spent_usd(store) == pytest.approx(30.0 * len(allowed))
     calls = sum(r.calls for r in results)  # type: ignore[attr-defined]
-    assert calls == len(judge_server.requests) == 10 * len(allowed)
+    # Every call made is recorded at its $3; an allowed chunk made all its 10. A chunk whose
+    # preflight passed may still stop part-way once the period's recorded spend plus the
+    # reservations it counted pass the limit (docs/spend-guard.md, "Spend that stops").
+    assert calls == len(judge_server.requests) >= 10 * len(allowed)
+    assert spent_usd(store) == pytest.approx(3.0 * calls)
 
 
 def test_a_long_winded_judge_cannot_spend_past_the_projection(
