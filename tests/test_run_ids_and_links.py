@@ -7,11 +7,9 @@ store says which store it is; the gate's rule lines read as verdicts."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -26,7 +24,9 @@ from assay.gate.decision import RULES
 from assay.reports import REPORTS_URL_ENV
 from tasks.reports import report_link
 from tests.conftest import EXAMPLES
-from tests.servers import free_port
+
+# The lasting local service on its own PREFECT_HOME and store (a fixture, imported to be used).
+from tests.test_local_service import local as local
 
 SUITE = str(EXAMPLES / "support-suite.yaml")
 MODULES = "modules at exit:"
@@ -75,29 +75,6 @@ def test_the_report_link_is_absolute_or_the_service(
     assert report_link("file://a store", "r1") == "https://assay.example/runs/r1/report"
     monkeypatch.setenv(REPORTS_URL_ENV, "http://127.0.0.1:9")
     assert report_link("file://a store", "r1") == "http://127.0.0.1:9/runs/r1/report"
-
-
-@pytest.fixture
-def local(
-    tmp_path: Path, prefect_api: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[local_service.LocalService, dict[str, str]]]:
-    """A lasting local service on its own PREFECT_HOME and store, and the environment a command
-    needs to find it."""
-    home = tmp_path / "prefect-home"
-    store = f"file://{tmp_path / 'store'}"
-    monkeypatch.setenv("PREFECT_HOME", str(home))
-    service = local_service.start(store, prefect_api, free_port(), timeout=240)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))},
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": prefect_api,
-        "ASSAY_STORE": store,
-        "COLUMNS": "200",
-    }
-    try:
-        yield service, env
-    finally:
-        assert local_service.stop() is not None
 
 
 def _assay(*args: str, env: dict[str, str]) -> tuple[str, set[str]]:
