@@ -235,16 +235,18 @@ def test_make_demo_leaves_the_nightly_deployment_paused(world: World) -> None:
     assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
 
 
-def _page_folder(world: World, page: Path) -> Path:
+def _page_folder(world: World, page: Path, suffix: str = "") -> Path:
     """A fresh folder for the page: the repository's examples and .venv, the demo's store."""
-    folder = world.pages / page.stem
+    folder = world.pages / f"{page.stem}{suffix}"
     folder.mkdir()
     _link_repository(folder)
     shutil.copytree(world.demo_store, folder / ".assay")
     return folder
 
 
-def run_block(world: World, block: Block, folder: Path) -> list[str]:
+def run_block(
+    world: World, block: Block, folder: Path, extra_env: dict[str, str] | None = None
+) -> list[str]:
     """Run one block in `folder`; what went wrong (empty when every command did its job)."""
     errors = folder / f".errors-{block.line}"
     errors.write_text("")
@@ -253,7 +255,7 @@ def run_block(world: World, block: Block, folder: Path) -> list[str]:
     try:
         done = subprocess.run(
             ["bash", "-c", script],
-            env={**world.env, "DOCS_TEST_ERRORS": str(errors)},
+            env={**world.env, **(extra_env or {}), "DOCS_TEST_ERRORS": str(errors)},
             cwd=folder,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -306,6 +308,25 @@ def test_the_page_commands_work_as_pasted(world: World, page: Path) -> None:
     problems = []
     for block in _runnable(page):
         problems += run_block(world, block, folder)
+    assert not problems, "\n".join(problems)
+
+
+IN_PROCESS_PAGES = (
+    ROOT / "README.md",
+    ROOT / "docs" / "quickstart.md",
+    ROOT / "docs" / "commands.md",
+)
+"""The pages a new user pastes first, run again with `ASSAY_LOCAL=1`: every command in the
+process (no local Assay service), against the same lasting Prefect server."""
+
+
+@pytest.mark.parametrize("page", IN_PROCESS_PAGES, ids=lambda p: p.name)
+def test_the_first_pages_work_in_process_too(world: World, page: Path) -> None:
+    _ensure_server(world)
+    folder = _page_folder(world, page, "-in-process")
+    problems = []
+    for block in _runnable(page):
+        problems += run_block(world, block, folder, {"ASSAY_LOCAL": "1"})
     assert not problems, "\n".join(problems)
 
 
