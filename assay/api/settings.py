@@ -16,6 +16,12 @@ class ServeSettings(BaseModel):
     max_queued_runs: int = Field(
         default=16, ge=0, description="Runs waiting for a slot; beyond them, 429."
     )
+    keepalive_seconds: float = Field(
+        default=15,
+        gt=0,
+        description="Seconds a followed run's event stream may stay silent before it sends an "
+        "SSE comment line, so that proxies and load balancers keep the connection open.",
+    )
     start_prefect: bool = Field(
         default=True,
         description="Select (and, with no PREFECT_API_URL, start) the Prefect API at start-up.",

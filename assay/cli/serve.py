@@ -62,6 +62,14 @@ def serve(
         int,
         typer.Option("--max-queued-runs", help="Runs waiting for a slot; beyond, 429.", min=0),
     ] = 16,
+    keepalive_seconds: Annotated[
+        float,
+        typer.Option(
+            "--keepalive-seconds",
+            help="Silence after which a run's event stream sends a keep-alive comment.",
+            min=0.001,
+        ),
+    ] = 15,
 ) -> None:
     """Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token.
 
@@ -88,6 +96,7 @@ def serve(
         max_body_mb=max_body_mb,
         max_concurrent_runs=max_concurrent_runs,
         max_queued_runs=max_queued_runs,
+        keepalive_seconds=keepalive_seconds,
         local_token=local_token or None,
     )
     # The flows this service runs link their report to it (Prefect's artifact), not the store.

@@ -4,6 +4,7 @@ one, list its cases, follow or replay it as Server-Sent Events."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Final
 
@@ -379,14 +380,20 @@ def _chunk_frames(
     return frames, len(cases)
 
 
+KEEPALIVE: Final = ": keep-alive\n\n"
+"""An SSE comment line: clients ignore it; proxies that close idle connections (nginx's
+`proxy_read_timeout` is 60 s) see traffic while a queued run waits or a long chunk is judged."""
+
+
 async def _follow(
-    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int
+    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int, keepalive: float
 ) -> AsyncIterator[str]:
     """The run's cases chunk by chunk in the order its chunks finished (so `id:` numbers them
     the same way on every connection), `progress` while it runs, then `summary` (or `error`:
-    the run failed, or the store stopped answering mid-stream)."""
+    the run failed, or the store stopped answering mid-stream); a comment line after each
+    `keepalive` seconds without a frame."""
     try:
-        async for frames in _frames(store, accepted, run_id, after):
+        async for frames in _frames(store, accepted, run_id, after, keepalive):
             yield frames
     except StoreUnavailableError as exc:
         detail = without_store_location(str(exc), store)
@@ -394,8 +401,9 @@ async def _follow(
 
 
 async def _frames(
-    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int
+    store: EvidenceStore, accepted: AcceptedRuns, run_id: str, after: int, keepalive: float
 ) -> AsyncIterator[str]:
+    silent_since = time.monotonic()
     sent_chunks = 0
     numbered = 0
     reported: int | None = None
@@ -412,6 +420,7 @@ async def _frames(
                 numbered += cases
                 sent_chunks += 1
                 if frames:
+                    silent_since = time.monotonic()
                     yield frames
             # A follower that saw the run running also sees its last chunks counted, even when
             # they finished between two polls; a replay of a finished run has no progress.
@@ -426,6 +435,7 @@ async def _frames(
                     "cases_done": numbered,
                     "cases": aggregate.cases,
                 }
+                silent_since = time.monotonic()
                 yield _frame("progress", json.dumps(progress))
         if state.status == "completed":
             result = await run_in_threadpool(load_result, store, run_id)
@@ -434,7 +444,10 @@ async def _frames(
         if state.status in ("failed", "interrupted"):
             yield _frame("error", state.model_dump_json())
             return
-        await anyio.sleep(FOLLOW_POLL_SECONDS)
+        if time.monotonic() - silent_since >= keepalive:
+            silent_since = time.monotonic()
+            yield KEEPALIVE
+        await anyio.sleep(min(FOLLOW_POLL_SECONDS, keepalive))
 
 
 def _aggregate_or_none(store: EvidenceStore, run_id: str) -> RunAggregate | None:
@@ -476,7 +489,9 @@ async def run_events(
         raise _not_completed(state)
     after = -1 if last_event_id is None else last_event_id
     return StreamingResponse(
-        _follow(accepted.store, accepted, run_id, after),
+        _follow(
+            accepted.store, accepted, run_id, after, request.app.state.settings.keepalive_seconds
+        ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
