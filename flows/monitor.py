@@ -33,7 +33,8 @@ def monitor(options: MonitorOptions) -> MonitorReport:
     Returns:
         The report: per subject, status (`ok`, `no_data`, `insufficient`, `alert`), state
         counts, rates with their denominators and intervals, cost, tokens, change and
-        thresholds crossed.
+        thresholds crossed; under a monitoring plan, each subject's confidence sequences and
+        state (`degraded`, `holding`, `inconclusive`).
     """
     store_uri = store_reference(options.store, options.storage_block)
     report = assess_signals(
@@ -44,6 +45,7 @@ def monitor(options: MonitorOptions) -> MonitorReport:
         str(flow_run.id),
         options.thresholds,
         options.expect,
+        options.sequence,
     )
     publish_monitor_artifact(report)
     findings = report_monitor_findings(store_uri, report)

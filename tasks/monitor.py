@@ -12,6 +12,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
 from assay.findings import Finding, record
+from assay.monitor.plan import SequencePlan, register_plan
 from assay.monitor.receiver import received_signals, signals_reference
 from assay.monitor.render import markdown_report
 from assay.monitor.report import MonitorReport, assess, monitor_findings, save_report
@@ -31,11 +32,13 @@ def assess_signals(
     report_id: str,
     thresholds: MonitorThresholds,
     expect: list[str],
+    plan: SequencePlan | None = None,
 ) -> MonitorReport:
     """Score the sessions in `signals` (None: those the store's OTLP endpoint received) over the
     window and write the report once; a retry whose first write landed returns that first
-    report."""
+    report. A monitoring plan is registered (write-once) before anything is measured."""
     evidence = evidence_store(store)
+    registered = register_plan(evidence, plan, report_id) if plan else None
     found, counts = read_signals(signals) if signals else received_signals(evidence)
     report = assess(
         found,
@@ -46,6 +49,7 @@ def assess_signals(
         report_id=report_id,
         thresholds=thresholds,
         expect=expect,
+        plan=registered,
     )
     return save_report(evidence, report)
 

@@ -15,7 +15,9 @@ from assay.cli import _common as common
 from assay.rate import rate_text
 
 if TYPE_CHECKING:
+    from assay.monitor.plan import SequencePlan
     from assay.monitor.report import MonitorReport, SubjectHealth
+    from assay.monitor.tracks import SequenceReport
 
 _STATUS_STYLE = {"ok": "green", "alert": "red", "no_data": "yellow", "insufficient": "yellow"}
 
@@ -43,12 +45,28 @@ def monitor_command(
         list[str] | None,
         typer.Option("--expect", help="A subject that should be reporting (repeatable)."),
     ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Start of the confidence sequences (ISO 8601): the monitoring plan's start.",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Subject the others are paired against (with --since)."),
+    ] = None,
+    margin: Annotated[
+        float,
+        typer.Option("--margin", help="Pre-registered margin: how much worse still holds."),
+    ] = 0.05,
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """Per subject: completion, failure, high-severity share, cost and tokens, against the
     previous window; findings when a threshold is crossed. Exit 0 whatever the health."""
     from assay.monitor.options import MonitorOptions
+    from assay.monitor.plan import registered_plan
     from assay.monitor.receiver import received_signals
     from assay.monitor.report import expected_subjects
     from assay.monitor.signals import read_signals
@@ -58,12 +76,16 @@ def monitor_command(
     evidence = common.open_evidence(store)
     if (signals is None) == (not from_store):
         common.fail("give a SIGNALS file, folder or prefix, or --from-store (not both)")
+    if since is None and baseline is not None:
+        common.fail("--baseline needs --since (the start of the monitoring plan)")
+    plan = None if since is None else common.guarded(lambda: _plan(since, baseline, margin))
     # Validate before launching: bad input exits 2 without leaving a failed run behind.
     common.guarded(
         lambda: (
             windows(window, end),
             expected_subjects(expect or []),
             read_signals(signals) if signals else received_signals(evidence),
+            plan and registered_plan(evidence, plan),
         )
     )
     report = common.run_flow(
@@ -71,7 +93,12 @@ def monitor_command(
         ("monitor",),
         quiet=as_json,
         options=MonitorOptions(
-            signals=signals, window=window, now=end, expect=expect or [], store=evidence.uri
+            signals=signals,
+            window=window,
+            now=end,
+            expect=expect or [],
+            store=evidence.uri,
+            sequence=plan,
         ),
     )
     if as_json:
@@ -133,7 +160,57 @@ def _print(report: MonitorReport) -> None:
         highlight=False,
     )
     common.out.print(f"[yellow]{ABSENCE_NOTE}[/yellow]", highlight=False)
+    if report.sequences is not None:
+        _print_sequences(report.sequences)
     common.out.print(f"report [cyan]{report.report_id}[/cyan]", highlight=False)
+
+
+def _plan(since: str, baseline: str | None, margin: float) -> SequencePlan:
+    """The plan from the flags; InputError (one line, naming the flag) when malformed."""
+    from pydantic import ValidationError
+
+    from assay.errors import InputError
+    from assay.monitor.plan import SequencePlan
+    from assay.monitor.windows import parse_now
+
+    try:
+        start = parse_now(since)
+    except InputError:
+        raise InputError("--since", "not an ISO 8601 time (e.g. 2026-06-01T00:00:00Z)") from None
+    try:
+        return SequencePlan(since=start, baseline=baseline, margin=margin)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        flag = f"--{error['loc'][0]}" if error["loc"] else "--since"
+        raise InputError(flag, error["msg"]) from None
+
+
+_STATE_STYLE = {"degraded": "red", "holding": "green", "inconclusive": "yellow"}
+
+
+def _print_sequences(sequences: SequenceReport) -> None:
+    """The plan, each subject's state, and its paired sequence per window end."""
+    from assay.monitor.render import plan_text
+    from assay.monitor.tracks import paired_text
+
+    common.out.print(f"\n[bold]{plan_text(sequences)}[/bold]", highlight=False)
+    for subject in sequences.subjects:
+        paired = subject.paired
+        completion = subject.rates[0].rows[-1]
+        line = f"  {subject.subject}: completion CS " + (
+            f"{completion.lo:.3f} to {completion.hi:.3f} over {completion.n}"
+            if completion.lo is not None and completion.hi is not None
+            else "n/a (no ended session yet)"
+        )
+        if paired is not None:
+            line += f"; [{_STATE_STYLE[paired.state]}]{paired.state}[/] against {paired.baseline}"
+        common.out.print(line, highlight=False)
+        if paired is None:
+            continue
+        table = Table("window end", "pairs", f"{paired.signal} − baseline (CS)", "state", box=None)
+        for row in paired.rows:
+            table.add_row(f"{row.end:%Y-%m-%d %H:%M}", str(row.pairs), paired_text(row), row.state)
+        common.out.print(table)
 
 
 def _figures(h: SubjectHealth) -> Table:

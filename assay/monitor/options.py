@@ -8,6 +8,7 @@ from datetime import datetime
 from pydantic import Field
 
 from assay.choices import NotificationChoice, StoreChoice
+from assay.monitor.plan import SequencePlan
 from assay.monitor.thresholds import MonitorThresholds
 
 
@@ -35,4 +36,10 @@ class MonitorOptions(StoreChoice, NotificationChoice):
     thresholds: MonitorThresholds = Field(
         default_factory=MonitorThresholds,
         description="When a subject's figures give a `monitor_threshold` finding.",
+    )
+    sequence: SequencePlan | None = Field(
+        default=None,
+        description="The pre-registered monitoring plan: anytime-valid confidence sequences from "
+        "its start (and, with a baseline, a state per subject) replace the fixed-n interval "
+        "rules. Recorded on first use; a later change to its margin is refused.",
     )

@@ -16,6 +16,7 @@ from assay.monitor.report import (
     SubjectHealth,
     silent,
 )
+from assay.monitor.tracks import SequenceReport, paired_text
 from assay.rate import rate_text
 
 
@@ -96,5 +97,51 @@ def markdown_report(report: MonitorReport) -> str:
     quiet = [h.subject for h in report.subjects if silent(h)]
     if quiet:
         lines += ["", f"**Nothing measurable from** {', '.join(quiet)} (`{NO_DATA_KIND}`)"]
+    if report.sequences is not None:
+        lines += ["", *sequence_markdown(report.sequences)]
     lines += ["", f"Report `{report.report_id}` · signals `{report.signals}`"]
     return "\n".join(lines)
+
+
+def plan_text(sequences: SequenceReport) -> str:
+    """The registered plan in one line."""
+    registered = sequences.registered
+    plan = registered.plan
+    against = f"against `{plan.baseline}` on {plan.signal}" if plan.baseline else "no baseline"
+    return (
+        f"Confidence sequences since {plan.since:%Y-%m-%d %H:%M} UTC, {against}, margin "
+        f"{plan.margin:.2f}, alpha {plan.alpha:g} over the plan's life (registered "
+        f"{registered.registered_at:%Y-%m-%d %H:%M} UTC by `{registered.registered_by}`)"
+    )
+
+
+def _bounds(lo: float | None, hi: float | None) -> str:
+    return "n/a" if lo is None or hi is None else f"{lo:.3f} to {hi:.3f}"
+
+
+def sequence_markdown(sequences: SequenceReport) -> list[str]:
+    """Per subject: its state and the paired sequence, and each rate's sequence, per window."""
+    lines = [f"**{plan_text(sequences)}**"]
+    if sequences.rows_omitted:
+        lines.append(f"({sequences.rows_omitted} earlier window end(s) not shown)")
+    for subject in sequences.subjects:
+        lines += ["", f"### {subject.subject}"]
+        header = "| window end | " + " | ".join(f"{r.signal} (n, CS)" for r in subject.rates)
+        paired = subject.paired
+        if paired is not None:
+            lines.append(
+                f"State **{paired.state}** against `{paired.baseline}` on {paired.signal}"
+                + (f" since {paired.declared_at:%Y-%m-%d %H:%M} UTC" if paired.declared_at else "")
+            )
+            header += f" | {paired.signal} − baseline | state"
+        columns = len(subject.rates) + (3 if paired else 1)
+        lines += ["", header + " |", "|" + "---|" * columns]
+        for k, end in enumerate(row.end for row in subject.rates[0].rows):
+            cells = [f"{end:%Y-%m-%d %H:%M}"]
+            cells += [
+                f"{r.rows[k].n}, {_bounds(r.rows[k].lo, r.rows[k].hi)}" for r in subject.rates
+            ]
+            if paired is not None:
+                cells += [paired_text(paired.rows[k]), paired.rows[k].state]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines

@@ -21,9 +21,11 @@ from pydantic import (
 from assay.errors import InputError
 from assay.findings import Finding
 from assay.monitor.figures import Change, WindowStats, change, states_text, window_stats
+from assay.monitor.plan import RegisteredPlan
 from assay.monitor.signals import SessionSignal, SignalCounts, checked_subject
-from assay.monitor.thresholds import Crossing, MonitorThresholds, crossings
-from assay.monitor.windows import Window, windows
+from assay.monitor.thresholds import INTERVAL_THRESHOLDS, Crossing, MonitorThresholds, crossings
+from assay.monitor.tracks import SequenceReport, sequence_crossings, sequence_report
+from assay.monitor.windows import Window, parse_window, windows
 from assay.store import EvidenceStore
 from assay.store.write_once import Shelf
 
@@ -75,6 +77,9 @@ class MonitorReport(BaseModel):
     thresholds: MonitorThresholds
     records: SignalCounts
     subjects: list[SubjectHealth]
+    sequences: SequenceReport | None = None
+    """Under a monitoring plan: each subject's confidence sequences, read at every window end
+    since the plan's start, and its state against the baseline."""
     note: str = ABSENCE_NOTE
 
 
@@ -88,6 +93,7 @@ def assess(
     report_id: str,
     thresholds: MonitorThresholds | None = None,
     expect: Iterable[str] = (),
+    plan: RegisteredPlan | None = None,
 ) -> MonitorReport:
     """Health per subject over [now − window, now), compared with the window before it.
 
@@ -100,6 +106,8 @@ def assess(
         report_id: The report's id; findings are recorded under it.
         thresholds: When to raise findings (defaults: `MonitorThresholds()`).
         expect: Subjects that should be reporting: any without signals is listed as no data.
+        plan: The registered monitoring plan: confidence sequences from its start replace the
+            fixed-n interval rules (`INTERVAL_THRESHOLDS`).
     """
     current, previous = windows(window, now)
     limits = thresholds or MonitorThresholds()
@@ -109,11 +117,13 @@ def assess(
     in_current: dict[str, list[SessionSignal]] = {}
     in_previous: dict[str, list[SessionSignal]] = {}
     outside: dict[str, int] = {}
+    every: dict[str, list[SessionSignal]] = {}
     for signal in signals:
         if signal.subject is None:
             counts.unattributed += 1
             continue
         subjects.add(signal.subject)
+        every.setdefault(signal.subject, []).append(signal)
         moment = signal.at
         if moment is None:
             counts.undated += 1
@@ -126,12 +136,20 @@ def assess(
         else:
             counts.outside += 1
             outside[signal.subject] = outside.get(signal.subject, 0) + 1
+    sequences = None
+    if plan is not None:
+        every.update({subject: every.get(subject, []) for subject in expected})
+        sequences = sequence_report(plan, every, now=current.end, length=parse_window(window))
+    per_subject = {s.subject: s for s in sequences.subjects} if sequences else {}
     health = []
     for subject in sorted(subjects):
         now_stats = window_stats(in_current.get(subject, []))
         before = window_stats(in_previous.get(subject, []))
         moved = change(now_stats, before)
         crossed = crossings(now_stats, before, moved, limits) if now_stats.measurable else []
+        if subject in per_subject and now_stats.measurable:
+            crossed = [c for c in crossed if c.threshold not in INTERVAL_THRESHOLDS]
+            crossed += sequence_crossings(per_subject[subject], limits)
         health.append(
             SubjectHealth(
                 **dict(now_stats),
@@ -153,6 +171,7 @@ def assess(
         thresholds=limits,
         records=counts,
         subjects=health,
+        sequences=sequences,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -33,6 +35,16 @@ class MonitorThresholds(BaseModel):
     cost_min_completed: int = Field(default=10, ge=1)
     """Compare cost per completed session only when both windows have at least this many
     completed sessions: the figure is a ratio without an interval, noisy on a few sessions."""
+
+
+INTERVAL_THRESHOLDS: Final = (
+    "failure_rate",
+    "failure_rate_rise",
+    "completion_rate_drop",
+    "high_severity_share",
+)
+"""The rules read from fixed-n intervals: under a monitoring plan the confidence sequences
+replace them (`assay.monitor.tracks.sequence_crossings`)."""
 
 
 class Crossing(BaseModel):
