@@ -10,13 +10,31 @@ subject too: `findings/<report_id>/<kind>/<hash of the subject>.json`.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from assay.canonical import content_hash
 from assay.finops.budget import Decision
 from assay.store import EvidenceStore
+
+
+class Adjusted(BaseModel):
+    """A finding's test in the family it was adjusted with (`assay.multiplicity`)."""
+
+    family: str
+    """`regressions` or `slices` of the report that adjusted it (`report`)."""
+    report: str
+    """The run that adjusted the family (a nightly's flow run id)."""
+    family_size: int
+    test: str
+    """The test's id in its family, e.g. `support@3 · agent:bot@v2 · tag:returns`."""
+    raw_p: float
+    holm_p: float
+    bh_q: float
+    decided_by: Literal["holm", "fdr_bh"]
+    """The figure held to 5%: Holm p or BH q."""
+    survives: bool
 
 
 class Finding(BaseModel):
@@ -34,9 +52,16 @@ class Finding(BaseModel):
     occurred_at: datetime
     summary: str
     details: dict[str, Any]
+    adjusted: Adjusted | None = Field(default=None, exclude_if=lambda adjusted: adjusted is None)
+    """A finding about one of many tests: its figures adjusted for the family; left out
+    otherwise (a record without it keeps its bytes)."""
 
 
 def _key(finding: Finding) -> str:
+    if finding.adjusted is not None:
+        # One run makes many tests in a family (its suite, its slices): one finding a test.
+        test = content_hash(finding.adjusted.test).removeprefix("sha256:")[:16]
+        return f"findings/{finding.run_id}/{finding.kind}/{test}.json"
     if finding.suite is None:
         # Outcome and monitor reports cover many subjects: one finding per subject and kind.
         subject = content_hash(finding.subject).removeprefix("sha256:")[:16]

@@ -17,6 +17,9 @@ which the tests compare against to 1e-9.
 
 The one assumption: the labelled items are a random sample of the same kind of cases the judge
 verdicts cover. Then the estimate is unbiased and the interval valid whatever the judge's errors.
+
+`ppi_paired_difference` applies the same estimator to the per-case differences of two runs over
+the cases both scored (docs/EVAL-METHODOLOGY.md, "Judge-corrected paired differences").
 """
 
 from __future__ import annotations
@@ -66,6 +69,25 @@ def power_tuning(
     return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
 
 
+def _ppi(
+    labels: np.ndarray, predictions: np.ndarray, unlabelled: np.ndarray, alpha: float
+) -> tuple[float, float, float]:
+    """(estimate, half-width of the (1 − alpha) z interval, λ) of PPI++ for a mean."""
+    if labels.shape != predictions.shape or labels.ndim != 1:
+        raise ValueError("labels and predictions must be two vectors of the same length")
+    if len(labels) < 2 or len(unlabelled) < 1:
+        raise ValueError("PPI needs at least 2 labelled items and 1 unlabelled verdict")
+    lam = power_tuning(labels, predictions, unlabelled)
+    estimate = float(lam * unlabelled.mean() + (labels - lam * predictions).mean())
+    standard_error = float(
+        np.sqrt(
+            np.var(lam * unlabelled) / len(unlabelled)
+            + np.var(labels - lam * predictions) / len(labels)
+        )
+    )
+    return estimate, float(norm.ppf(1 - alpha / 2)) * standard_error, lam
+
+
 def ppi_mean(
     labels: Sequence[float] | np.ndarray,
     predictions: Sequence[float] | np.ndarray,
@@ -84,25 +106,69 @@ def ppi_mean(
         ValueError: Fewer than two labelled items or no unlabelled ones, or `labels` and
             `predictions` of different lengths.
     """
-    y = np.asarray(labels, dtype=float)
-    y_hat = np.asarray(predictions, dtype=float)
     y_unlabelled = np.asarray(unlabelled_predictions, dtype=float)
-    if y.shape != y_hat.shape or y.ndim != 1:
-        raise ValueError("labels and predictions must be two vectors of the same length")
-    if len(y) < 2 or len(y_unlabelled) < 1:
-        raise ValueError("PPI needs at least 2 labelled items and 1 unlabelled verdict")
-    lam = power_tuning(y, y_hat, y_unlabelled)
-    estimate = float(lam * y_unlabelled.mean() + (y - lam * y_hat).mean())
-    standard_error = float(
-        np.sqrt(np.var(lam * y_unlabelled) / len(y_unlabelled) + np.var(y - lam * y_hat) / len(y))
+    estimate, half_width, lam = _ppi(
+        np.asarray(labels, dtype=float), np.asarray(predictions, dtype=float), y_unlabelled, alpha
     )
-    half_width = float(norm.ppf(1 - alpha / 2)) * standard_error
     return PpiMean(
         estimate=estimate,
         lo=max(0.0, estimate - half_width),
         hi=min(1.0, estimate + half_width),
         lam=lam,
-        labelled=len(y),
+        labelled=len(labels),
         unlabelled=len(y_unlabelled),
         naive=float(y_unlabelled.mean()),
+    )
+
+
+@dataclass(frozen=True)
+class PairedArm:
+    """One run's side of a paired PPI++ difference, every vector in the shared cases' order.
+
+    Attributes:
+        labels: Y, the human verdict (1 pass, 0 fail) of each labelled case's output in this run.
+        predictions: Ŷ, this run's (judged) verdict of the same labelled cases.
+        unlabelled: Ŷᵤ, this run's verdict of every shared case without a label pair.
+    """
+
+    labels: np.ndarray
+    predictions: np.ndarray
+    unlabelled: np.ndarray
+
+
+def ppi_paired_difference(
+    baseline: PairedArm, candidate: PairedArm, alpha: float = 0.05
+) -> PpiMean:
+    """The PPI++ estimate of the paired difference of pass rates, baseline − candidate.
+
+    Per case the difference of the two runs' verdicts is one observation: d = Y_b − Y_c on the
+    labelled cases (both outputs labelled by people), d̂ = Ŷ_b − Ŷ_c there and d̂ᵤ on the other
+    shared cases; PPI++ of the mean of d (docs/EVAL-METHODOLOGY.md, "Judge-corrected paired
+    differences"). One λ weighs both arms' verdicts, so the estimate is `ppi_py.ppi_mean_ci`
+    applied to the differences. `lo` and `hi` are clipped to [−1, 1]; `naive` is the judge's own
+    difference over the unlabelled cases.
+
+    Raises:
+        ValueError: Arms of different lengths, fewer than two labelled cases or no unlabelled.
+    """
+    if not (
+        baseline.labels.shape == candidate.labels.shape
+        and baseline.unlabelled.shape == candidate.unlabelled.shape
+    ):
+        raise ValueError("the two arms must hold the same cases")
+    unlabelled = baseline.unlabelled.astype(float) - candidate.unlabelled.astype(float)
+    estimate, half_width, lam = _ppi(
+        baseline.labels.astype(float) - candidate.labels.astype(float),
+        baseline.predictions.astype(float) - candidate.predictions.astype(float),
+        unlabelled,
+        alpha,
+    )
+    return PpiMean(
+        estimate=estimate,
+        lo=max(-1.0, estimate - half_width),
+        hi=min(1.0, estimate + half_width),
+        lam=lam,
+        labelled=len(baseline.labels),
+        unlabelled=len(unlabelled),
+        naive=float(unlabelled.mean()),
     )

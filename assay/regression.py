@@ -8,10 +8,12 @@ data to tell, never reported as a regression. When both runs scored exactly the 
 paired analysis (Newcombe's paired interval and the exact McNemar test) is added: it uses the
 case-by-case pairing and has more power on the same data. When either run has trials, the
 interval that decides is the paired one over per-case pass fractions (`TrialsComparison`, Miller
-2024). Every comparison reports the smallest drop its two runs could detect. Runs of
-conversation cases add the conversations' flips with their first changed turn and the paired,
-clustered difference of turn-level pass rates (`ConversationComparison`, docs/EVAL-METHODOLOGY.md,
-"Conversations").
+2024). With a calibration set, the judge-corrected paired difference (PPI++ over the shared
+cases, `judge_corrected`) decides instead, its estimate standing for the score drop; `decided_by`
+names the interval each rule read. Every comparison reports the smallest drop its two runs could
+detect. Runs of conversation cases add the conversations' flips with their first changed turn and
+the paired, clustered difference of turn-level pass rates (`ConversationComparison`,
+docs/EVAL-METHODOLOGY.md, "Conversations").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from assay.corrected_difference import CorrectedDifference, DecidedBy, DifferenceCorrection
 from assay.error_bars import paired_clustered_diff, paired_mean_diff
 from assay.stats import mcnemar_exact, minimum_detectable_drop, newcombe_diff, paired_diff
 
@@ -133,6 +136,13 @@ class ConversationComparison(BaseModel):
     """None when no turn was scored in both runs."""
 
 
+class CrossSuite(BaseModel):
+    """A baseline of another suite, compared because the run asked for it (`cross_suite`)."""
+
+    baseline_suite: str
+    candidate_suite: str
+
+
 class Comparison(BaseModel):
     """A run compared with its baseline; `--json` shape of `regression`."""
 
@@ -160,16 +170,50 @@ class Comparison(BaseModel):
     )
     """Conversation cases compared turn by turn; left out when neither run holds any (so a
     record without them keeps its bytes, and one written before reads as it was)."""
+    cross_suite: CrossSuite | None = Field(
+        default=None, exclude_if=lambda cross_suite: cross_suite is None
+    )
+    """The two suites when the baseline is a run of another suite; left out otherwise."""
+    judge_corrected: CorrectedDifference | None = Field(
+        default=None, exclude_if=lambda c: c is None
+    )
+    """The PPI++ paired difference from a calibration set (`--calibration`); when present its
+    estimate and interval decide `status` and bound the drop. Left out when not asked for."""
+    judge_corrected_warning: str | None = Field(default=None, exclude_if=lambda w: w is None)
+    """Why a correction asked for is missing (never a silent fallback)."""
+    decided_by: DecidedBy | None = Field(default=None, exclude_if=lambda d: d is None)
+    """`intervals_used` as recorded (None without a baseline, and in records written before)."""
+
+    @property
+    def intervals_used(self) -> DecidedBy | None:
+        """Which interval `status` rests on and which bounds the drop; None without one."""
+        if self.baseline is None:
+            return None
+        if self.judge_corrected is not None:
+            return DecidedBy(regressed="judge_corrected", non_inferiority="judge_corrected")
+        if self.trials is not None:
+            return DecidedBy(regressed="trials", non_inferiority="trials")
+        paired = self.paired is not None and self.paired.interval is not None
+        return DecidedBy(regressed="newcombe", non_inferiority="paired" if paired else "newcombe")
+
+    def decided_on(self, rule: Literal["regressed", "non_inferiority"]) -> str:
+        """Which interval `rule` read, in words (` (Newcombe)`); empty without a baseline."""
+        return "" if (used := self.intervals_used) is None else f" ({used.named(rule)})"
 
     @property
     def deciding_interval(self) -> list[float] | None:
-        """The interval `status` rests on: over trials when there are trials, else Newcombe's."""
+        """The interval `status` rests on: judge-corrected when there is one, else over
+        trials when there are trials, else Newcombe's."""
+        if self.judge_corrected is not None:
+            return self.judge_corrected.interval
         return self.trials.interval if self.trials is not None else self.interval
 
     @property
     def drop_bound(self) -> float | None:
-        """The upper 95% bound of the pass-rate drop: paired over trials, else paired over
-        cases, else independent; None without a baseline."""
+        """The upper 95% bound of the pass-rate drop: judge-corrected, else paired over
+        trials, else paired over cases, else independent; None without a baseline."""
+        if self.judge_corrected is not None:
+            return self.judge_corrected.interval[1]
         if self.trials is not None:
             return self.trials.interval[1]
         if self.paired is not None and self.paired.interval is not None:
@@ -226,6 +270,7 @@ class RunSide:
     with_trials: bool = False
     judge_model: str | None = None
     prompt_version: str | None = None
+    suite: str | None = None
 
 
 def _first_moved(
@@ -370,7 +415,12 @@ def case_change(before: bool | None, after: bool | None) -> CaseChange:
 def what_changed(baseline: RunSide, candidate: RunSide) -> list[str]:
     """Human-readable differences between the runs' set-ups (not their results)."""
     changed = []
-    if baseline.suite_version != candidate.suite_version:
+    if baseline.suite != candidate.suite:
+        changed.append(
+            f"suite: {baseline.suite}@{baseline.suite_version} → "
+            f"{candidate.suite}@{candidate.suite_version}"
+        )
+    elif baseline.suite_version != candidate.suite_version:
         changed.append(f"suite_version: {baseline.suite_version} → {candidate.suite_version}")
     if baseline.scorers != candidate.scorers:
         added, removed = candidate.scorers - baseline.scorers, baseline.scorers - candidate.scorers
@@ -383,9 +433,14 @@ def what_changed(baseline: RunSide, candidate: RunSide) -> list[str]:
 
 
 def compare(
-    baseline: RunSide, candidate: RunSide, threshold: float, source: str | None = None
+    baseline: RunSide,
+    candidate: RunSide,
+    threshold: float,
+    source: str | None = None,
+    correction: DifferenceCorrection | None = None,
 ) -> Comparison:
-    """Compare `candidate` with `baseline` under the rule above."""
+    """Compare `candidate` with `baseline` under the rule above; a judge-corrected difference
+    (`correction`), when there is one, decides in place of the interval over trials or cases."""
     score_drop = (
         None
         if baseline.score is None or candidate.score is None
@@ -397,14 +452,17 @@ def compare(
     )
     interval = newcombe_diff(baseline.passed, baseline.scored, candidate.passed, candidate.scored)
     trials = _over_trials(baseline, candidate)
-    lower = trials.interval[0] if trials is not None else interval.lo if interval else None
-    if score_drop is None or lower is None or score_drop <= threshold:
+    corrected = None if correction is None else correction.corrected
+    paired_deciding = corrected or trials
+    lower = paired_deciding.interval[0] if paired_deciding else interval.lo if interval else None
+    drop = score_drop if corrected is None else corrected.estimate  # the judge's scores are biased
+    if drop is None or lower is None or drop <= threshold:
         status = RegressionStatus.NO_REGRESSION
     elif lower > 0:
         status = RegressionStatus.REGRESSED
     else:
         status = RegressionStatus.INCONCLUSIVE_NOISE
-    return Comparison(
+    comparison = Comparison(
         baseline_run=baseline.run_id,
         baseline_source=source,
         status=status,
@@ -419,9 +477,16 @@ def compare(
         trajectories=trajectory_flips(baseline, candidate),
         trials=trials,
         conversations=conversation_comparison(baseline, candidate),
+        cross_suite=None
+        if baseline.suite == candidate.suite or baseline.suite is None or candidate.suite is None
+        else CrossSuite(baseline_suite=baseline.suite, candidate_suite=candidate.suite),
         minimum_detectable_drop=minimum_detectable_drop(
             baseline.passed / baseline.scored, baseline.scored, candidate.scored
         )
         if rates
         else None,
+        judge_corrected=corrected,
+        judge_corrected_warning=None if correction is None else correction.warning,
     )
+    comparison.decided_by = comparison.intervals_used
+    return comparison

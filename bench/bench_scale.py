@@ -16,7 +16,8 @@ and assay's peak RSS under 1 GiB.
 Scale-out (`--workers N`, `--dask ADDRESS`) measures instead: the small and large suite with 1
 and N Dask workers (`assay run --workers K`, and `--dask ADDRESS` when given); a judge-bound
 suite (1,000 judged cases, the local judge server at 100 ms a call, chunks of 100, 4 calls in
-flight per chunk) the same way; and a nightly of 8 jobs (the small suite each) fanned out over 1
+flight per process: `ASSAY_JUDGE_CONCURRENCY` bounds each process's window) the same way; and
+a nightly of 8 jobs (the small suite each) fanned out over 1
 and N `prefect worker` processes (`--limit 1` each) of a real `prefect server`. It prints the
 wall times and the speed-up over the first row of each workload.
 
@@ -180,7 +181,8 @@ def generate(workdir: Path, cases: int) -> Generated:
 def floor_loop(suite_path: Path, outputs_path: Path) -> dict[str, Any]:
     """The plain loop: the same three checks, no framework, no evidence written. `seconds` is
     the whole (the suite's JSON parsed and its checks compiled too); `loop_seconds` the loop over
-    the outputs alone (each line decoded and checked): a plain loop of the checks, nothing else."""
+    the outputs alone (each line decoded and checked): a plain loop of the checks, nothing else;
+    `loop_cpu_seconds` that loop's CPU time."""
     import re2
 
     started = time.perf_counter()
@@ -203,7 +205,7 @@ def floor_loop(suite_path: Path, outputs_path: Path) -> dict[str, Any]:
                 raise ValueError(f"floor does not know scorer {name!r}")
         checks[case["id"]] = (needle, pattern, low, high)
     cases = passed = 0
-    looping = time.perf_counter()
+    looping, looping_cpu = time.perf_counter(), time.process_time()
     with outputs_path.open(encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
@@ -223,6 +225,7 @@ def floor_loop(suite_path: Path, outputs_path: Path) -> dict[str, Any]:
         "passed": passed,
         "seconds": ended - started,
         "loop_seconds": ended - looping,
+        "loop_cpu_seconds": time.process_time() - looping_cpu,
     }
 
 
@@ -521,7 +524,7 @@ def judge_rows(workdir: Path, runners: list[tuple[str, list[str]]]) -> list[Row]
     from bench_judge import generate as generate_judged
 
     suite, outputs = generate_judged(workdir, JUDGE_CASES)
-    server = Server(JUDGE_LATENCY, workdir / "logs" / "judge-server.log")
+    server = Server(JUDGE_LATENCY, None, workdir / "logs" / "judge-server.log")
     env = {
         "ASSAY_JUDGE_MODEL": MODEL,
         "OPENAI_API_KEY": "bench",

@@ -38,7 +38,7 @@ from pydantic import Field, SecretStr
 from assay.finops.budget import Budget
 from assay.finops.pricing import Prices
 from assay.judge.batch import Batching
-from assay.judge.config import JudgeConfig, JudgeFields
+from assay.judge.config import JudgeConfig, JudgeFields, JurorFields
 from assay.judge.endpoint import (
     API_KEY_ENV,
     DEFAULT_BASE_URL,
@@ -138,7 +138,14 @@ class JudgeSettings(Block, JudgeFields):
         self, budgets: list[Budget] | None, fresh: bool, repeats: int | None = None
     ) -> JudgeSetup:
         """How a task judges with these settings (no key: every check skipped, `no
-        credentials`)."""
+        credentials`); with a jury, every juror's setup convened (`assay.judge.jury`)."""
+        if self.jury is not None:
+            from assay.judge.jury import convene
+
+            alone = self.model_copy(update={"jury": None})
+            jurors = [alone, *(alone._juror(juror) for juror in self.jury.jurors)]
+            setups = [juror.judge_setup(budgets, fresh, repeats) for juror in jurors]
+            return convene(setups, self.jury.aggregation)
         key = self.api_key.get_secret_value() if self.api_key else None
         if not key:
             return JudgeSetup(None, NO_CREDENTIALS, budgets=budgets, fresh=fresh)
@@ -175,6 +182,15 @@ class JudgeSettings(Block, JudgeFields):
             if self.mode == "batch"
             else None,
         )
+
+    def _juror(self, juror: JurorFields) -> JudgeSettings:
+        """These settings as one more juror: its model, and its endpoint, key (read here from
+        the variable it names) and prices where it names them."""
+        update: dict[str, object] = juror.model_dump(exclude={"api_key_env"}, exclude_none=True)
+        if juror.api_key_env is not None:
+            key = os.environ.get(juror.api_key_env, "").strip()
+            update["api_key"] = SecretStr(key) if key else None
+        return self.model_copy(update=update)
 
     def embedder(self) -> tuple[OpenAIEmbedder | None, str]:
         """The embedder `ASSAY_EMBEDDING_MODEL` names, with this judge's key (else

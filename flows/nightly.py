@@ -5,6 +5,11 @@ of its pool on any machine; at most `max_parallel` are in flight at once, and ea
 most once per night: its idempotency key is the night and the job, so a retried or re-triggered
 nightly waits on the runs already started instead of starting them again. Without it, the jobs
 run one after another as subflows in this process.
+
+Every regression test the night's runs made is then adjusted for multiplicity
+(`assay.multiplicity`): the runs against their baselines as one family (Holm: which `regressed`
+survive), their tag / check kind / turn slices as another (Benjamini–Hochberg); the families are
+declared, test by test, in the `assay-nightly` artifact.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.choices import StoreChoice
+from assay.multiplicity import Family, figure, markdown
 from assay.runs.edges import NIGHTLY_JOB
 from assay.runs.options import RunOptions
 from assay.runs.records import EvalResult
@@ -28,7 +34,7 @@ from flows._conventions import assay_flow, run_subflow
 from flows.suite_run import suite_run
 from tasks._store import store_reference
 from tasks.artifacts import publish_scorecard, run_link
-from tasks.nightly import LaunchedJob, run_job
+from tasks.nightly import LaunchedJob, NightFamilies, adjust_night, run_job
 from tasks.verdicts import verdict_result
 
 DEFAULT_MAX_PARALLEL = 4
@@ -70,6 +76,12 @@ class JobOutcome(BaseModel):
     regression: str | None = None
     """The comparison with the baseline: `regressed`, `inconclusive_noise`, `no_regression`,
     `no_baseline`."""
+    raw_p: float | None = None
+    """The p of the regression test (None without a baseline), and below, adjusted (Holm) over
+    the night's runs; `survives`: regressed, and still at Holm p ≤ 0.05 (a suite's primary
+    comparison: regressed, decided alone)."""
+    holm_p: float | None = None
+    survives: bool | None = None
     error: str | None = None
 
 
@@ -102,18 +114,48 @@ def _outcome_table(outcomes: list[JobOutcome]) -> str:
     lines = [
         "# Nightly evaluation",
         "",
-        "| suite | subject | status | pass rate | verdict | regression | run / error |",
-        "|---|---|---|---:|---|---|---|",
+        "| suite | subject | status | pass rate | verdict | regression | raw p | Holm p "
+        "| survives | run / error |",
+        "|---|---|---|---:|---|---|---:|---:|---|---|",
     ]
     for o in outcomes:
         rate = "—" if o.pass_rate is None else f"{o.pass_rate:.3f}"
         verdict = "—" if o.passed is None else ("passed" if o.passed else "did not pass")
         regression = (o.regression or "—").replace("_", " ")
+        survives = "—" if o.survives is None else ("yes" if o.survives else "no")
         lines.append(
             f"| {o.suite} | {o.subject} | {o.status} | {rate} | {verdict} | {regression} "
+            f"| {figure(o.raw_p)} | {figure(o.holm_p)} | {survives} "
             f"| {run_link(o.run_id) if o.run_id else o.error} |"
         )
     return "\n".join(lines)
+
+
+def _with_figures(outcomes: list[JobOutcome], regressions: Family) -> list[JobOutcome]:
+    tests = {test.run_id: test for test in [*regressions.tests, *regressions.excluded]}
+    return [
+        o
+        if o.run_id not in tests
+        else o.model_copy(
+            update={
+                "raw_p": tests[o.run_id].raw_p,
+                "holm_p": tests[o.run_id].holm_p,
+                "survives": tests[o.run_id].survives,
+            }
+        )
+        for o in outcomes
+    ]
+
+
+def _report(outcomes: list[JobOutcome], night: NightFamilies) -> str:
+    return "\n\n".join(
+        [
+            _outcome_table(outcomes),
+            "## Multiplicity: every regression test of the night",
+            markdown(night.regressions),
+            markdown(night.slices),
+        ]
+    )
 
 
 def _in_process(job: NightlyJob, store: str | None, storage_block: str | None) -> JobOutcome:
@@ -203,10 +245,16 @@ def nightly(options: NightlyOptions) -> list[JobOutcome]:
         )
     else:
         outcomes = [_in_process(job, store, storage_block) for job in options.jobs]
+    reference = store_reference(store, storage_block)
+    completed = [o.run_id for o in outcomes if o.run_id is not None]
+    night = adjust_night(reference, completed, str(flow_run.id))
+    outcomes = _with_figures(outcomes, night.regressions)
     create_markdown_artifact(
-        markdown=_outcome_table(outcomes), key="assay-nightly", description="Nightly job outcomes"
+        markdown=_report(outcomes, night),
+        key="assay-nightly",
+        description="Nightly job outcomes, and every regression test adjusted for multiplicity",
     )
-    publish_scorecard(store_reference(store, storage_block))
+    publish_scorecard(reference)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         names = ", ".join(f"{o.suite} · {o.subject}" for o in failed)

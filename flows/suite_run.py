@@ -25,8 +25,10 @@ from assay.runs.pipeline import ChunkJob, ChunkSummary, MergedChunks, merge_chun
 from assay.runs.records import EvalResult, RunAggregate, RunStatus, fail_run, load_result
 from assay.runs.render import suite_run_verdict
 from assay.subject import Subject
+from assay.telemetry.export import export_run
 from flows._conventions import assay_flow, publish_run_report, tell_caller
 from flows.runners import chunk_runner
+from tasks._log import run_log
 from tasks._store import evidence_store, store_reference
 from tasks.artifacts import ProgressReporter, publish_run_artifacts
 from tasks.evidence import (
@@ -112,7 +114,13 @@ def suite_run(options: RunOptions) -> EvalResult:
             aggregate.judge = merged.judge or aggregate.judge
             settled = settle_cases_task(store, aggregate, merged.metrics)
             regression = compare_task(
-                store, aggregate, settled.metrics, setup.regression_threshold, options.baseline
+                store,
+                aggregate,
+                settled.metrics,
+                setup.regression_threshold,
+                options.baseline,
+                options.cross_suite,
+                options.calibration,
             )
             correction = (
                 None
@@ -143,4 +151,7 @@ def suite_run(options: RunOptions) -> EvalResult:
     publish_run_report(store, result.run_id)
     if findings and options.notification_block:
         notify_findings(options.notification_block, findings)
+    exported = export_run(evidence_store(store), result)  # None unless ASSAY_OTEL_EXPORT is set
+    if exported is not None and exported.warning:
+        run_log().warning(exported.warning)
     return result

@@ -28,21 +28,17 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-from websockets.sync.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the repo's test helpers are not installed
 
-from tests.browser import HEADLESS_FLAGS  # noqa: E402 - after the path is set
+from tests.browser import BrowserError, DevTools  # noqa: E402 - after the path is set
 from tests.servers import BIN, free_port, stop_process  # noqa: E402
 
 SERVER_START_SECONDS = 120.0
 WINDOW = (1440, 900)
 RUNS_WINDOW = (1440, 1200)
 """Taller, so the runs list shows every run the script made."""
-BROWSER_START_SECONDS = 60.0
 PAGE_SECONDS = 90.0
 SETTLE_SECONDS = 2.0
 """After the awaited text appears: the UI fades content in and draws the run graph on a canvas."""
@@ -141,74 +137,24 @@ def regressed_run_id(base: str) -> str:
     raise ScreenshotError(f"no suite-run for agent:support-bot@v2 among: {names}")
 
 
-class Browser:
-    """Headless Chromium driven over the DevTools protocol: load a page, wait until it shows a
-    given text (the UI is a single-page app that fetches after load, so a fixed delay can catch
-    it half drawn), then capture it."""
-
-    def __init__(self, chromium: str, profile: Path) -> None:
-        self.process = subprocess.Popen(
-            [
-                chromium,
-                *HEADLESS_FLAGS,
-                "--remote-debugging-port=0",
-                f"--user-data-dir={profile}",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        active = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + BROWSER_START_SECONDS
-        while not active.exists() or not active.read_text().strip():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise ScreenshotError(f"chromium did not start (exit {self.process.poll()})")
-            time.sleep(0.2)
-        port = active.read_text().split()[0]
-        pages = api(f"http://127.0.0.1:{port}", "/json/list")
-        assert isinstance(pages, list)
-        target = next(page for page in pages if page.get("type") == "page")
-        self.socket = connect(target["webSocketDebuggerUrl"], max_size=None)
-        self.next_id = 0
-
-    def call(self, method: str, **params: object) -> dict[str, Any]:
-        self.next_id += 1
-        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:  # events arrive in between; the answer carries our id
-            message = json.loads(self.socket.recv(timeout=PAGE_SECONDS))
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise ScreenshotError(f"chromium {method}: {message['error']}")
-                return dict(message.get("result", {}))
-
-    def shoot(self, url: str, shows: str, target: Path, window: tuple[int, int]) -> None:
-        """Load `url`, wait until its text contains `shows`, save a PNG of the viewport."""
-        width, height = window
-        self.call(
-            "Emulation.setDeviceMetricsOverride",
-            width=width,
-            height=height,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        self.call("Page.navigate", url=url)
-        probe = f"document.body !== null && document.body.innerText.includes({json.dumps(shows)})"
-        deadline = time.monotonic() + PAGE_SECONDS
-        while not self.call("Runtime.evaluate", expression=probe, returnByValue=True)["result"].get(
-            "value"
-        ):
-            if time.monotonic() > deadline:
-                raise ScreenshotError(f"{url} did not show {shows!r} within {PAGE_SECONDS:.0f} s")
-            time.sleep(0.5)
-        time.sleep(SETTLE_SECONDS)
-        shot = self.call("Page.captureScreenshot", format="png")
-        target.write_bytes(base64.b64decode(shot["data"]))
-
-    def close(self) -> None:
-        if getattr(self, "socket", None) is not None:
-            self.socket.close()
-        stop_process(self.process, grace_seconds=10)
+def shoot(chromium: DevTools, url: str, shows: str, target: Path, window: tuple[int, int]) -> None:
+    """Load `url`, wait until its text contains `shows` (the UI is a single-page app that fetches
+    after load, so a fixed delay can catch it half drawn), save a PNG of the viewport."""
+    page = chromium.page
+    width, height = window
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=width,
+        height=height,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    page.call("Page.navigate", url=url)
+    probe = f"document.body !== null && document.body.innerText.includes({json.dumps(shows)})"
+    page.wait_for(probe, repr(shows), PAGE_SECONDS)
+    time.sleep(SETTLE_SECONDS)
+    shot = page.call("Page.captureScreenshot", format="png")
+    target.write_bytes(base64.b64decode(shot["data"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,14 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                         WINDOW,
                     ),
                 }
-                browser = Browser(args.chromium, work / "chromium")
-                try:
+                with DevTools(work / "chromium", chromium=args.chromium) as browser:
                     for name, (url, shows, window) in shots.items():
-                        browser.shoot(url, shows, args.out / name, window)
+                        shoot(browser, url, shows, args.out / name, window)
                         print(f"{args.out / name}  ←  {url}")
-                finally:
-                    browser.close()
-        except ScreenshotError as error:
+        except (ScreenshotError, BrowserError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
     return 0

@@ -1,4 +1,5 @@
-"""Prefect artifacts for a run: markdown summary, per-case table, progress."""
+"""Prefect artifacts for a run: markdown summary (with the judge's admission), per-case table,
+progress."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from prefect.artifacts import (
 from prefect.settings import PREFECT_UI_URL
 
 from assay import progress
+from assay.admission.figures import judge_admission, markdown_lines
 from assay.regression import CaseChange, case_change
 from assay.runs.comparison import case_verdicts
 from assay.runs.metrics import RunMetrics
@@ -98,7 +100,7 @@ def _case_table(store: str, result: EvalResult, rows: list[CaseRow]) -> list[dic
 
 def publish_run_artifacts(store: str, result: EvalResult, rows: list[CaseRow]) -> None:
     """Per-case table (newly failing and failing cases first; capped, and says so), then the
-    markdown summary, which links to that table."""
+    markdown summary, which links to that table and ends with the judge's admission."""
     key = artifact_key("assay-run", result.suite, result.subject_id, result.variant or "")
     shown = _case_table(store, result, rows)
     total = result.metrics.cases
@@ -110,8 +112,12 @@ def publish_run_artifacts(store: str, result: EvalResult, rows: list[CaseRow]) -
         "no output text.",
     )
     cases = f"{_ui_base()}/artifacts/artifact/{cast(UUID, table)}"  # sync call: the id
+    summary = markdown_summary(result, run_link, cases_link=cases)
+    if result.judge is not None:
+        admission = judge_admission(evidence_store(store), result.judge)
+        summary = "\n".join([summary, "", *markdown_lines(admission)])
     create_markdown_artifact(
-        markdown=markdown_summary(result, run_link, cases_link=cases),
+        markdown=summary,
         key=f"{key}-summary",
         description=f"Assay run summary for {result.suite}@{result.suite_version}",
     )

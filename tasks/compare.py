@@ -63,13 +63,15 @@ def compare_pairwise(
 
 
 def publish_comparison_artifact(report: PairwiseReport) -> None:
-    """The comparison table (outcomes with denominators, rates with intervals) as markdown."""
+    """The comparison table (outcomes with denominators, rates with intervals, and the tags'
+    sign tests adjusted together) as markdown."""
     create_markdown_artifact(
         markdown=markdown_report(report),
         key=artifact_key("assay-compare", report.suite, report.label_a, "vs", report.label_b),
         description=(
             f"Pairwise comparison {report.label_a} vs {report.label_b} on "
             f"{report.suite}@{report.suite_version}: wins, ties, inconsistent pairs, "
-            "win rates and position consistency (Wilson 95%)."
+            "win rates and position consistency (Wilson 95%); per tag, a sign test of the "
+            "wins, the tags adjusted together (raw p, Holm p, BH q)."
         ),
     )

@@ -59,9 +59,20 @@ def compare_task(
     metrics: RunMetrics,
     threshold: float,
     baseline: str | None,
+    cross_suite: bool = False,
+    calibration: str | None = None,
 ) -> Comparison:
-    """Choose the baseline (explicit > pinned > automatic) and compare the run with it."""
-    return compare_with_baseline(evidence_store(store), aggregate, metrics, threshold, baseline)
+    """Choose the baseline (explicit > pinned > automatic) and compare the run with it (with
+    the judge-corrected difference when a calibration set is given)."""
+    return compare_with_baseline(
+        evidence_store(store),
+        aggregate,
+        metrics,
+        threshold,
+        baseline,
+        cross_suite=cross_suite,
+        calibration=calibration,
+    )
 
 
 @task(name="settle-cases", task_run_name="settle-cases", **IO_RETRIES)

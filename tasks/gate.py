@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
+from assay.admission.figures import markdown_lines
 from assay.findings import Finding, record
 from assay.gate.decision import UNCALIBRATED, GateDecision, assess, record_decision
 from assay.gate.render import markdown_decision
@@ -50,10 +51,12 @@ def report_gate_findings(store: str, decision: GateDecision, result: EvalResult)
 
 
 def publish_gate_artifact(decision: GateDecision) -> None:
-    """The gate decision (verdict, every rule, warnings) as a markdown artifact."""
+    """The gate decision (verdict, every rule, warnings, the judge's admission) as a markdown
+    artifact."""
     subject = Subject.parse(decision.subject)
+    admission = [] if decision.admission is None else ["", *markdown_lines(decision.admission)]
     create_markdown_artifact(
-        markdown=markdown_decision(decision, run_link),
+        markdown="\n".join([markdown_decision(decision, run_link), *admission]),
         key=artifact_key("assay-gate", decision.suite, subject.id, subject.variant or ""),
         description=f"Gate verdict for run {decision.run_id}: {decision.verdict}",
     )

@@ -11,6 +11,7 @@ from prefect.artifacts import create_link_artifact
 
 from assay import schemes
 from assay.reports import REPORTS_URL_ENV, report_key
+from assay.reports.link_key import report_link_key
 from assay.reports.run import run_report
 from assay.runs.records import load_result
 from tasks._store import evidence_store
@@ -22,14 +23,15 @@ SERVICE_URL_ENV = "ASSAY_URL"
 """The service a command line talks to: with no `REPORTS_URL_ENV`, the link goes there."""
 
 
-def report_link(store_uri: str, run_id: str) -> str:
+def report_link(store_uri: str, run_id: str, key: str | None = None) -> str:
     """Where a person opens the report from the Prefect UI: the service's `GET /runs/{id}/report`
     when its address is known (`REPORTS_URL_ENV`, which `assay serve` sets for its flows, else
-    `ASSAY_URL`), else the store object itself by an absolute URI (`file:///home/…/.assay/
-    reports/ID.html` whichever folder the run started in, `s3://…`)."""
+    `ASSAY_URL`) — with the link's `key`, which opens it in a browser that sends no token —
+    else the store object itself by an absolute URI (`file:///home/…/.assay/reports/ID.html`
+    whichever folder the run started in, `s3://…`)."""
     service = (os.environ.get(REPORTS_URL_ENV) or os.environ.get(SERVICE_URL_ENV, "")).rstrip("/")
     if service:
-        return f"{service}/runs/{run_id}/report"
+        return f"{service}/runs/{run_id}/report" + (f"?key={key}" if key else "")
     location = f"{schemes.canonical_store(store_uri).rstrip('/')}/{report_key(run_id)}"
     if location.startswith(FILE_URI):
         return Path(location.removeprefix(FILE_URI)).as_uri()  # escaped: a link with a space
@@ -56,7 +58,7 @@ def publish_report(store: str, run_id: str) -> str | None:
             return None
         evidence.put_once_if_absent(key, page.encode())
     result = load_result(evidence, run_id)
-    link = report_link(evidence.uri, run_id)
+    link = report_link(evidence.uri, run_id, report_link_key(evidence, run_id))
     create_link_artifact(
         link=link,
         link_text=f"Report: {result.suite}@{result.suite_version} · {result.subject}",

@@ -31,6 +31,7 @@ from blocks.judge_settings import judge_setup
 from tasks._log import run_log
 from tasks._options import IO_RETRIES
 from tasks._store import evidence_store
+from tasks.batch_wait import waits_shown
 
 TABLE_ROWS_PER_CHUNK = 200
 _CPU_BOUND = threading.Lock()
@@ -117,6 +118,7 @@ def _score_and_persist(
                     ),
                     compiled.suite,
                 )
+                setup = waits_shown(setup)  # a batch's wait: the task run's state message
             judged = judge_chunk(
                 target,
                 compiled,

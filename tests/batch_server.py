@@ -7,7 +7,8 @@ Tests drive it with the real `openai` SDK over real HTTP. It implements what bat
 - `POST /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`.
 
 A batch is `validating` when created and `in_progress` from its first look; at the next look it
-is answered, unless `hold()` keeps it `in_progress` until `release()`. Each line is answered as
+is answered, unless `hold()` keeps it `in_progress` until `release()` (its request counts say
+what `hold(completed, failed)` was told meanwhile). Each line is answered as
 the judge server would answer it (`tests/judge_server.py`: the same `Reply`s and policies, so a
 batch run and a synchronous run can be compared), into the output file (status 200) or the
 error file (any other status, as OpenAI writes them). Scripted troubles:
@@ -105,6 +106,7 @@ class BatchServer:
     lines_submitted: int = 0
     looks: int = 0
     _held: bool = False
+    _held_counts: tuple[int, int] = (0, 0)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _next_id: int = 0
 
@@ -114,10 +116,11 @@ class BatchServer:
             self.batches, self.files, self.deleted = [], {}, set()
             self.lines_submitted, self.looks, self._held = 0, 0, False
 
-    def hold(self) -> None:
-        """Keep every batch `in_progress` until `release()`."""
+    def hold(self, completed: int = 0, failed: int = 0) -> None:
+        """Keep every batch `in_progress` until `release()`, its counts saying `completed` and
+        `failed` meanwhile."""
         with self._lock:
-            self._held = True
+            self._held, self._held_counts = True, (completed, failed)
 
     def release(self) -> None:
         with self._lock:
@@ -247,7 +250,11 @@ class BatchServer:
                     batch.status = "in_progress"
                 elif batch.status == "in_progress" and not self._held:
                     self._answer(batch)
-                return JSONResponse(batch.as_json())
+                shown = batch.as_json()
+                if batch.status == "in_progress" and self._held:
+                    completed, failed = self._held_counts
+                    shown["request_counts"].update(completed=completed, failed=failed)
+                return JSONResponse(shown)
 
         @app.post("/v1/batches/{batch_id}/cancel")
         async def cancel(batch_id: str) -> JSONResponse:

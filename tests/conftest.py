@@ -27,6 +27,7 @@ from tests.dask_cluster import dask_cluster  # noqa: E402
 from tests.frameworks.fixtures import (  # noqa: E402
     conversation_recordings,
     framework_recordings,
+    session_recordings,
 )
 from tests.judge_server import judge_env, judge_server, judge_server_session  # noqa: E402
 from tests.prefect_server import postgres_url, prefect_server  # noqa: E402
@@ -52,6 +53,7 @@ __all__ = [
     "restartable_moto",
     "restartable_rclone",
     "s3_env",
+    "session_recordings",
 ]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

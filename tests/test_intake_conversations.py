@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from assay.intake import messages, transcripts
-from assay.intake.otlp import record as otlp
 from assay.intake.otlp.index import TraceBook, read_documents
 from assay.intake.record import AgentRecord
 from assay.outputs.sources import OutputSource
@@ -42,11 +41,7 @@ def _recorded(folder: Path) -> dict[str, dict[str, AgentRecord]]:
     for suffix in ("pb", "json"):
         book = TraceBook("assay.case_id", keep_spans=True)
         read_documents(book, OutputSource(str(folder / f"traces.{suffix}")), None)
-        found[suffix] = {
-            trace.case_id: otlp.read(trace.case_span, trace.spans)
-            for trace in book.cases()
-            if trace.case_id is not None and trace.case_span is not None
-        }
+        found[suffix] = {c.case_id: c.read() for c in book.conversations()}
     return found
 
 

@@ -488,6 +488,7 @@ def test_canonical_text_is_the_sorted_compact_json_of_the_model_dump(tmp_path: P
     dumped = suite.model_dump(mode="json")
     assert dumped.pop("min_coverage") == 0.95
     assert dumped.pop("trials") is None and dumped.pop("non_inferiority_margin") is None
+    assert dumped.pop("primary_comparison") is False
     assert suite.canonical.text == canonical_json(dumped)
     assert suite.canonical.case_hashes == {
         case.id: content_hash(case.model_dump(mode="json")) for case in suite.cases

@@ -8,10 +8,15 @@ function's memory; the record holds figures and canary ids only.
   prompt); a flip is a case whose two orders disagree (`assay.pairwise.compare.pair_outcome`).
 - **Verbosity**: each answer graded as written and padded with the battery's filler; a flip is a
   pair whose verdicts differ.
-- **Self-preference**: the subject's declared model against the judge's model pin (compared
-  case-insensitively, without a `provider/` prefix); the same model is refused unless allowed.
+- **Self-preference**: the subject's declared model against the judge's model pin — each
+  juror's, for a jury (compared case-insensitively, without a `provider/` prefix); the same
+  model is refused unless allowed.
 - **Canaries**: each canary (a wrong answer that tries to steer the judge) must fail; a pass is
   recorded by its id.
+
+A jury (`assay.judge.jury`) is admitted as a whole: every probe reads the jury's aggregated
+verdict, the fingerprint's pin names every juror's pin and the aggregation, and the record
+keeps the jurors' agreement on the grading probes (`assay.judge.agreement`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from assay.calibration.calibrate import calibrate
 from assay.calibration.report import MAX_SKIPPED_SHARE, CalibrationReport, reports
 from assay.errors import InputError
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.agreement import JuryAgreement, jury_agreement
 from assay.judge.cache import cache_key
+from assay.judge.jury import jurors_of
 from assay.judge.port import JudgePin, JudgeRequest, PairRequest, Verdict
 from assay.judge.service import JudgeSetup, judge_pair_requests, judge_requests
 from assay.judge.spending import Spender
@@ -84,7 +91,7 @@ def admit(
     position = _position(store, setup, battery, hasher, ask.admission_id, subject, at)
     verbosity = _verbosity(battery, graded)
     canaries = _canaries(battery, graded)
-    self_preference = _self_preference(setup.model, ask)
+    self_preference = _self_preference([juror.model or "" for juror in jurors_of(setup)], ask)
     failed = failed_parts(calibration, position, verbosity, self_preference, canaries)
     fingerprint = Fingerprint(judge=pin, battery_version=battery.version)
     record = AdmissionRecord(
@@ -96,6 +103,7 @@ def admit(
         verbosity=verbosity,
         self_preference=self_preference,
         canaries=canaries,
+        jury=graded.agreement,
         admitted=not failed,
         failed=failed,
         at=at,
@@ -130,6 +138,7 @@ def _calibration(
         agreement=Rate(rate=report.agreement.rate, lo=report.agreement.lo, hi=report.agreement.hi),
         n=report.n,
         verdict=report.verdict,
+        kappa=report.kappa,
     )
     return state, report.judge
 
@@ -142,6 +151,8 @@ class _Graded:
     """(case id, `correct`/`wrong`) → verdict of the answer as written."""
     padded: dict[tuple[str, str], Verdict]
     canaries: dict[str, Verdict]
+    agreement: JuryAgreement | None
+    """A jury's agreement over every grading probe; None for a single judge."""
 
 
 def _graded(
@@ -178,7 +189,7 @@ def _graded(
             output=output,
         )
         requests.append((cache_key(hasher, "calibration", setup.pin, content), request))
-    verdicts = judge_requests(
+    judged = judge_requests(
         store,
         setup,
         requests,
@@ -187,7 +198,8 @@ def _graded(
         suite=ADMISSION_SUITE,
         subject=subject,
         now=at,
-    ).verdicts
+    )
+    verdicts = judged.verdicts
     found = [
         ((group, case_id, name), v)
         for (group, case_id, name, _), v in zip(asked, verdicts, strict=True)
@@ -196,6 +208,9 @@ def _graded(
         plain={(c, n): v for (g, c, n), v in found if g == "plain"},
         padded={(c, n): v for (g, c, n), v in found if g == "padded"},
         canaries={n: v for (g, _, n), v in found if g == "canary"},
+        agreement=None
+        if judged.by_juror is None or setup.jury is None
+        else jury_agreement(judged.by_juror, setup.jury.aggregation),
     )
 
 
@@ -269,10 +284,10 @@ def _canaries(battery: Battery, graded: _Graded) -> CanaryResult:
     )
 
 
-def _self_preference(judge_model: str, ask: AdmissionAsk) -> SelfPreference:
+def _self_preference(judge_models: list[str], ask: AdmissionAsk) -> SelfPreference:
     if ask.subject_model is None:
         return SelfPreference(subject_model=None, status="not_declared")
-    if same_model(judge_model, ask.subject_model):
+    if any(same_model(model, ask.subject_model) for model in judge_models):
         status = "same_allowed" if ask.allow_self_judging else "same_refused"
         return SelfPreference(subject_model=ask.subject_model, status=status)
     return SelfPreference(subject_model=ask.subject_model, status="different")

@@ -14,7 +14,9 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from assay.calibration.report import KappaResult
 from assay.canonical import content_hash
+from assay.judge.agreement import JuryAgreement
 from assay.judge.port import JudgePin
 from assay.rate import Rate, rate_text
 from assay.store import EvidenceStore
@@ -85,6 +87,8 @@ class CalibrationState(BaseModel):
     agreement: Rate | None
     n: int
     verdict: str
+    kappa: KappaResult | None = None
+    """Cohen's kappa with its 95% interval (None in a record written before it was kept)."""
 
 
 class AdmissionRecord(BaseModel):
@@ -103,6 +107,9 @@ class AdmissionRecord(BaseModel):
     verbosity: FlipRate
     self_preference: SelfPreference
     canaries: CanaryResult
+    jury: JuryAgreement | None = None
+    """A jury's: its jurors' agreement (Krippendorff's alpha, effective votes) on the grading
+    probes; None for a single judge."""
     admitted: bool
     failed: list[str]
     at: datetime
@@ -150,6 +157,8 @@ class AdmissionState(BaseModel):
     admission_id: str | None
     failed: list[str]
     summary: str
+    record: AdmissionRecord | None = None
+    """The latest record, whose figures the report, artifacts and PR comment show."""
 
 
 def admission_state(store: EvidenceStore, fingerprint: Fingerprint) -> AdmissionState:
@@ -173,6 +182,7 @@ def admission_state(store: EvidenceStore, fingerprint: Fingerprint) -> Admission
         admission_id=latest.admission_id,
         failed=latest.failed,
         summary=summary(latest),
+        record=latest,
     )
 
 
@@ -186,8 +196,22 @@ def summary(record: AdmissionRecord) -> str:
         f"canaries steered {rate_text(record.canaries.steered, record.canaries.n)}"
         + (f" ({', '.join(record.canaries.steered_ids)})" if record.canaries.steered_ids else ""),
     ]
+    if record.jury is not None:
+        parts.append(jury_text(record.jury))
     head = "admitted" if record.admitted else f"not admitted ({', '.join(record.failed)} failed)"
     return f"{head}: " + "; ".join(parts)
+
+
+def jury_text(jury: JuryAgreement) -> str:
+    """A jury's agreement in a few words: its size and rule, alpha over its n items, votes."""
+
+    def figure(value: float | None) -> str:
+        return "undefined" if value is None else f"{value:.3f}"
+
+    return (
+        f"jury of {jury.jurors} ({jury.aggregation}): alpha {figure(jury.alpha_verdicts)} "
+        f"(n={jury.items}), effective votes {figure(jury.effective_votes)}"
+    )
 
 
 def _flip_text(flips: FlipRate) -> str:

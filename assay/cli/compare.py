@@ -62,6 +62,15 @@ def compare_command(
         f"  position consistency {rate_text(consistency.consistent, consistency.judged)}",
         highlight=False,
     )
+    if report.slices is not None:
+        from assay.multiplicity import figure, summary
+
+        common.out.print(f"  {summary(report.slices)}", highlight=False)
+        for test in report.slices.surviving:
+            common.out.print(
+                f"    {test.id}: raw p {figure(test.raw_p)}, BH q {figure(test.bh_q)}",
+                highlight=False,
+            )
     for reason, count in report.unjudged_reasons.items():
         common.out.print(
             f"  [yellow]warning:[/yellow] {count} pair(s) unjudged: {reason}", highlight=False

@@ -58,7 +58,7 @@ def outputs_inspect(
             steps.setdefault(call.step, []).append(call.tool + (" (failed)" if call.failed else ""))
         table.add_row(
             case.case_id + (f" #{case.trial}" if case.trial else ""),
-            case.source,
+            case.source + (f", {case.traces} traces by {case.joined_by}" if case.joined_by else ""),
             ", ".join(f"{n} {role}" for role, n in case.turns.items()) or "–",
             ", ".join(" + ".join(calls) for _, calls in sorted(steps.items())) or "none",
             "; ".join(f"{evidence}: {why}" for evidence, why in case.unseen.items()) or "–",

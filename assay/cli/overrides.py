@@ -23,7 +23,8 @@ def override(
     run_id: Annotated[
         str,
         typer.Argument(
-            help="The gate run whose failure is a false alarm.", callback=common.checked_run_id
+            help="The gate run (its id or a unique prefix) whose failure is a false alarm.",
+            callback=common.checked_run_id,
         ),
     ],
     reason: Annotated[
@@ -51,7 +52,7 @@ def override(
     if not as_json:
         common.out.print(
             Text(
-                f"Override granted: run {run_id} is effectively pass; its recorded verdict "
+                f"Override granted: run {record.run_id} is effectively pass; its recorded verdict "
                 f"stays {record.recorded_verdict}. Audited as {record.principal} ({record.tier})."
             )
         )
@@ -59,12 +60,23 @@ def override(
 
 @common.app.command("audit")
 def audit(
-    run: Annotated[str | None, typer.Option("--run", help="Only this run's records.")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            help="Only this run's records (its id or a unique prefix).",
+            callback=common.checked_run_id,
+        ),
+    ] = None,
     store: common.StoreOption = None,
     as_json: common.JsonOption = False,
 ) -> None:
     """List audited override attempts, granted and refused, newest last."""
-    records = common.guarded(lambda: overrides.audit_records(common.open_evidence(store), run))
+    evidence = common.open_evidence(store)
+    named = run
+    if named is not None:
+        run = common.guarded(lambda: overrides.gate_run_id(evidence, named))
+    records = common.guarded(lambda: overrides.audit_records(evidence, run))
     if as_json:
         common.print_json([record.model_dump(mode="json") for record in records])
         return

@@ -128,6 +128,8 @@ def _resume_command(prepared: PreparedRun, run_id: str) -> str:
     ):
         if value is not None:
             words += [flag, value]
+    if options.cross_suite:
+        words.append("--cross-suite")
     return shlex.join([*words, "--resume", run_id])
 
 

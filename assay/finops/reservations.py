@@ -9,13 +9,16 @@ counting. While it runs, its ledger records carry the reservation id, so the res
 shrinks by what it has already recorded (no double count).
 
 Layout in the evidence store (write-once, like all evidence):
-    reservations/<YYYY>/<MM>/<DD>/<id>.json        Reservation, dated by its `at` (UTC)
-    reservations/<YYYY>/<MM>/<DD>/<id>.released    its release marker
+    reservations/<YYYY>/<MM>/<DD>/<id>.json              Reservation, dated by its `at` (UTC)
+    reservations/<YYYY>/<MM>/<DD>/<id>.until-<unix>      a renewal: held until then
+    reservations/<YYYY>/<MM>/<DD>/<id>.released          its release marker
 
-A reservation left behind by a crashed worker expires `ttl_seconds` after it was made
-(`ASSAY_RESERVATION_TTL_SECONDS`, default `DEFAULT_TTL_SECONDS` = one hour; at most a day): a
-chunk's judging must finish within it, and a crash holds budget headroom for at most that long.
-Readers list today's and yesterday's folders only.
+A reservation lives `ttl_seconds` (`ASSAY_RESERVATION_TTL_SECONDS`, default `DEFAULT_TTL_SECONDS`
+= one hour; at most a day) past its last renewal. The process judging renews it while it judges
+(`assay/judge/spending.py`, `holding`), so a judging longer than the lifetime — a batch
+waiting up to a day for the Batch API — never lets its headroom lapse, while one left behind by
+a crashed worker expires a lifetime after the crash. Renewals stop `MAX_HELD_SECONDS` after the
+reservation was made, so readers list the folders of the last `MAX_HELD_SECONDS` only.
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ from assay.store import EvidenceStore
 TTL_ENV: Final = "ASSAY_RESERVATION_TTL_SECONDS"
 DEFAULT_TTL_SECONDS: Final = 3600
 MAX_TTL_SECONDS: Final = 86_400
-"""Readers look back one day, so a reservation may not outlive that."""
+MAX_HELD_SECONDS: Final = 3 * 86_400
+"""How long renewals may keep a reservation alive: the Batch API's deadline (48 h,
+`assay/judge/batch.py`) and a lifetime. Readers look back this far."""
 PREFIX: Final = "reservations/"
 RELEASED: Final = ".released"
+RENEWED: Final = ".until-"
 
 
 class Reservation(BaseModel):
@@ -103,6 +109,17 @@ def reserve(
     return reservation
 
 
+def renew(store: EvidenceStore, reservation: Reservation, now: datetime | None = None) -> bool:
+    """Hold `reservation` for another lifetime from `now` (a write-once renewal marker);
+    False once it was made `MAX_HELD_SECONDS` ago (it then expires as it stands)."""
+    until = utc_now(now) + timedelta(seconds=ttl_seconds())
+    if until > reservation.at + timedelta(seconds=MAX_HELD_SECONDS):
+        return False
+    marker = f"{reservation.key.removesuffix('.json')}{RENEWED}{math.ceil(until.timestamp())}"
+    store.put_once_if_absent(marker, b"{}")
+    return True
+
+
 def release(store: EvidenceStore, reservation: Reservation) -> None:
     """Stop counting a reservation (its batch's actual cost is in the ledger by now)."""
     marker = reservation.key.removesuffix(".json") + RELEASED
@@ -118,14 +135,20 @@ def live_reservations(store: EvidenceStore, now: datetime | None = None) -> list
     """
     current = utc_now(now)
     keys: set[str] = set()
-    for day in (current - timedelta(days=1), current):
-        keys.update(store.list(_day_prefix(day)))
+    for days_ago in range(math.ceil(MAX_HELD_SECONDS / 86_400), -1, -1):
+        keys.update(store.list(_day_prefix(current - timedelta(days=days_ago))))
+    renewed_until: dict[str, float] = {}
+    for key in keys:
+        stem, renewed, until = key.rpartition("/")[2].partition(RENEWED)
+        if renewed and until.isdigit():
+            renewed_until[stem] = max(renewed_until.get(stem, 0.0), float(until))
     live = []
     for key in sorted(keys):
         if not key.endswith(".json") or key.removesuffix(".json") + RELEASED in keys:
             continue
         reservation = Reservation.model_validate_json(store.get(key))
-        if current < reservation.expires_at:
+        expires = max(reservation.expires_at.timestamp(), renewed_until.get(reservation.id, 0.0))
+        if current.timestamp() < expires:
             live.append(reservation)
     return live
 

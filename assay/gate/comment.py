@@ -6,9 +6,10 @@ the same suite and subject, updates that comment in place: the first line is a h
 the verdict and every failing rule, the head's and the baseline's pass rates with n and 95%
 Wilson intervals, a conversation run's counts (conversations, turns, each turn index's, at most
 `TURN_INDEXES_SHOWN` of them), the paired table and exact McNemar p, the flipped case ids (the first
-`FLIPS_SHOWN` of each direction, then a count), the judge's admission state (figures and canary
-ids) and a link to the run's report when a service
-URL is known. Only ids, counts and rule details: never a case's input, output or judge reasoning.
+`FLIPS_SHOWN` of each direction, then a count), the judge's admission state (admitted, not
+admitted or no record; each part's figure with n and 95% interval; canary ids) and a link to the
+run's report when a service URL is known. Only ids, counts and rule details: never a case's
+input, output or judge reasoning.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import re
 from typing import Final
 from urllib.parse import quote
 
+from assay.admission.figures import markdown_lines
 from assay.gate.decision import GateReport
 from assay.rate import Rate
 from assay.regression import PairedAnalysis, RegressionStatus
 from assay.runs.records import EvalResult
+from assay.runs.render import cross_suite_line
 from assay.runs.scorecard import conversations_text
 
 FLIPS_SHOWN: Final = 20
@@ -112,13 +115,15 @@ def _baseline_lines(result: EvalResult) -> tuple[list[str], list[str]]:
     status = f"Compared with the {regression.baseline_source or ''} baseline: " + (
         f"**{regression.status.value}**"
     )
+    stated = [status, ""]
+    if regression.cross_suite is not None:
+        stated += [_cell(cross_suite_line(regression.cross_suite)), ""]
     if regression.paired is None:
         return row, [
-            status,
-            "",
+            *stated,
             "No paired comparison: the two runs did not score the same cases.",
         ]
-    return row, [status, "", *_paired_lines(regression.paired)]
+    return row, [*stated, *_paired_lines(regression.paired)]
 
 
 def gate_comment(report: GateReport, report_url: str | None = None) -> str:
@@ -154,7 +159,7 @@ def gate_comment(report: GateReport, report_url: str | None = None) -> str:
     if conversations := conversations_text(result):
         lines += [f"Head: {conversations}.", ""]
     if report.admission is not None:
-        lines += [f"Judge admission: {_cell(report.admission.summary)}.", ""]
+        lines += markdown_lines(report.admission)
     lines += comparison
     if report.warnings:
         lines += [

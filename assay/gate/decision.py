@@ -163,11 +163,11 @@ def _rule_results(
             f"regressed vs {regression.baseline_run}: pass "
             f"{regression.baseline.passed}/{regression.baseline.scored} → "
             f"{regression.candidate.passed}/{regression.candidate.scored}, "
-            f"drop 95% CI {lo:.3f} to {hi:.3f}"
-            + (" (paired over trials)" if regression.trials else "")
+            f"drop 95% CI {lo:.3f} to {hi:.3f}" + regression.decided_on(REGRESSED)
         )
     else:
         regression_detail = f"{regression.status.value} vs baseline {regression.baseline_run}"
+        regression_detail += regression.decided_on(REGRESSED)
 
     m = result.metrics
     rate = "n/a" if result.pass_rate is None else f"{result.pass_rate:.3f}"
@@ -323,7 +323,8 @@ def non_inferiority_rule(result: EvalResult, margin: float) -> RuleResult:
         rule=INSUFFICIENT,
         passed=passed,
         detail=f"upper 95% bound of the drop vs {regression.baseline_run} {bound:.4f} "
-        f"{'below' if passed else 'not below'} the non-inferiority margin {margin:g}",
+        f"{'below' if passed else 'not below'} the non-inferiority margin {margin:g}"
+        + regression.decided_on("non_inferiority"),
     )
 
 

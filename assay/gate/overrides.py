@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from assay.errors import InputError, NotFoundError, shown
 from assay.gate.access import Principal, Tier, identify
 from assay.gate.decision import GateDecision, GateReason, GateVerdict, load_decision
+from assay.identifiers import MIN_RUN_ID_PREFIX
 from assay.runs.records import now as utc_now
 from assay.runs.records import resolve_run_id
 from assay.store import EvidenceStore
@@ -130,17 +131,29 @@ def _effective(decision: GateDecision, granted: list[OverrideRecord]) -> GateVer
     return "pass" if granted else decision.verdict
 
 
+def gate_run_id(store: EvidenceStore, given: str) -> str:
+    """The run `given` names in the gate's records: itself when the gate decided it, else the
+    recorded run it is a unique prefix of (`resolve_run_id`, as every command names a run),
+    else itself — an id no run has is the caller's to be told about (no gate decision, no
+    audit records, a refused attempt audited all the same).
+
+    Raises:
+        InputError: `given` is a prefix of several runs (they are listed).
+    """
+    if len(given) < MIN_RUN_ID_PREFIX:
+        return given
+    with suppress(NotFoundError):
+        return load_decision(store, given).run_id
+    with suppress(NotFoundError):
+        return resolve_run_id(store, given)
+    return given
+
+
 def check_gate(store: EvidenceStore, run_id: str) -> GateCheck:
     """Re-check a past gate run (its id or a unique prefix); NotFoundError when the gate never
-    decided it."""
-    try:
-        decision = load_decision(store, run_id)
-    except NotFoundError as never_decided:  # not a whole id the gate decided: a prefix of one?
-        try:
-            run_id = resolve_run_id(store, run_id)
-        except (NotFoundError, InputError):
-            raise never_decided from None
-        decision = load_decision(store, run_id)
+    decided it, InputError when the prefix names several runs."""
+    run_id = gate_run_id(store, run_id)
+    decision = load_decision(store, run_id)
     granted = _granted(audit_records(store, run_id))
     return GateCheck(
         run_id=run_id,
@@ -189,7 +202,7 @@ def request_override(
 
     Args:
         store: The evidence store holding gate decisions, principals and the audit trail.
-        run_id: The gate run to override.
+        run_id: The gate run to override (its id or a unique prefix).
         token: The caller's token (`ASSAY_TOKEN`); None when not set.
         reason: Why the failure is a false alarm (at least 20 characters after stripping, at
             most `MAX_REASON`).
@@ -200,8 +213,8 @@ def request_override(
         override was granted.
 
     Raises:
-        InputError: The run id cannot name a store folder, or the reason is longer than
-            `MAX_REASON` characters (nothing is written).
+        InputError: The run id cannot name a store folder, or is a prefix of several runs, or
+            the reason is longer than `MAX_REASON` characters (nothing is written).
     """
     folder = _folder(run_id)
     reason = reason.strip()
@@ -212,6 +225,8 @@ def request_override(
     caller = identify(store, token)
     decision: GateDecision | None = None
     if caller is not None:  # an unknown caller learns nothing about the run
+        run_id = gate_run_id(store, run_id)
+        folder = _folder(run_id)
         with suppress(NotFoundError):
             decision = load_decision(store, run_id)
     granted = _granted(audit_records(store, run_id)) if decision is not None else []

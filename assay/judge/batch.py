@@ -10,9 +10,10 @@
 2. the batch's id and its `custom_id → (case, cache key)` map are written to the store at once
    (write-once, `judge-batches/<run_id>/<batch_id>.json`): a run killed while waiting and
    resumed (`--resume`: same run id) waits for the *same* batch — nothing is sent twice;
-3. the batch is looked at every `poll_seconds` (a sleep, not a busy loop), each look logged with
-   its counts (`judge batch …: in_progress, 120 of 500 done, 3 failed`), until it ends
-   (`completed`, `failed`, `expired` or `cancelled`);
+3. the batch is looked at every `poll_seconds` (a sleep, not a busy loop), each change logged with
+   its counts (`judge batch …: in_progress, 120 of 500 done, 3 failed`) and handed to
+   `Batching.on_wait` (`assay.judge.batch_wait`), until it ends (`completed`, `failed`, `expired`
+   or `cancelled`);
 4. its output file's answers become verdicts exactly as a synchronous reply does, each handed to
    `keep` (the service prices it at the batch rate into the ledger, then caches it) as it is
    read; then `judge-batches/<run_id>/<batch_id>.collected.json` marks the batch collected;
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from assay.judge.batch_wait import OnWait, wait_for_batch
 from assay.judge.modes import structured_format
 from assay.judge.port import (
     BUDGET_BLOCKED,
@@ -70,8 +72,6 @@ logger = logging.getLogger(__name__)
 BATCH_PREFIX: Final = "judge-batches/"
 ENDPOINT: Final = "/v1/chat/completions"
 COMPLETION_WINDOW: Final = "24h"
-ENDED: Final = frozenset({"completed", "failed", "expired", "cancelled"})
-"""Batch statuses after which nothing more will be answered (`cancelling` is not one)."""
 MAX_ROUNDS: Final = 3
 """Batches a request is sent in at most: the first, and two retries of what failed in it."""
 DEADLINE_SECONDS: Final = 48 * 3600
@@ -101,6 +101,9 @@ class Batching:
     poll_seconds: float = DEFAULT_POLL_SECONDS
     max_rounds: int = MAX_ROUNDS
     deadline_seconds: float = DEADLINE_SECONDS
+    on_wait: OnWait | None = field(default=None, compare=False, repr=False)
+    """Told where a batch stands while it is waited for (a Prefect task shows it as its state
+    message); None: only logged."""
 
     def client(self) -> OpenAI:
         """A synchronous SDK client for the Batch API's files and batches."""
@@ -262,7 +265,10 @@ def judge_in_batches(
             waiting.append(_submit(store, client, judge, kind, requests, fresh, run_id, 1, None))
         while waiting:
             submission = waiting.pop(0)
-            batch = _wait(client, submission, batching.poll_seconds)
+            batch = wait_for_batch(
+                client, submission.batch_id, len(submission.requests), batching.poll_seconds,
+                batching.on_wait,
+            )  # fmt: skip
             read = _collect(client, judge, kind, requests, positions, submission, batch)
             for position, verdict in read.answers.items():
                 verdicts[position] = verdict
@@ -380,28 +386,6 @@ def _submit(
         "judge batch %s: %d request(s) submitted (round %d)", batch.id, len(positions), round_
     )
     return submission
-
-
-def _wait(client: OpenAI, submission: Submission, poll_seconds: float) -> Any:
-    """The batch once it ended, looked at every `poll_seconds`; each change of counts logged."""
-    seen: tuple[str, int, int] | None = None
-    while True:
-        batch = client.batches.retrieve(submission.batch_id)
-        counts = batch.request_counts
-        done, failed = (counts.completed, counts.failed) if counts else (0, 0)
-        if (batch.status, done, failed) != seen:
-            seen = (batch.status, done, failed)
-            logger.info(
-                "judge batch %s: %s, %d of %d done, %d failed",
-                batch.id,
-                batch.status,
-                done,
-                len(submission.requests),
-                failed,
-            )
-        if batch.status in ENDED:
-            return batch
-        time.sleep(poll_seconds)
 
 
 @dataclass

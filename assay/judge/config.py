@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self
 
+import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -37,6 +39,9 @@ INPUT_PRICE_ENV: Final = "ASSAY_JUDGE_INPUT_PRICE"
 OUTPUT_PRICE_ENV: Final = "ASSAY_JUDGE_OUTPUT_PRICE"
 MODE_ENV: Final = "ASSAY_JUDGE_MODE"
 BATCH_POLL_ENV: Final = "ASSAY_JUDGE_BATCH_POLL_SECONDS"
+JURY_ENV: Final = "ASSAY_JUDGE_JURY"
+Aggregation = Literal["majority", "unanimous", "mean"]
+"""How a jury's verdict is taken from its jurors' (`assay.judge.jury.aggregate`)."""
 JudgeMode = Literal["sync", "batch"]
 """How a judge's calls are made: each answered at once, or sent through the Batch API."""
 AUTO: Final = "auto"
@@ -69,6 +74,56 @@ Concurrency = Annotated[
     BeforeValidator(_auto_or_number),
 ]
 """A judge's calls in flight per process: a fixed number, or `auto`."""
+
+
+class JurorFields(BaseModel):
+    """One more judge of a jury: its own model pin, and where it differs from the judge's, its
+    endpoint, key reference and prices. Its prompt, redaction and bounds are the judge's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, description="The juror's pinned model.")
+    base_url: str | None = Field(
+        default=None, description="The juror's OpenAI-compatible base URL; unset: the judge's."
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        description="The environment variable holding the juror's API key (a reference, never "
+        "the key); unset: the judge's key.",
+    )
+    input_price_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    output_price_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class JurySettings(BaseModel):
+    """A judge setting's jury: the judge's own model is the first juror, `jurors` the others."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    aggregation: Aggregation = Field(
+        default="majority",
+        description="`majority`: more than half the jurors agree; `unanimous`: a pass needs "
+        "every juror's, one fail fails; `mean`: the jurors' mean score against the threshold.",
+    )
+    jurors: list[JurorFields] = Field(min_length=1, max_length=14)
+
+
+def _jury_file(value: Any) -> Any:
+    """A jury given as the path of a YAML file (`ASSAY_JUDGE_JURY=jury.yaml`) is read here."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise PydanticCustomError(
+            "jury_file", "cannot read the jury file ({kind})", {"kind": type(error).__name__}
+        ) from None
+    except yaml.YAMLError:
+        raise PydanticCustomError("jury_file", "the jury file is not YAML") from None
+
+
+Jury = Annotated[JurySettings | None, BeforeValidator(_jury_file)]
 
 
 class JudgeFields(BaseModel):
@@ -135,9 +190,24 @@ class JudgeFields(BaseModel):
         "version).",
     )
 
+    jury: Jury = Field(
+        default=None,
+        description="Judge with a jury: this judge's model is the first juror, `jurors` the "
+        "others (each its own model pin, endpoint, key reference, prices), and `aggregation` "
+        "takes the jury's verdict (docs/judge.md, Juries). As a variable: a YAML file's path.",
+    )
+
     @model_validator(mode="after")
     def _redaction_is_valid(self) -> Self:
         RedactionSettings.parse(self.redact, self.redact_patterns)  # names the bad kind/pattern
+        return self
+
+    @model_validator(mode="after")
+    def _jurors_are_distinct(self) -> Self:
+        if self.jury is not None:
+            pins = [self.model, *(juror.model for juror in self.jury.jurors)]
+            if len(set(pins)) != len(pins):  # a juror's verdicts are cached under its pin
+                raise ValueError("the jury's model pins repeat: each juror needs its own")
         return self
 
     def redaction(self, source: str = "JudgeSettings") -> RedactionSettings:
@@ -163,8 +233,8 @@ class JudgeConfig(JudgeFields):
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
         """The judge `ASSAY_JUDGE_MODEL`, `OPENAI_BASE_URL`, `ASSAY_JUDGE_CONCURRENCY` (and its
         `_CEILING`), the price variables, `ASSAY_JUDGE_MODE` (and
-        `ASSAY_JUDGE_BATCH_POLL_SECONDS`) and `ASSAY_JUDGE_REDACT` configure, or None without
-        `ASSAY_JUDGE_MODEL`.
+        `ASSAY_JUDGE_BATCH_POLL_SECONDS`), `ASSAY_JUDGE_REDACT` and `ASSAY_JUDGE_JURY` (a jury
+        file) configure, or None without `ASSAY_JUDGE_MODEL`.
 
         Every variable that is set is checked against its field's bounds, a judge or not.
 
@@ -180,7 +250,10 @@ class JudgeConfig(JudgeFields):
         redaction = RedactionSettings.configured(environ=env)
         if "model" not in values:
             return None
-        return cls.model_validate(values | {"redact": list(redaction.kinds)})
+        try:
+            return cls.model_validate(values | {"redact": list(redaction.kinds)})
+        except ValidationError as exc:  # across fields: only the jury's pins can clash
+            raise InputError(JURY_ENV, _message(exc)) from None
 
 
 ENVIRONMENT: Final = {
@@ -192,6 +265,7 @@ ENVIRONMENT: Final = {
     OUTPUT_PRICE_ENV: "output_price_per_million",
     MODE_ENV: "mode",
     BATCH_POLL_ENV: "batch_poll_seconds",
+    JURY_ENV: "jury",
 }
 """Each environment variable a judge is configured by, and the field it sets."""
 
@@ -202,5 +276,10 @@ def _checked(name: str, field: str, raw: str) -> Any:
     try:
         return TypeAdapter(field_type).validate_python(raw)
     except ValidationError as exc:
-        problem = exc.errors(include_input=False, include_url=False)[0]["msg"]
-        raise InputError(name, problem[:1].lower() + problem[1:]) from None
+        raise InputError(name, _message(exc)) from None
+
+
+def _message(exc: ValidationError) -> str:
+    problem = str(exc.errors(include_input=False, include_url=False)[0]["msg"])
+    problem = problem.removeprefix("Value error, ")
+    return problem[:1].lower() + problem[1:]

@@ -37,16 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Final, Generic, TypeVar
 
 from assay.errors import AssayError
 from assay.finops.budget import Budget, Decision
 from assay.finops.pricing import Prices, estimate_tokens, price
-from assay.finops.reservations import release
 from assay.judge.batch import Batching, ask_in_batches
 from assay.judge.cache import repeat_key
 from assay.judge.circuit import (
@@ -59,6 +58,7 @@ from assay.judge.circuit import (
 )
 from assay.judge.concurrency import reporting_to, run_slots, run_sync
 from assay.judge.config import AUTO, DEFAULT_CONCURRENCY_CEILING, Concurrency
+from assay.judge.jury import Jury, by_jury
 from assay.judge.port import (
     BUDGET_BLOCKED,
     NO_JUDGE,
@@ -74,7 +74,7 @@ from assay.judge.port import (
     judge_pairs_all,
 )
 from assay.judge.redaction import NO_REDACTION, RedactionSettings
-from assay.judge.spending import BudgetSpent, Guard, Spend, Spender, reserve
+from assay.judge.spending import BudgetSpent, Guard, Spend, Spender, holding, reserve
 from assay.store import EvidenceStore
 
 RequestT = TypeVar("RequestT", JudgeRequest, PairRequest)
@@ -117,6 +117,8 @@ class JudgeSetup:
     batching: Batching | None = None
     """Where uncached calls go through the Batch API (`judge.mode: batch`), priced at the batch
     rate; None: each call is answered at once."""
+    jury: Jury | None = None
+    """The jurors when this judge is a jury (`assay.judge.jury.convene`): each asked in turn."""
 
     @property
     def pin(self) -> JudgePin:
@@ -140,6 +142,8 @@ class Judged(Generic[VerdictT]):
     decision: Decision | None = None
     over_bound: int = 0
     """Calls whose reported output tokens exceeded the `max_tokens` they were sent with."""
+    by_juror: list[list[VerdictT]] | None = None
+    """A jury's: each juror's verdicts in request order (`assay.judge.agreement`)."""
 
 
 @dataclass(frozen=True)
@@ -162,16 +166,6 @@ class _Way(Generic[RequestT, VerdictT]):
     skipped: Callable[[str, JudgePin | None], VerdictT]
     """A skipped verdict with its reason (and the pin, when a judge was involved)."""
     cacheable: Callable[[VerdictT, JudgePin], bool]
-
-
-async def _ask_verdicts(
-    judge: Judge,
-    requests: Sequence[JudgeRequest],
-    limit: Slots,
-    on_verdict: Callable[[int, Verdict], Awaitable[None] | None],
-    stop: Callable[[], BaseException | None],
-) -> list[Verdict]:
-    return await judge_all(judge, requests, limit, on_verdict, stop)
 
 
 async def _ask_pairs(
@@ -201,7 +195,7 @@ def projected_tokens(setup: JudgeSetup, lengths: list[int]) -> tuple[int, int]:
 
 _VERDICTS: _Way[JudgeRequest, Verdict] = _Way(
     verdict=Verdict,
-    ask=_ask_verdicts,
+    ask=judge_all,
     length=judged_characters,
     skipped=lambda reason, _pin: Verdict.skipped(reason),
     cacheable=lambda verdict, _pin: verdict.status != "skipped",
@@ -335,6 +329,10 @@ def _judge(
 ) -> Judged[VerdictT]:
     if setup.make_judge is None:
         return Judged([way.skipped(setup.skip_reason, None)] * len(requests))
+    if setup.jury is not None:  # each juror asked as the only judge, under its own keys
+        one = partial(_judge, store, way=way, spender=spender, circuit=circuit)
+        ask = partial(one, first_chunk=first_chunk, batch_size=batch_size, on_decision=on_decision)
+        return by_jury(setup, requests, ask)
     if setup.batching is not None:  # projected, reserved and recorded at the batch rate
         setup = replace(setup, prices=setup.prices.batch())
     verdicts: list[VerdictT | None] = [None] * len(requests)
@@ -363,29 +361,22 @@ def _judge(
         blocked = way.skipped(BUDGET_BLOCKED, setup.pin)
         if judged.decision.allowed:
             guard = Guard(judged.decision, standings)
-            try:
-                for number, batch in enumerate(_batches(pending, batch_size or len(pending))):
+            with holding(store, reservation):
+                size = batch_size or len(pending)
+                for number, start in enumerate(range(0, len(pending), size)):
+                    batch = pending[start : start + size]
                     if guard.stopped is not None:
                         for index in batch:
                             verdicts[index] = blocked
                         continue
                     spend = Spend(store, setup, spender, first_chunk + number, reservation, guard)
                     asked = [requests[i] for i in batch]
-                    if setup.batching is None:
-                        answers = _ask(store, setup, way, asked, spend, circuit)
-                    else:
-                        answers = ask_in_batches(
-                            store, setup, _capped(setup, asked), spend, way.cacheable, way.skipped
-                        )
+                    answers = _ask(store, setup, way, asked, spend, circuit)
                     for index, verdict in zip(batch, answers, strict=True):
                         verdicts[index] = verdict
                     judged.calls += len(spend.parts)
                     judged.cost_usd += spend.cost_usd
                     judged.over_bound += spend.over_bound
-            finally:
-                if reservation is not None:
-                    with suppress(Exception):  # unreleased, it expires (reservations.TTL_ENV)
-                        release(store, reservation)
             judged.decision = guard.stopped or judged.decision
         else:
             for index in pending:
@@ -397,11 +388,6 @@ def _judge(
 def answered_by_cache(store: EvidenceStore, setup: JudgeSetup, key: str) -> bool:
     """Whether the verdict cache answers the question under `key` (never with `fresh`)."""
     return not setup.fresh and store.exists(key)
-
-
-def _batches(items: list[int], size: int) -> Iterator[list[int]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _ask(
@@ -418,13 +404,18 @@ def _ask(
     *then* caches its verdict: a verdict is never kept (so never re-judged for free) without its
     spend on record. The call's concurrency slot is held until then, so a kill -9 can leave at
     most the window's calls (`max_concurrency`, or `concurrency_ceiling` when `auto`) paid but
-    unrecorded; the writes overlap the other calls in
-    flight, so neither their latency (fsync, an S3 round trip) nor their I/O blocks the event
-    loop. When a write fails — the store cannot take the spend or the evidence — no further
-    call is started; nor when the spend passes a block budget (`Guard`), and then the calls
-    not started are skipped (`budget_blocked`); nor once the run's judge circuit is open, and
-    then they, and the calls still in flight (abandoned), are skipped as `CIRCUIT_OPEN`.
+    unrecorded; the writes overlap the other calls in flight, so neither their latency (fsync,
+    an S3 round trip) nor their I/O blocks the event loop. When a write fails — the
+    store cannot take the spend or the evidence — no further call is started; nor when the
+    spend passes a block budget (`Guard`), and then the calls not started are skipped
+    (`budget_blocked`); nor once the run's judge circuit is open, and then they, and the calls
+    still in flight (abandoned), are skipped as `CIRCUIT_OPEN`. Under `judge.mode: batch` the
+    Batch API answers them instead (`assay.judge.batch`).
     """
+    if setup.batching is not None:
+        return ask_in_batches(
+            store, setup, _capped(setup, batch), spend, way.cacheable, way.skipped
+        )
     pin = setup.pin
     capped = [request for _, request in _capped(setup, batch)]
     slots = run_slots(spend.spender.run_id, setup.max_concurrency, setup.concurrency_ceiling)

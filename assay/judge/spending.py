@@ -4,8 +4,9 @@ For every batch the service (`assay.judge.service`) asks the judge for:
 
 - before any call, the batch *reserves* its projected spend (`assay.finops.reservations`) and
   runs the FinOps preflight counting everyone else's reservations (`reserve`): `blocked`,
-  `throttled` or `refused` stops the spending; the reservation is released once the actual spend
-  is in the ledger;
+  `throttled` or `refused` stops the spending; while the batch judges its reservation is renewed
+  (`holding`: a batch waiting hours for the Batch API keeps its headroom), and it is
+  released once the actual spend is in the ledger;
 - as calls return, their tokens are priced and appended to the cost ledger, one record per call,
   then one summary per batch that stands for them (`Spend`);
 - after every paid call, the period's total spend — every batch and run, from the ledger —
@@ -23,6 +24,8 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -113,6 +116,36 @@ def reserve(
             return None, decision, ()
         time.sleep(random.uniform(0.5, 1.5) * CONTENTION_PAUSE_SECONDS * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+
+
+@contextmanager
+def holding(store: EvidenceStore, reservation: Reservation | None) -> Iterator[None]:
+    """Hold `reservation` while the block judges, then release it (its spend is on record).
+
+    It is renewed every third of its lifetime, so it never expires under a judging that
+    outlasts it; a crashed process stops renewing, and what it held lapses a lifetime later —
+    as it does when the release cannot be written."""
+    if reservation is None:
+        yield
+        return
+    done = threading.Event()
+    every = reservations.ttl_seconds() / 3
+
+    def keep() -> None:
+        while not done.wait(every):
+            with suppress(Exception):  # a store hiccup: the next tick renews it
+                if not reservations.renew(store, reservation):
+                    return
+
+    keeper = threading.Thread(target=keep, name="assay-reservation-keeper", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        keeper.join()
+        with suppress(Exception):
+            release(store, reservation)
 
 
 @dataclass

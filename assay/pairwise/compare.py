@@ -56,6 +56,7 @@ from assay.judge.port import (
 from assay.judge.prompts import load_prompt
 from assay.judge.service import JudgeSetup, judge_pair_requests
 from assay.judge.spending import Spender
+from assay.multiplicity import win_slices
 from assay.outputs.index import index_outputs
 from assay.outputs.slices import read_slice
 from assay.pairwise.report import (
@@ -263,10 +264,13 @@ def compare_outputs(
 
     tally: Counter[PairOutcome] = Counter()
     reasons: Counter[str] = Counter()
+    by_tag: dict[str, Counter[PairOutcome]] = {}
     for case_id in shared:
         ab, ba = verdicts[(case_id, "ab")], verdicts[(case_id, "ba")]
         outcome = pair_outcome(ab, ba)
         tally[outcome] += 1
+        for tag in cases[case_id].tags:
+            by_tag.setdefault(tag, Counter())[outcome] += 1
         if outcome == "unjudged":
             reasons[ab.reason if ab.status == "skipped" else ba.reason] += 1
     judged = len(shared) - tally["unjudged"]
@@ -303,6 +307,11 @@ def compare_outputs(
         cost_usd=batch.cost_usd,
         budget=batch.decision,
         occurred_at=at,
+        slices=win_slices(
+            f"{version.suite}@{version.version} · {label_a} vs {label_b}",
+            comparison_id,
+            {tag: (t["a"], t["b"], t.total() - t["unjudged"]) for tag, t in by_tag.items()},
+        ),
     )
     logger.info(
         "comparison %s: %d pairs compared, %d judged, %d unjudged, %d call(s), %d cache hit(s)",

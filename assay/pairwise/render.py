@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from assay.multiplicity import markdown
 from assay.pairwise.report import PairwiseReport
 
 
@@ -69,6 +70,8 @@ def markdown_report(report: PairwiseReport) -> str:
         notes.append(f"budget {report.budget.status}: {report.budget.reason}")
     if notes:
         lines += ["", "**Warnings**", *[f"- {note}" for note in notes]]
+    if report.slices is not None:
+        lines += ["", markdown(report.slices, (f"{a} wins", f"{b} wins"))]
     lines += [
         "",
         f"Comparison `{report.comparison_id}` · {report.occurred_at:%Y-%m-%d %H:%M} UTC",

@@ -11,6 +11,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from assay.finops.budget import Decision
 from assay.judge.port import JudgePin
+from assay.multiplicity import Family
 from assay.rate import Rate
 from assay.store import EvidenceStore
 
@@ -79,6 +80,9 @@ class PairwiseReport(BaseModel):
     budget: Decision | None = None
     """The FinOps preflight's decision, when there were calls to make."""
     occurred_at: AwareDatetime
+    slices: Family | None = Field(default=None, exclude_if=lambda slices: slices is None)
+    """Per tag of the judged cases: A's wins against B's, a sign test each, adjusted together
+    (`assay.multiplicity.win_slices`); left out when the cases carry no tags."""
 
 
 def report_key(comparison_id: str) -> str:

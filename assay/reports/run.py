@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from assay.regression import Comparison, RegressionStatus
-from assay.reports import calibration, charts, page
+from assay.reports import admission, calibration, charts, page
 from assay.reports.run_view import (
     MAX_CASE_ROWS,
     NO_INFO,
@@ -485,6 +485,7 @@ def run_page(view: RunView) -> str:
         _trials(view),
         _trajectories(view),
         _judge(view),
+        admission.section(view.admission),
         _case_table(view),
     ]
     return page.document(f"{result.suite} · {result.subject} · {result.run_id}", body)

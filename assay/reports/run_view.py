@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from assay.admission.figures import judge_admission
+from assay.admission.record import AdmissionState
 from assay.calibration.report import CalibrationReport, reports
 from assay.errors import NotFoundError
 from assay.gate.decision import GateDecision, load_decision
@@ -116,6 +118,8 @@ class RunView:
     calibration: CalibrationReport | None = None
     gate: GateDecision | None = None
     """The gate's recorded decision, when the run went through the gate."""
+    admission: AdmissionState | None = None
+    """The run's judge's latest admission (None: the run used no judge)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -163,6 +167,7 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
         baseline_verdicts=case_verdicts(store, baseline) if baseline else None,
         calibration=latest[-1] if latest else None,
         gate=_gate_decision(store, run_id),
+        admission=None if result.judge is None else judge_admission(store, result.judge),
     )
     with gc_paused():  # the records read are acyclic, and most are dropped at once
         _read_cases(view, store, run_id, aggregate.chunks)

@@ -119,22 +119,24 @@ def automatic(store: EvidenceStore, candidate: RunAggregate) -> str | None:
     return None
 
 
-def named_baseline(store: EvidenceStore, given: str, suite: str) -> str:
+def named_baseline(
+    store: EvidenceStore, given: str, suite: str, *, cross_suite: bool = False
+) -> str:
     """The run `given` (an id or a unique prefix) names as the baseline of a run of `suite`.
 
     Raises:
         NotFoundError: No such run.
-        InputError: It is a run of another suite — the comparison would be meaningless and
-            could only read as noise, silently turning regression detection off — or it did
-            not complete.
+        InputError: It is a run of another suite and `cross_suite` was not asked for — the
+            comparison would mostly read as noise, silently turning regression detection
+            off — or it did not complete.
     """
     run_id = resolve_run_id(store, given)
     baseline = load_aggregate(store, run_id)
-    if baseline.suite != suite:
+    if baseline.suite != suite and not cross_suite:
         raise InputError(
             run_id,
             f"the baseline is a run of suite {baseline.suite}, not {suite}: runs of different "
-            "suites cannot be compared",
+            "suites are compared only with --cross-suite (`cross_suite` in a request)",
         )
     if baseline.status is not RunStatus.COMPLETED:
         raise InputError(run_id, f"the baseline run is {baseline.status}, not completed")
@@ -142,11 +144,17 @@ def named_baseline(store: EvidenceStore, given: str, suite: str) -> str:
 
 
 def select_baseline(
-    store: EvidenceStore, candidate: RunAggregate, explicit: str | None
+    store: EvidenceStore,
+    candidate: RunAggregate,
+    explicit: str | None,
+    *,
+    cross_suite: bool = False,
 ) -> tuple[str, BaselineSource] | None:
-    """The run to compare `candidate` with, and why; None when there is none."""
+    """The run to compare `candidate` with, and why; None when there is none. Only an explicit
+    baseline may be of another suite, and only when `cross_suite` says so."""
     if explicit:
-        return named_baseline(store, explicit, candidate.suite), BaselineSource.EXPLICIT
+        named = named_baseline(store, explicit, candidate.suite, cross_suite=cross_suite)
+        return named, BaselineSource.EXPLICIT
     pinned_run = pinned(store, candidate.suite, _subject_of(candidate))
     if pinned_run is not None and pinned_run != candidate.run_id:
         return pinned_run, BaselineSource.PINNED

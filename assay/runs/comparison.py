@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from threading import Lock
 
+from assay.corrected_difference import DifferenceCorrection
 from assay.process_state import remembered
 from assay.regression import Comparison, Counts, RunSide, compare, no_baseline
 from assay.runs.baselines import select_baseline
@@ -125,6 +126,7 @@ def run_side(
         with_trials=run.trials_policy is not None,
         judge_model=run.judge.model if run.judge else None,
         prompt_version=run.judge.prompt_version if run.judge else None,
+        suite=run.suite,
     )
 
 
@@ -134,14 +136,35 @@ def compare_with_baseline(
     metrics: RunMetrics,
     threshold: float,
     explicit: str | None = None,
+    *,
+    cross_suite: bool = False,
+    calibration: str | None = None,
 ) -> Comparison:
-    """The candidate's comparison with its baseline (explicit > pinned > automatic); with no
-    baseline, only the candidate's counts are read, not its evidence."""
-    chosen = select_baseline(store, candidate, explicit)
+    """The candidate's comparison with its baseline (explicit > pinned > automatic; an explicit
+    one of another suite only with `cross_suite`); with no baseline, only the candidate's counts
+    are read, not its evidence. With a `calibration` set, the judge-corrected paired difference
+    is computed and decides (`assay.runs.judge_corrected`)."""
+    chosen = select_baseline(store, candidate, explicit, cross_suite=cross_suite)
     if chosen is None:
         return no_baseline(Counts(passed=metrics.passed, scored=metrics.scored), threshold)
     side = run_side(store, candidate, metrics, metrics.score)
     baseline_id, source = chosen
     result = load_result(store, baseline_id)
     baseline = run_side(store, load_aggregate(store, baseline_id), result.metrics, result.score)
-    return compare(baseline, side, threshold, source)
+    return compare(
+        baseline, side, threshold, source, _correction(store, calibration, baseline, side)
+    )
+
+
+def _correction(
+    store: EvidenceStore, calibration: str | None, baseline: RunSide, candidate: RunSide
+) -> DifferenceCorrection | None:
+    if calibration is None:
+        return None
+    if baseline.with_trials or candidate.with_trials:
+        return DifferenceCorrection(
+            warning="judge_corrected: runs with trials are compared over trials, not corrected"
+        )
+    from assay.runs.judge_corrected import correct_difference  # reads the set: on request
+
+    return correct_difference(store, calibration, baseline.run_id, candidate.run_id)

@@ -8,15 +8,16 @@ run judges them with (`assay.runs.judging.chunk_questions`), their repeats from 
 the preflight's (`projected_tokens`, `price`). So:
 
 - **calls** are exact: the judge calls a run started now would make — every judged check of
-  every output (each trial its own) times the judge's repeats, times one juror, less what the
-  cache answers. Checks whose record cannot show what they judge are `unavailable` and never
-  asked; judged checks *per turn* of a conversation are unavailable today (never asked); a
+  every output (each trial its own) times the judge's repeats, times its jurors (a jury's
+  questions per juror, under each juror's cache keys: `assay.judge.jury.juror_questions`), less
+  what the cache answers. Checks whose record cannot show what they judge are `unavailable` and
+  never asked; judged checks *per turn* of a conversation are unavailable today (never asked); a
   conversation-level check (`llm_judge {on: conversation}`) is one call. Two outputs with the
   same cache key in different chunks count twice (chunks judge side by side: both miss);
 - **cost** is an upper bound (while the judge honours `max_tokens`): every call priced as the
   preflight prices it — its text at four characters a token plus the prompt's overhead, and an
-  answer at its `max_output_tokens` cap — at the synchronous prices and at the batch API's
-  (`Prices.batch`);
+  answer at its `max_output_tokens` cap — at each juror's synchronous prices and at the batch
+  API's (`Prices.batch`);
 - **budgets**: each applicable budget's headroom (limit less the period's recorded spend and
   other batches' live reservations, `assay.finops.budget.assess`), and whether the run would be
   stopped: the synchronous projection past a `block` or `throttle` budget's headroom, or budgets
@@ -36,6 +37,7 @@ from assay.finops.budget import Budget, assess
 from assay.finops.ledger import scope_matches
 from assay.finops.pricing import price
 from assay.hashing import SECRET_ENV, SECRET_KEY, OutputHasher, store_secret
+from assay.judge.jury import juror_questions, jurors_of
 from assay.judge.service import (
     JudgeSetup,
     answered_by_cache,
@@ -149,7 +151,8 @@ def plan_run(
     )
     hasher = _hasher(store)
     outputs = checks = unavailable = cache_hits = 0
-    lengths: list[int] = []
+    jurors = jurors_of(setup)
+    lengths: list[list[int]] = [[] for _ in jurors]
     for piece in index.slices:
         chunk = list(read_slice(piece, selected))
         outputs += len(chunk)
@@ -160,14 +163,21 @@ def plan_run(
         unavailable += len(asked.unjudged)
         if setup.make_judge is None:  # every check skipped with the reason: nothing asked
             continue
-        for key, request in with_repeats(asked.requests, setup.repeats):
-            if answered_by_cache(store, setup, key):
-                cache_hits += 1
-            else:
-                lengths.append(judged_characters(request))
-    calls = len(lengths)
-    input_tokens, output_tokens = projected_tokens(setup, lengths) if lengths else (0, 0)
-    sync = price(setup.prices, input_tokens, output_tokens)
+        repeated = with_repeats(asked.requests, setup.repeats)
+        for juror, (judge, questions) in enumerate(juror_questions(setup, repeated)):
+            for key, request in questions:
+                if answered_by_cache(store, judge, key):
+                    cache_hits += 1
+                else:
+                    lengths[juror].append(judged_characters(request))
+    calls = sum(len(reads) for reads in lengths)
+    input_tokens = output_tokens = 0
+    sync = batch = 0.0
+    for judge, reads in zip(jurors, lengths, strict=True):
+        tokens = projected_tokens(judge, reads) if reads else (0, 0)
+        input_tokens, output_tokens = input_tokens + tokens[0], output_tokens + tokens[1]
+        sync += price(judge.prices, *tokens)
+        batch += price(judge.prices.batch(), *tokens)
     at = now or datetime.now(UTC)
     budgets, blocked, reason = _budgets(store, setup.budgets, sync, suite.suite, subject, at)
     judged = compiled.judged and setup.make_judge is not None
@@ -180,12 +190,11 @@ def plan_run(
         checks=checks,
         unavailable=unavailable,
         repeats=setup.repeats,
+        jurors=len(jurors),
         calls=calls,
         cache_hits=cache_hits,
         tokens=PlannedTokens(input=input_tokens, output=output_tokens),
-        cost_usd=PlannedCost(
-            sync=sync, batch=price(setup.prices.batch(), input_tokens, output_tokens)
-        ),
+        cost_usd=PlannedCost(sync=sync, batch=batch),
         budgets=budgets,
         blocked=blocked,
         reason=reason,

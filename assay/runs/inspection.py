@@ -19,6 +19,7 @@ from assay.intake.record import AgentRecord, Evidence, TooManyCalls
 from assay.trajectory import TOOL_NAME
 
 if TYPE_CHECKING:
+    from assay.intake.otlp.book import Conversation
     from assay.outputs.candidate import CandidateOutput
     from assay.outputs.reference import OutputsReference
     from assay.suites.suite import Suite
@@ -55,6 +56,11 @@ class InspectedCase(BaseModel):
     """Evidence the record could not show, with why."""
     unavailable: list[str] = Field(default_factory=list)
     """With a suite: `KIND (label): why` for each check that would be unavailable."""
+    traces: int | None = None
+    """OTLP: how many traces the record was read from (more than one: a conversation's traces,
+    joined by `joined_by`)."""
+    joined_by: str | None = None
+    """The conversation attribute that joined its traces."""
 
 
 class Inspection(BaseModel):
@@ -70,10 +76,12 @@ def _name(tool: str) -> str:
     return tool if TOOL_NAME.fullmatch(tool) else "(a tool with an unusual name)"
 
 
-def _records(reference: OutputsReference) -> Iterator[tuple[str, str, CandidateOutput]]:
-    """(file, format, output) for every record behind `reference`, every case of every file."""
+def _records(
+    reference: OutputsReference,
+) -> Iterator[tuple[str, str, CandidateOutput, Conversation | None]]:
+    """(file, format, output, its traces when OTLP) for every record behind `reference`, every
+    case of every file."""
     from assay.intake import transcripts
-    from assay.intake.otlp import record as otlp
     from assay.intake.otlp.index import TraceBook, read_documents
     from assay.jsonl import numbered_lines
     from assay.outputs.candidate import output_of, parse_line
@@ -83,20 +91,19 @@ def _records(reference: OutputsReference) -> Iterator[tuple[str, str, CandidateO
     for source, kind in formatted_sources(reference):
         if kind == "jsonl":
             for number, _start, _end, raw in numbered_lines(source.blocks()):
-                yield source.name, kind, parse_line(raw, source.name, number, named)
+                yield source.name, kind, parse_line(raw, source.name, number, named), None
             continue
         try:
             if kind == "otlp":
                 book = TraceBook(reference.case_attribute, keep_spans=True)
                 read_documents(book, source, None)
-                for trace in book.cases():
-                    assert trace.case_id is not None and trace.case_span is not None
-                    record = otlp.read(trace.case_span, trace.spans)
-                    yield source.name, kind, output_of(trace.case_id, record)
+                for read in book.conversations():
+                    yield source.name, kind, output_of(read.case_id, read.read()), read
             else:
                 raw = b"".join(source.blocks())
                 record = transcripts.READERS[kind].read(raw, source.name)
-                yield source.name, kind, output_of(transcripts.case_id_of(source.name), record)
+                case_id = transcripts.case_id_of(source.name)
+                yield source.name, kind, output_of(case_id, record), None
         except TooManyCalls as exc:
             raise InputError(source.name, exc.problem) from None
 
@@ -115,7 +122,7 @@ def inspect_outputs(reference: OutputsReference, suite: Suite | None = None) -> 
 
         compiled = CompiledSuite.compile(suite)
     unknown: list[str] = []
-    for path, kind, output in _records(reference):
+    for path, kind, output, conversation in _records(reference):
         shown = files.setdefault(path, InspectedFile(path=path, format=kind, cases=0))
         shown.cases += 1
         record: AgentRecord | None = output.record
@@ -143,6 +150,10 @@ def inspect_outputs(reference: OutputsReference, suite: Suite | None = None) -> 
             usage=figures,
             shows=[evidence for evidence in Evidence if evidence not in unseen],
             unseen=unseen,
+            traces=len(conversation.traces) if conversation else None,
+            joined_by=(
+                conversation.attribute if conversation and len(conversation.traces) > 1 else None
+            ),
         )
         if compiled is not None:
             if output.case_id not in compiled.cases:

@@ -37,6 +37,7 @@ from assay.runs.records import (
     RunStatus,
     load_aggregate,
     now,
+    resolve_run_id,
     start_run,
 )
 from assay.store import EvidenceStore
@@ -157,6 +158,23 @@ def recorded_for_resume(store: EvidenceStore, run_id: str) -> RunAggregate:
         raise NotFoundError(
             f"no run {shown(run_id)} to resume in {store.uri} (see `assay runs list`)"
         ) from None
+
+
+def resumed_run_id(store: EvidenceStore, given: str) -> str:
+    """The whole id of the recorded run a `--resume` names by its id or a unique prefix, as
+    every command names a run (`resolve_run_id`); the launcher resumes it under that id.
+
+    Raises:
+        NotFoundError: no run has that id or prefix.
+        InputError: the prefix is too short or names several runs.
+    """
+    try:
+        run_id = resolve_run_id(store, given)
+    except NotFoundError:
+        raise NotFoundError(
+            f"no run {shown(given)} to resume in {store.uri} (see `assay runs list`)"
+        ) from None
+    return recorded_for_resume(store, run_id).run_id
 
 
 def begin_run(

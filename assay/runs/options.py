@@ -70,6 +70,11 @@ class RunOptions(StoreChoice, JudgeChoice, NotificationChoice):
         description="Run id to compare with (default: the pinned baseline, else the latest "
         "comparable run).",
     )
+    cross_suite: bool = Field(
+        default=False,
+        description="Compare with a `baseline` run of another suite, and say so in the "
+        "comparison (without it, such a baseline is refused: it could only read as noise).",
+    )
     chunk_size: int = Field(
         default=DEFAULT_CHUNK_SIZE,
         ge=1,
@@ -86,7 +91,8 @@ class RunOptions(StoreChoice, JudgeChoice, NotificationChoice):
     calibration: str | None = Field(
         default=None,
         description="Calibration set: add the PPI++ judge-corrected pass rate of the "
-        "`llm_judge` checks (when it was calibrated for this run's judge).",
+        "`llm_judge` checks (when it was calibrated for this run's judge), and the "
+        "judge-corrected paired difference against the baseline, which then decides `regressed`.",
     )
     dask: str | None = Field(
         default=None,

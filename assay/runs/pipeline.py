@@ -20,7 +20,7 @@ from assay.judge.redaction import add_counts
 from assay.judge.reliability import Correction, JudgeReliability, run_reliability
 from assay.outputs.slices import OutputsIndex, OutputSlice
 from assay.runs.baselines import named_baseline
-from assay.runs.lifecycle import recorded_for_resume
+from assay.runs.lifecycle import resumed_run_id
 from assay.runs.metrics import RunMetrics
 from assay.runs.options import RunOptions
 from assay.runs.records import RunPlan
@@ -63,10 +63,12 @@ def prepare_run(
         version, suite = registry.resolve(evidence, options.suite)
     who = Subject.given_or_default(options.subject, options.outputs)
     if options.baseline is not None:
-        baseline = named_baseline(evidence, options.baseline, version.suite)
+        baseline = named_baseline(
+            evidence, options.baseline, version.suite, cross_suite=options.cross_suite
+        )
         options = options.model_copy(update={"baseline": baseline})
     if options.resume and options.run_id is not None:
-        recorded_for_resume(evidence, options.run_id)
+        options = options.model_copy(update={"run_id": resumed_run_id(evidence, options.run_id)})
     index_run_outputs(suite, options.outputs, options.sample, options.seed, options.chunk_size)
     named = {"suite": version.ref} | ({} if options.storage_block else {"store": evidence.uri})
     return PreparedRun(options=options.model_copy(update=named), subject=who, store=evidence)

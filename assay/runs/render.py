@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from assay.corrected_difference import corrected_lines
 from assay.judge.reliability import judge_lines
 from assay.rate import rate_text
 from assay.regression import (
     Comparison,
     ConversationComparison,
     ConversationFlip,
+    CrossSuite,
     RegressionStatus,
 )
 from assay.runs.records import EvalResult
@@ -189,6 +191,14 @@ def markdown_summary(
     return "\n".join(lines)
 
 
+def cross_suite_line(cross: CrossSuite) -> str:
+    """What a comparison with a baseline of another suite says of it, wherever it is shown."""
+    return (
+        f"cross-suite: the baseline is a run of suite {cross.baseline_suite}, this run of "
+        f"{cross.candidate_suite} (compared as asked, --cross-suite)"
+    )
+
+
 def regression_lines(
     regression: Comparison | None, run_link: Callable[[str], str] = str
 ) -> list[str]:
@@ -210,6 +220,8 @@ def regression_lines(
         f"drop 95% CI {interval} (Newcombe), score drop {drop} "
         f"(threshold {regression.threshold:.2f})"
     ]
+    if regression.cross_suite is not None:
+        lines.append(cross_suite_line(regression.cross_suite))
     paired = regression.paired
     if paired is not None:
         pi = (
@@ -235,6 +247,8 @@ def regression_lines(
             f"{trials.mean_diff:+.3f}, SE {trials.se:.4f}, 95% CI {trials.interval[0]:+.3f} to "
             f"{trials.interval[1]:+.3f} ({trials.method})"
         )
+    used = regression.intervals_used
+    lines += corrected_lines(regression.judge_corrected, regression.judge_corrected_warning, used)
     detectable = regression.minimum_detectable_drop
     if detectable is not None:
         lines.append(
@@ -309,7 +323,12 @@ def suite_run_verdict(result: EvalResult) -> FlowVerdict:
             name="Regressed",
             passed=False,
             message=f"{rate}, down from {b.passed}/{b.scored} in baseline "
-            f"{regression.baseline_run}",
+            f"{regression.baseline_run}"
+            + (
+                ""
+                if (corrected := regression.judge_corrected) is None
+                else f"; judge-corrected drop {corrected.estimate:+.3f}"
+            ),
         )
     threshold = f"threshold {result.pass_threshold:.2f}"
     if result.passed:

@@ -128,7 +128,7 @@ class ScorerSpec(BaseModel):
         """Identity of this scorer's full form: equal keys mean equal scorers."""
         return f"{self.name}:{self.config.model_dump_json()}"
 
-    @cached_property
+    @property  # not cached: a dict lookup beats 3.11's locked first read, once per per-case spec
     def needs_reference(self) -> bool:
         """Whether this check compares with the case's `expected_trajectory`."""
         return scorer_type(self.name).needs_reference

@@ -49,6 +49,7 @@ _ADDED_FIELDS: dict[str, object] = {
     "min_coverage": DEFAULT_MIN_COVERAGE,
     "trials": None,
     "non_inferiority_margin": None,
+    "primary_comparison": False,
 }
 """Suite fields added after suites were first published, with their defaults. At its default a
 field is left out of the canonical text, so every suite published before the field existed keeps
@@ -230,6 +231,9 @@ class Suite(BaseModel):
     ) = None
     """δ: the gate passes only when the upper 95% bound of the pass-rate drop against the
     baseline is below δ (`insufficient_evidence` when it is not, and the run did not regress)."""
+    primary_comparison: bool = False
+    """A pre-registered primary comparison: a nightly keeps this suite's regression test out of
+    the family it adjusts for multiplicity and decides it at 5% alone (`assay.multiplicity`)."""
     defaults: list[ScorerSpec] = Field(default_factory=list)
     cases: list[Case]
 

@@ -11,7 +11,8 @@ when the `frameworks` extra is not installed (`pip install -e '.[frameworks]'`).
     def test_x(framework_recordings: dict[str, Path]) -> None:
         traces = framework_recordings["agents-genai"] / "traces.pb"
 
-`conversation_recordings` is the same for the multi-turn conversations (`converse.py`).
+`conversation_recordings` is the same for the multi-turn conversations (`converse.py`), and
+`session_recordings` for those conversations recorded one trace per user turn (`sessions.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 from tests.frameworks.converse import CONVERSATION_SETUPS
 from tests.frameworks.model_server import running_model_server
 from tests.frameworks.record import ALL_SETUPS, CLEARED_ENV_PREFIXES
+from tests.frameworks.sessions import SESSION_SETUPS
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 120.0
@@ -59,13 +61,11 @@ def missing_frameworks() -> list[str]:
     return missing
 
 
-def _record(
-    setup: str, out: Path, model_url: str, env: dict[str, str], conversations: bool
-) -> None:
+def _record(setup: str, out: Path, model_url: str, env: dict[str, str], recording: str) -> None:
     folder = out / setup
     command = [sys.executable, "-m", "tests.frameworks.record", setup, str(folder)]
-    if conversations:
-        command.append("--conversations")
+    if recording != "scenarios":
+        command.append(f"--{recording}")
     done = subprocess.run(
         [*command, "--model-url", model_url],
         cwd=REPO,
@@ -80,13 +80,21 @@ def _record(
         raise RuntimeError(f"recording {setup} failed (exit {done.returncode}):\n{tail}")
 
 
+RECORDINGS = {
+    "scenarios": ALL_SETUPS,
+    "conversations": CONVERSATION_SETUPS,
+    "sessions": SESSION_SETUPS,
+}
+"""What can be recorded, and the setups that record it."""
+
+
 def record_all(
-    out: Path, setups: Iterable[str] = ALL_SETUPS, *, conversations: bool = False
+    out: Path, setups: Iterable[str] = ALL_SETUPS, *, recording: str = "scenarios"
 ) -> dict[str, Path]:
-    """Record each setup into `out / SETUP` (its conversations, with `conversations`); returns
-    setup -> that folder."""
+    """Record each setup into `out / SETUP` (`recording`: one of `RECORDINGS`); returns setup ->
+    that folder."""
     chosen = list(setups)
-    known = CONVERSATION_SETUPS if conversations else ALL_SETUPS
+    known = RECORDINGS[recording]
     unknown = sorted(set(chosen) - set(known))
     if unknown:
         raise ValueError(f"unknown setups {unknown}; known: {list(known)}")
@@ -98,9 +106,7 @@ def record_all(
         running_model_server() as server,
         ThreadPoolExecutor(max_workers=PARALLEL) as pool,
     ):
-        jobs = [
-            pool.submit(_record, setup, out, server.url, env, conversations) for setup in chosen
-        ]
+        jobs = [pool.submit(_record, setup, out, server.url, env, recording) for setup in chosen]
         for job in jobs:
             job.result()
     return {setup: out / setup for setup in chosen}
@@ -122,4 +128,14 @@ def conversation_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[st
     if missing:
         pytest.skip(f"the frameworks extra is not installed (no {', '.join(missing)})")
     out = tmp_path_factory.mktemp("conversation-recordings")
-    return record_all(out, CONVERSATION_SETUPS, conversations=True)
+    return record_all(out, CONVERSATION_SETUPS, recording="conversations")
+
+
+@pytest.fixture(scope="session")
+def session_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The conversations recorded one trace per user turn by each setup of `sessions.py`."""
+    missing = missing_frameworks()
+    if missing:
+        pytest.skip(f"the frameworks extra is not installed (no {', '.join(missing)})")
+    out = tmp_path_factory.mktemp("session-recordings")
+    return record_all(out, SESSION_SETUPS, recording="sessions")

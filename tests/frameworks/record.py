@@ -14,7 +14,8 @@ runs in a fresh process (instrumentors and tracer providers are global) and writ
   conversation in its native format (`messages_plain.jsonl` too for LangGraph);
 - `notes.json`: the instrumentation, its content mode, how the case id was attached.
 
-With `--conversations` it records the multi-turn conversations instead (`converse.py`).
+With `--conversations` it records the multi-turn conversations instead (`converse.py`); with
+`--sessions` the same conversations one trace per user turn, tied by a session id (`sessions.py`).
 
 Each case runs inside a root span `case` with `assay.case_id` opened with the OpenTelemetry API;
 every instrumentation here starts its spans under the current context, so the whole case is
@@ -377,18 +378,23 @@ def _write_jsonl(path: Path, conversations: dict[str, Messages]) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def record(setup_name: str, out: Path, model_url: str, *, conversations: bool = False) -> None:
-    """Run every scenario (every conversation, with `conversations`) through `setup_name` and
-    write the recordings into `out`."""
+def record(setup_name: str, out: Path, model_url: str, *, recording: str = "scenarios") -> None:
+    """Run every scenario (every conversation, with `recording` "conversations"; one trace per
+    turn, with "sessions") through `setup_name` and write the recordings into `out`."""
     setup = SETUPS[setup_name]
     _configure_environment(setup)
     out.mkdir(parents=True, exist_ok=True)
     telemetry = Telemetry(setup_name)
     recorder = RECORDERS[setup_name]
-    if conversations:
+    case_note = _CASE_ID_NOTE
+    if recording == "conversations":
         from tests.frameworks.converse import CONVERSATION_RECORDERS
 
         recorder = CONVERSATION_RECORDERS[setup_name]
+    elif recording == "sessions":
+        from tests.frameworks.sessions import SESSION_CASE_NOTES, SESSION_RECORDERS
+
+        recorder, case_note = SESSION_RECORDERS[setup_name], SESSION_CASE_NOTES[setup_name]
     try:
         url = model_url.rstrip("/").removesuffix("/v1")
         native, plain = recorder(setup_name, telemetry, url)
@@ -405,7 +411,7 @@ def record(setup_name: str, out: Path, model_url: str, *, conversations: bool = 
         "content": setup.content,
         "env": setup.env,
         "content_in": setup.content_in,
-        "case_id": _CASE_ID_NOTE,
+        "case_id": case_note,
         "requests": counts,
         **setup.notes,
     }
@@ -417,8 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("setup", choices=ALL_SETUPS)
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--model-url", help="the model server's root URL (default: start one)")
-    parser.add_argument(
+    kinds = parser.add_mutually_exclusive_group()
+    kinds.add_argument(
         "--conversations", action="store_true", help="record the conversations instead"
+    )
+    kinds.add_argument(
+        "--sessions",
+        action="store_true",
+        help="record the conversations one trace per user turn, tied by a session id",
     )
     args = parser.parse_args(argv)
     server: AbstractContextManager[Any]
@@ -430,7 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         server = running_model_server()
     with server as running:
         url = args.model_url or running.url
-        record(args.setup, args.outdir, url, conversations=args.conversations)
+        recording = (
+            "conversations" if args.conversations else "sessions" if args.sessions else "scenarios"
+        )
+        record(args.setup, args.outdir, url, recording=recording)
     return 0
 
 

@@ -3,7 +3,9 @@
 Where each turn begins, by what the trace holds:
 - **agent invocations**: each top-level invocation below the case span (an agent span: GenAI
   `invoke_agent`, OpenInference `AGENT` or `CHAIN`, with no such span between it and the case
-  span — an OpenAI Agents `Runner.run`, a LangGraph `invoke`) is one turn, in start-time order.
+  span — an OpenAI Agents `Runner.run`, a LangGraph `invoke`) is one turn, in start-time order;
+  a case span that is itself an invocation is the one turn (a graph's root span read as the
+  case: its nodes are steps of that turn, not turns).
   Its user is the last user message of its own input messages, else of the first model span
   below it that recorded them; its answer is its own output, else that of its last-ending model
   span with text.
@@ -51,7 +53,10 @@ def is_agent_span(span: Span) -> bool:
 
 
 def _invocations(case_span: Span, below: Sequence[Span]) -> list[Span]:
-    """The agent spans below the case span with no agent span between them and it."""
+    """The agent spans below the case span with no agent span between them and it; the case
+    span alone when it is one."""
+    if is_agent_span(case_span):
+        return [case_span]
     by_id = {span.span_id: span for span in below}
     found = []
     for span in below:
