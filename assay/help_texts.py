@@ -1,4 +1,5 @@
-"""The descriptions of what every flow takes (`assay.choices`), as plain text.
+"""The descriptions of what every flow takes (`assay.choices`), and of run options that another
+command's flag shares (`cross_suite`, which `assay report --against` takes too), as plain text.
 
 Each is one field's description, and the `--help` of the flag that sets it on every command;
 it lives here, apart from its model, because the command line builds those flags at start-up
@@ -17,3 +18,7 @@ JUDGE_BLOCK: Final = (
 )
 FRESH_JUDGE: Final = "Ignore cached verdicts; judge again."
 NOTIFICATION_BLOCK: Final = "Saved NotificationTarget block that findings are sent to."
+CROSS_SUITE: Final = (
+    "Compare with a `baseline` run of another suite, and say so in the comparison (without it, "
+    "such a baseline is refused: it could only read as noise)."
+)

@@ -145,6 +145,7 @@ def _score_and_persist(
     summary.budget = judged.decision
     summary.redactions = judged.redactions
     summary.judge_repeats = setup.repeats
+    summary.jury = judged.jury
     if setup.model and setup.prompt_version:
         summary.judge = setup.pin
     m = summary.metrics

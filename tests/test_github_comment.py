@@ -146,7 +146,9 @@ def test_the_comment_is_posted_once_then_updated_in_place_and_holds_no_output_te
     failing = ", ".join(f"`c{i:02d}`" for i in range(4, 4 + FLIPS_SHOWN))
     assert f"**Now failing (26):** {failing} … and 6 more" in body
     assert "**Now passing (2):** `c00`, `c01`" in body
-    assert f"[Full report](http://svc:8000/runs/{v2_run}/report)" in body
+    assert re.search(
+        rf"\[Full report\]\(http://svc:8000/runs/{v2_run}/report\?key=[0-9a-f]{{32}}\)", body
+    )
     assert "Every rule passed" in first.read_text() and "No baseline" in first.read_text()
     assert "[Full report]" not in first.read_text()
 

@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from assay.judge.port import JudgePin
 from assay.runs.chunks import read_cases
@@ -33,6 +34,7 @@ from assay.suites.suite import load_suite
 from assay.telemetry.events import RESULT_EVENT, SUMMARY_EVENT
 from assay.telemetry.export import SettingError, export_run, logs_endpoint
 from tests.conftest import EXAMPLES
+from tests.frameworks.fixtures import session_recordings  # noqa: F401 (a fixture)
 from tests.judge_server import JudgeServer, verdict
 from tests.otel_agent import CANARY, agent_traces, otlp_json
 from tests.servers import free_port
@@ -270,6 +272,56 @@ def test_an_endpoint_that_does_not_answer_is_one_warning_and_the_verdict_stands(
     assert sent is not None and sent.warning is None and (sent.results, sent.linked) == (50, 0)
     assert len(collector.events(RESULT_EVENT)) == 50
     assert not any(r.trace_id for r in collector.records)
+
+
+def _case_spans(traces: Path) -> dict[str, list[tuple[int, str, str]]]:
+    """Per case, each turn's `case` span as (start, trace id, span id) in start order, read
+    with the OTLP protobuf classes from the recording's own export."""
+    found: dict[str, list[tuple[int, str, str]]] = {}
+    request = ExportTraceServiceRequest.FromString(traces.read_bytes())
+    for resource_spans in request.resource_spans:
+        for scope in resource_spans.scope_spans:
+            for span in scope.spans:
+                named = {a.key: a.value.string_value for a in span.attributes}
+                if "assay.case_id" in named:
+                    found.setdefault(named["assay.case_id"], []).append(
+                        (span.start_time_unix_nano, span.trace_id.hex(), span.span_id.hex())
+                    )
+    return {case: sorted(turns) for case, turns in found.items()}
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_conversation_of_several_traces_links_its_first_turn_and_names_the_others(
+    session_recordings: dict[str, Path],  # noqa: F811 (the fixture imported above)
+    collector: Collector,
+    store_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The OpenAI Agents SDK's conversations, one trace per user turn: each case's event is
+    parented to its first turn's case span and carries the later turns' trace ids in
+    `assay.trace_ids` (a log record has no links)."""
+    from tests.launched import suite_run
+    from tests.test_multi_trace_conversations import TRACES, _turns_suite
+
+    recording = session_recordings["agents-openinference"]
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(_turns_suite().document()))
+    monkeypatch.setenv("ASSAY_OTEL_EXPORT", collector.url)
+
+    run = suite_run(
+        suite=str(suite), outputs=str(recording / "traces.pb"), subject="agent:sessions@v1"
+    )
+
+    turns = _case_spans(recording / "traces.pb")
+    assert {case: len(spans) for case, spans in turns.items()} == TRACES
+    results = {r.attributes["assay.case.id"]: r for r in collector.events(RESULT_EVENT)}
+    assert results.keys() == TRACES.keys() and run.metrics.cases == len(TRACES)
+    for case, ((_, trace_id, span_id), *later) in turns.items():
+        assert (results[case].trace_id, results[case].span_id) == (trace_id, span_id)
+        assert results[case].attributes["assay.trace_ids"] == [trace for _, trace, _ in later]
+    (summary,) = collector.events(SUMMARY_EVENT)
+    assert summary.attributes["assay.run.results_linked"] == len(TRACES)
 
 
 def test_the_setting_names_the_endpoint() -> None:

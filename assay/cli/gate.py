@@ -293,6 +293,7 @@ def _past_gate(
 def _gate_here(options: GateOptions, junit: Path | None, answer: Answer) -> NoReturn:
     """The gate in this process: its flow run, JUnit XML with `--junit`, then the answer."""
     from assay.gate.decision import GateReport, GateRun
+    from assay.reports.link_key import report_link_key
 
     evidence, launched = launch_suite_flow("gate", ("gate",), not answer.as_json, options)
     run = cast(GateRun, launched)
@@ -302,4 +303,5 @@ def _gate_here(options: GateOptions, junit: Path | None, answer: Answer) -> NoRe
 
         cases = read_decided_cases(evidence, run.decision.run_id)
         _write_aside(junit, junit_xml(run.decision, cases), "JUnit XML")
-    _gate_answer(GateReport.of(run), run.decision, answer)
+    link_key = report_link_key(evidence, run.decision.run_id)
+    _gate_answer(GateReport.of(run, link_key), run.decision, answer)

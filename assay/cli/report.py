@@ -5,11 +5,15 @@ page (no network needed to open it, no output text in it unless `--outputs` join
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from assay import help_texts
 from assay.cli import _common as common
+
+if TYPE_CHECKING:
+    from assay.store import EvidenceStore
 
 
 @common.app.command("report")
@@ -21,6 +25,10 @@ def report_command(
         str | None,
         typer.Option("--against", help="Compare with this run (default: the recorded baseline)."),
     ] = None,
+    cross_suite: Annotated[
+        bool,
+        typer.Option("--cross-suite", help=common.flag_help(help_texts.CROSS_SUITE)),
+    ] = False,
     outputs: Annotated[
         str | None,
         typer.Option(
@@ -63,6 +71,8 @@ def report_command(
         common.fail("give exactly one of RUN_ID, --trend SUITE or --calibration REPORT_ID")
     if against is not None and run_id is None:
         common.fail("--against needs a RUN_ID")
+    if cross_suite and against is None:
+        common.fail("--cross-suite needs --against RUN_ID: the recorded comparison is kept")
     if subject is not None and trend is None:
         common.fail("--subject needs --trend")
     if outputs is not None and (run_id is None or output is None):
@@ -82,18 +92,20 @@ def report_command(
     # Imported here: matplotlib and the page builders load only for this command.
     if run_id is not None:
         from assay.reports.run import run_report
-        from assay.runs.records import resolve_run_id
 
-        run_id = resolve_run_id(evidence, run_id)
+        run_id = _named(evidence, run_id)
         if against is not None:
-            against = resolve_run_id(evidence, against)
+            against = _named(evidence, against)
         if outputs is not None:
             from assay.reports.view import join_outputs, view_page
 
-            joined = join_outputs(evidence, run_id, outputs, against=against)
+            joined = join_outputs(
+                evidence, run_id, outputs, against=against, cross_suite=cross_suite
+            )
             html, name = view_page(joined), ""
         else:
-            html, name = run_report(evidence, run_id, against), f"report-{run_id}.html"
+            html = run_report(evidence, run_id, against, cross_suite=cross_suite)
+            name = f"report-{run_id}.html"
     elif trend is not None:
         from assay.reports.trend import trend_page
 
@@ -105,6 +117,13 @@ def report_command(
         html = calibration_page(find_report(evidence, calibration))
         name = f"calibration-{calibration}.html"
     _write(output or Path(name), html)
+
+
+def _named(evidence: EvidenceStore, given: str) -> str:
+    """The run `given` names (an id or a unique prefix): one line and exit 2 when none does."""
+    from assay.runs.records import resolve_run_id
+
+    return common.guarded(lambda: resolve_run_id(evidence, given))
 
 
 def _write(target: Path, html: str) -> None:

@@ -59,7 +59,7 @@ def view_command(
     from assay.reports.view import Standing, join_outputs, view_page
     from assay.runs.records import resolve_run_id
 
-    run_id = resolve_run_id(evidence, run_id)
+    run_id = common.guarded(lambda: resolve_run_id(evidence, run_id))
     joined = common.guarded(lambda: join_outputs(evidence, run_id, outputs, baseline_outputs))
     counts = joined.counts()
     common.out.print(

@@ -8,8 +8,10 @@ Wilson intervals, a conversation run's counts (conversations, turns, each turn i
 `TURN_INDEXES_SHOWN` of them), the paired table and exact McNemar p, the flipped case ids (the first
 `FLIPS_SHOWN` of each direction, then a count), the judge's admission state (admitted, not
 admitted or no record; each part's figure with n and 95% interval; canary ids) and a link to the
-run's report when a service URL is known. Only ids, counts and rule details: never a case's
-input, output or judge reasoning.
+run's report when a service URL is known — with the run's report link key, so a reviewer's
+browser, which sends no token, opens it (docs/ci.md says why the key may be given to whoever
+reads the pull request). Only ids, counts and rule details: never a case's input, output or
+judge reasoning.
 """
 
 from __future__ import annotations
@@ -129,7 +131,8 @@ def _baseline_lines(result: EvalResult) -> tuple[list[str], list[str]]:
 def gate_comment(report: GateReport, report_url: str | None = None) -> str:
     """The pull-request comment of a gate run (`assay gate --json`'s report, so a gate run in
     this process and one through the service render alike); `report_url` is the Assay
-    service's base URL (the comment links `URL/runs/{id}/report`), None when none is known."""
+    service's base URL (the comment links `URL/runs/{id}/report?key=K`), None when none is
+    known."""
     result = report.result
     heading = "✅ Assay gate passed" if report.verdict == "pass" else "❌ Assay gate failed"
     lines = [
@@ -172,5 +175,7 @@ def gate_comment(report: GateReport, report_url: str | None = None) -> str:
         ]
     if report_url:
         link = f"{report_url.rstrip('/')}/runs/{quote(result.run_id, safe='')}/report"
+        if report.report_link_key is not None:
+            link += f"?key={quote(report.report_link_key, safe='')}"
         lines += ["", f"[Full report]({link})"]
     return "\n".join(lines) + "\n"

@@ -44,8 +44,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel
 
-from assay.admission.battery import load_battery
-from assay.admission.record import AdmissionState, Fingerprint, admission_state
+from assay.admission.figures import judge_admission
+from assay.admission.record import AdmissionState
 from assay.calibration.report import is_calibrated
 from assay.errors import NotFoundError
 from assay.judge.port import JudgePin
@@ -209,12 +209,8 @@ def _rule_results(
     # Checks skipped for an even split of repeated verdicts are counted in judge_consistency;
     # they are not an outage.
     split = result.metrics.split_checks
-    outage = (
-        result.judge is not None
-        and bool(unjudged)
-        and budget_ok
-        and result.metrics.skipped_checks > split
-    )
+    judged = result.judge is not None and budget_ok
+    outage = judged and bool(unjudged) and result.metrics.skipped_checks > split
     if outage:
         available_detail = (
             f"{len(unjudged)} case(s) with llm_judge checks the configured judge did not judge "
@@ -396,10 +392,7 @@ def assess(
     judge's calibration, the unjudged cases); records nothing and calls no judge."""
     judge = None if result.judge is None else JudgePin(**result.judge.model_dump())
     calibrated = None if judge is None else is_calibrated(store, judge)
-    admission = None
-    if judge is not None:
-        fingerprint = Fingerprint(judge=judge, battery_version=load_battery().version)
-        admission = admission_state(store, fingerprint)
+    admission = None if judge is None else judge_admission(store, judge)
     return decide(
         result,
         uses_judge=uses_judge(suite),
@@ -478,12 +471,16 @@ class GateReport(BaseModel):
     unjudged_cases: list[str]
     result: EvalResult
     admission: AdmissionState | None = None
+    report_link_key: str | None = None
+    """The key the report link of the pull-request comment carries (`assay.reports.link_key`,
+    docs/ci.md); None from a service that predates it."""
 
     @classmethod
-    def of(cls, run: GateRun) -> GateReport:
-        """The report of a gate run."""
+    def of(cls, run: GateRun, link_key: str) -> GateReport:
+        """The report of a gate run; `link_key` is its run's report link key."""
         decision = run.decision
         recorded = {name: getattr(decision, name) for name in _RECORDED_IN_REPORT}
+        recorded["report_link_key"] = link_key
         return cls(**recorded, effective_verdict=decision.verdict, result=run.result)
 
 

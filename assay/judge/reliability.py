@@ -21,6 +21,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay.judge.agreement import JuryAgreement, JuryTally
 from assay.judge.port import JUDGE_SPLIT, Verdict
 from assay.rate import Rate
 
@@ -114,6 +115,8 @@ class JudgeReliability(BaseModel):
     judge_consistency: JudgeConsistency | None = None
     judge_redactions: dict[str, int] | None = None
     """Redactions per kind in what this run's judge prompts held (None: no judge)."""
+    judge_jury: JuryAgreement | None = None
+    """A jury's agreement over every check this run judged (None: a single judge)."""
     judge_warnings: list[str] = Field(default_factory=list)
     """Why a correction or a figure is missing (never a silent fallback)."""
 
@@ -126,12 +129,15 @@ def run_reliability(
     split: int,
     redactions: dict[str, int] | None,
     correction: Correction | None,
+    jury: JuryTally | None = None,
 ) -> JudgeReliability:
     """A run's judge figures: consistency when checks were judged more than once, redaction
-    counts, and the PPI++ correction (or the warning saying why there is none)."""
+    counts, a jury's agreement, and the PPI++ correction (or the warning saying why there is
+    none)."""
     return JudgeReliability(
         judge_consistency=consistency(repeats, repeated, unanimous, split) if repeats > 1 else None,
         judge_redactions=redactions,
+        judge_jury=jury.agreement() if jury is not None else None,
         judge_corrected=correction.corrected if correction else None,
         judge_warnings=[correction.warning] if correction and correction.warning else [],
     )
@@ -169,8 +175,22 @@ def judge_lines(reliability: JudgeReliability) -> list[str]:
             f"{consistency.checks - consistency.unanimous}/{consistency.checks} checks flipped, "
             f"flip rate {rate}; {consistency.split} split (skipped)"
         )
+    if reliability.judge_jury is not None:
+        lines.append(jury_line(reliability.judge_jury, consistency))
     redactions = reliability.judge_redactions
     if redactions is not None:
         counted = ", ".join(f"{kind} {n}" for kind, n in redactions.items()) or "none"
         lines.append(f"redacted before judging: {counted}")
     return lines
+
+
+def jury_line(jury: JuryAgreement, consistency: JudgeConsistency | None = None) -> str:
+    """`jury: majority of 3 — alpha 0.73 (n=240 checks), effective votes 1.2`: over a run's
+    judged checks, each repeat its own item when checks were judged K > 1 times."""
+    alpha = "undefined" if jury.alpha_verdicts is None else f"{jury.alpha_verdicts:.2f}"
+    votes = "undefined" if jury.effective_votes is None else f"{jury.effective_votes:.1f}"
+    items = "checks" if consistency is None else f"verdicts: checks × {consistency.repeats}"
+    return (
+        f"jury: {jury.aggregation} of {jury.jurors} — alpha {alpha} (n={jury.items} {items}), "
+        f"effective votes {votes}"
+    )

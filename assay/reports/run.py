@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from assay.judge.reliability import jury_line
 from assay.regression import Comparison, RegressionStatus
 from assay.reports import admission, calibration, charts, page
 from assay.reports.run_view import (
@@ -33,9 +34,11 @@ MARKS = {Status.PASS: "✓", Status.FAIL: "✗", Status.ERROR: "!", Status.SKIPP
 """Each status has a mark as well as a colour, so no reading depends on colour."""
 
 
-def run_report(store: EvidenceStore, run_id: str, against: str | None = None) -> str:
-    """The run's report page."""
-    return run_page(load_view(store, run_id, against))
+def run_report(
+    store: EvidenceStore, run_id: str, against: str | None = None, *, cross_suite: bool = False
+) -> str:
+    """The run's report page (`load_view`'s comparison)."""
+    return run_page(load_view(store, run_id, against, cross_suite=cross_suite))
 
 
 def _rate(passed: int, n: int) -> str:
@@ -296,6 +299,8 @@ def _judge(view: RunView) -> str:
             svgs.append(
                 charts.forest(f"Judge flip rate over {consistency.repeats} repeats", [flip])
             )
+    if result.judge_jury is not None:
+        parts.append(page.note(jury_line(result.judge_jury, consistency)))
     spent = [("this run", m.judge_cost_usd)]
     budget = result.budget
     if budget is not None and budget.spent_usd is not None:

@@ -135,8 +135,11 @@ class RunView:
         return case_change(self.baseline_verdicts.get(case.case_id), now)
 
 
-def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> RunView:
-    """Read a finished run, compared with `against` (default: its recorded baseline)."""
+def load_view(
+    store: EvidenceStore, run_id: str, against: str | None = None, *, cross_suite: bool = False
+) -> RunView:
+    """Read a finished run, compared with `against` (default: its recorded baseline; one of
+    another suite only with `cross_suite`)."""
     result = load_result(store, run_id)
     aggregate = load_aggregate(store, run_id)
     _, golden = registry.resolve(store, f"{result.suite}@{result.suite_version}")
@@ -148,12 +151,13 @@ def load_view(store: EvidenceStore, run_id: str, against: str | None = None) -> 
     }
     comparison = result.regression
     if against is not None:
-        # A stored RunMetrics leaves out its score sum (the EvalResult keeps the mean score).
-        metrics = result.metrics.model_copy(
-            update={"score_sum": (result.score or 0.0) * result.metrics.scored}
-        )
         comparison = compare_with_baseline(
-            store, aggregate, metrics, golden.regression_threshold, against
+            store,
+            aggregate,
+            result.metrics,
+            golden.regression_threshold,
+            against,
+            cross_suite=cross_suite,
         )
     baseline = comparison.baseline_run if comparison is not None else None
     latest = reports(store, result.judge) if result.judge is not None else []

@@ -129,6 +129,8 @@ def join_outputs(
     outputs: str,
     baseline_outputs: str | None = None,
     against: str | None = None,
+    *,
+    cross_suite: bool = False,
 ) -> Joined:
     """Read the run's view and the user's outputs, and join them where the hashes agree.
 
@@ -136,7 +138,7 @@ def join_outputs(
         InputError: the outputs do not read (file, line and field named), hold a case the
             run's suite lacks, or `baseline_outputs` is given for a run with no baseline.
     """
-    view = load_view(store, run_id, against)
+    view = load_view(store, run_id, against, cross_suite=cross_suite)
     hasher = _stored_hasher(store)
     records = [record for case in view.rows for record in _records_of(view, case)]
     said = _join(store, run_id, outputs, records, hasher)

@@ -29,6 +29,7 @@ from typing import Final
 from assay.finops.budget import Decision
 from assay.hashing import OutputHasher
 from assay.intake.record import Evidence
+from assay.judge.agreement import JuryTally
 from assay.judge.cache import cache_key
 from assay.judge.circuit import CIRCUIT_OPEN, CIRCUIT_OPEN_WHY
 from assay.judge.port import JUDGE_SPLIT, JudgeRequest, Verdict
@@ -99,6 +100,8 @@ class ChunkJudgement:
     """Checks whose verdicts split evenly: skipped with `judge split`."""
     over_bound: int = 0
     """Judge calls that reported more output tokens than `max_tokens` allows."""
+    jury: JuryTally | None = None
+    """A jury's verdicts tallied for its agreement (each repeat of a check its own item)."""
 
 
 def _outcome(verdict: Verdict) -> Outcome:
@@ -135,6 +138,8 @@ def judge_chunk(
         decision=batch.decision,
         over_bound=batch.over_bound,
     )
+    if batch.by_juror is not None and setup.jury is not None:
+        judgement.jury = JuryTally.of(batch.by_juror, setup.jury.aggregation)
     judgement.redactions = asked.redactions
     for key, verdicts in zip(asked.keys, repeats, strict=True):
         verdict, unanimous = majority(verdicts)

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from assay import help_texts
 from assay.choices import JudgeChoice, NotificationChoice, StoreChoice
 from assay.dask_reference import check_reference
 from assay.errors import InputError
@@ -70,11 +71,7 @@ class RunOptions(StoreChoice, JudgeChoice, NotificationChoice):
         description="Run id to compare with (default: the pinned baseline, else the latest "
         "comparable run).",
     )
-    cross_suite: bool = Field(
-        default=False,
-        description="Compare with a `baseline` run of another suite, and say so in the "
-        "comparison (without it, such a baseline is refused: it could only read as noise).",
-    )
+    cross_suite: bool = Field(default=False, description=help_texts.CROSS_SUITE)
     chunk_size: int = Field(
         default=DEFAULT_CHUNK_SIZE,
         ge=1,

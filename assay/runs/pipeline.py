@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from assay.finops.budget import Decision, strictest
 from assay.hashing import OutputHasher, store_secret
+from assay.judge.agreement import JuryTally
 from assay.judge.config import JudgeConfig
 from assay.judge.port import JudgePin
 from assay.judge.redaction import add_counts
@@ -122,6 +123,8 @@ class ChunkSummary(BaseModel):
     """Redactions per kind in this chunk's judge prompts (counts only)."""
     judge_repeats: int = 1
     """Verdicts asked per llm_judge check (the judge setup's K)."""
+    jury: JuryTally | None = None
+    """A jury's verdicts in this chunk, tallied for its agreement (sums only)."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,7 @@ class MergedChunks:
     judge: JudgePin | None = None
     redactions: dict[str, int] | None = None
     repeats: int = 1
+    jury: JuryTally | None = None
     rows: list[CaseRow] = field(default_factory=list)
 
     def reliability(self, correction: Correction | None) -> JudgeReliability:
@@ -206,6 +210,7 @@ class MergedChunks:
             split=self.metrics.split_checks,
             redactions=self.redactions,
             correction=correction,
+            jury=self.jury,
         )
 
 
@@ -219,5 +224,10 @@ def merge_chunks(summaries: Iterable[ChunkSummary]) -> MergedChunks:
         if summary.judge is not None:
             merged.redactions = add_counts(merged.redactions or {}, summary.redactions)
             merged.repeats = max(merged.repeats, summary.judge_repeats)
+        if summary.jury is not None:
+            if merged.jury is None:
+                merged.jury = summary.jury.model_copy(deep=True)
+            else:
+                merged.jury.merge(summary.jury)
         merged.rows.extend(summary.rows)
     return merged

@@ -22,9 +22,9 @@ import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from assay.errors import NotFoundError
 from assay.finops.budget import Decision
@@ -170,6 +170,14 @@ class EvalResult(JudgeReliability, _RunOf):
     """Pass rate over trials (cluster-robust), pass@k, pass^k, flaky cases: runs with trials."""
     clustered: Clustered | None = None
     """The case pass rate with the suite's clusters: suites whose cases carry `cluster`."""
+
+    @model_validator(mode="after")
+    def _metrics_score_sum(self) -> Self:
+        """A stored RunMetrics leaves out its score sum (stored bytes unchanged, docs/runs.md):
+        a result read back gets it from the mean score it keeps, so its metrics compare."""
+        if self.score and not self.metrics.score_sum:
+            self.metrics.score_sum = self.score * self.metrics.scored
+        return self
 
 
 class RunIndexEntry(BaseModel):

@@ -41,12 +41,16 @@ AdmissionWord = Literal["admitted", "not_admitted", "never_admitted"]
 
 
 class TraceLink(BaseModel):
-    """The span a case's output came from: the trace's case span (lower-case hex ids)."""
+    """The span a case's output came from: the trace's case span (lower-case hex ids). For a
+    conversation joined from several traces, its first trace's, with the others' ids."""
 
     model_config = ConfigDict(frozen=True)
 
     trace_id: str
     span_id: str
+    other_traces: tuple[str, ...] = ()
+    """A conversation's later traces, in start order (`assay.trace_ids`: a log record has one
+    trace context and, unlike a span, no links)."""
 
 
 class JudgeProvenance(BaseModel):
@@ -119,6 +123,8 @@ def case_event(
         attributes["error.type"] = SCORER_ERROR
     if case.trial is not None:
         attributes["assay.case.trial"] = case.trial
+    if link is not None and link.other_traces:
+        attributes["assay.trace_ids"] = list(link.other_traces)
     if JUDGED_KIND in kinds:
         attributes.update(_judge_attributes(judge))
     return Event(name=RESULT_EVENT, timestamp=result.occurred_at, attributes=attributes, link=link)
@@ -155,6 +161,15 @@ def summary_event(
         attributes["assay.run.pass_rate"] = result.pass_rate
     if result.regression is not None:
         attributes["assay.run.regression"] = result.regression.status.value
+    jury = result.judge_jury
+    if jury is not None:
+        attributes["assay.judge.jury.aggregation"] = jury.aggregation
+        attributes["assay.judge.jury.jurors"] = jury.jurors
+        attributes["assay.judge.jury.items"] = jury.items
+        if jury.alpha_verdicts is not None:
+            attributes["assay.judge.jury.alpha"] = jury.alpha_verdicts
+        if jury.effective_votes is not None:
+            attributes["assay.judge.jury.effective_votes"] = jury.effective_votes
     return Event(name=SUMMARY_EVENT, timestamp=result.occurred_at, attributes=attributes)
 
 

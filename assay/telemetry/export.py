@@ -76,8 +76,10 @@ class ExportOutcome(BaseModel):
 
 def trace_links(outputs: str) -> dict[str, TraceLink]:
     """Each traced case's case span, by case id, read from the run's OTLP trace exports (none
-    for JSONL outputs or transcripts). Only ids are kept: the spans' text is decoded in memory,
-    as indexing does, and let go with the documents."""
+    for JSONL outputs or transcripts). A conversation joined from several traces links to its
+    first trace's case span (else the root span that turn is read from) and names the others.
+    Only ids are kept: the spans' text is decoded in memory, as indexing does, and let go with
+    the documents."""
     from assay.intake.otlp.index import TraceBook, read_documents
     from assay.outputs.reference import OutputsReference
     from assay.outputs.sources import formatted_sources
@@ -89,11 +91,17 @@ def trace_links(outputs: str) -> dict[str, TraceLink]:
     book = TraceBook(reference.case_attribute, keep_spans=False)
     for source in traces:
         read_documents(book, source, None)
-    return {
-        trace.case_id: TraceLink(trace_id=trace.trace_id, span_id=trace.case_span_id)
-        for trace in book.traces.values()
-        if trace.case_id is not None and trace.case_span_id is not None
-    }
+    links = {}
+    for conversation in book.conversations():
+        first, *others = conversation.traces
+        span_id = first.case_span_id or first.root_span_id
+        if span_id is not None:
+            links[conversation.case_id] = TraceLink(
+                trace_id=first.trace_id,
+                span_id=span_id,
+                other_traces=tuple(trace.trace_id for trace in others),
+            )
+    return links
 
 
 def judge_provenance(store: EvidenceStore, result: EvalResult) -> JudgeProvenance | None:
@@ -101,12 +109,11 @@ def judge_provenance(store: EvidenceStore, result: EvalResult) -> JudgeProvenanc
     run judged nothing)."""
     if result.judge is None or result.judge.model is None:
         return None
-    from assay.admission.battery import load_battery
-    from assay.admission.record import Fingerprint, admission_state
+    from assay.admission.figures import judge_admission
     from assay.judge.port import JudgePin
 
     pin = JudgePin(**result.judge.model_dump())
-    state = admission_state(store, Fingerprint(judge=pin, battery_version=load_battery().version))
+    state = judge_admission(store, pin)
     word = (
         "admitted"
         if state.admitted

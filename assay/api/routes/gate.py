@@ -16,6 +16,7 @@ from assay.api.requests import GateRequest
 from assay.api.routes.runs import ACCEPTED, PLANNED, RUN_ID, PlanQuery, RunId, Submit, answered
 from assay.gate.decision import GateDecision, GateReport, GateRun, load_decision, what_if
 from assay.gate.overrides import GateCheck, check_gate
+from assay.reports.link_key import report_link_key
 from assay.runs.options import option_field
 from assay.runs.records import load_result
 from assay.store import EvidenceStore
@@ -24,9 +25,8 @@ router = APIRouter(tags=["gate"], responses=AUTHENTICATED | documented(404, 409,
 
 
 def _report(store: EvidenceStore, run_id: str) -> GateReport:
-    return GateReport.of(
-        GateRun(decision=load_decision(store, run_id), result=load_result(store, run_id))
-    )
+    run = GateRun(decision=load_decision(store, run_id), result=load_result(store, run_id))
+    return GateReport.of(run, report_link_key(store, run_id))
 
 
 @router.post("/gate", response_model=GateReport, responses=ACCEPTED | PLANNED)
