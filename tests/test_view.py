@@ -152,6 +152,14 @@ def test_an_edited_output_is_marked_not_the_scored_output(demo: Demo, tmp_path: 
     assert sum('data-said="scored"' in cells for _, cells in rows.values()) == 47
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C reaches the command as it does from a terminal. A test session started in the
+    background by a non-interactive shell (`make test &`) ignores SIGINT, its children inherit
+    that, and Python then installs no KeyboardInterrupt handler: the command would never hear
+    the Ctrl-C this test sends (two clean-clone runs started that way timed out here)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_served_from_memory_on_loopback_beside_the_baseline_until_ctrl_c(demo: Demo) -> None:
     require_chromium()
     command = [
@@ -169,7 +177,12 @@ def test_served_from_memory_on_loopback_beside_the_baseline_until_ctrl_c(demo: D
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "400"}
     served = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         assert served.stdout is not None
