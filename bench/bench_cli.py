@@ -9,8 +9,9 @@ Prints, measured on this machine in one go (each a fresh subprocess, wall time):
   on a fresh PREFECT_HOME (it migrates a new database) and the next one on the same home; then
   the 10-case suite of bench_client.py the same way (median; `--profile`: one more under cProfile);
 - the same run *warm*, against a lasting server started with `assay server start` (median);
-- per case, warm and in-process (`assay run FILE --local` on that server): a small and a large
-  generated suite file (`bench_scale.generate`: three checks per case), each run once before
+- per case, warm, in-process (`assay run FILE --local` on that server) and by the default
+  path (through the local service `assay server start` keeps; the service's RSS): a small and a
+  large generated suite file (`bench_scale.generate`: three checks per case), each run once before
   (it publishes the file: the measured runs are re-runs of a published suite file), marginal cost
   (T_large − T_small) / (N_large − N_small), against a plain loop of the same three checks
   (`bench_scale.floor_loop`'s `loop_seconds`: each output line decoded and checked, nothing
@@ -107,23 +108,39 @@ def bad_outputs(workdir: Path) -> Path:
     return path
 
 
+def local_service_pid(env: dict[str, str]) -> int:
+    """The pid of the local Assay service `assay server start` started with `env`'s store."""
+    import psutil
+
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "serve" in cmdline and env["ASSAY_STORE"] in cmdline:
+            return int(process.info["pid"])
+    raise BenchError("the local Assay service is not running")
+
+
 def run_command(suite: str, outputs: Path, subject: str = "agent:bench", *flags: str) -> list[str]:
     return [*ASSAY, "run", suite, "--outputs", str(outputs), "--subject", subject, "--json", *flags]
 
 
-def timed_rss(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
+def timed_rss(
+    command: list[str], env: dict[str, str], cwd: Path, service: int | None = None
+) -> tuple[float, int]:
     """Wall seconds and peak RSS (bytes) of one command: the process itself, sampled every
-    50 ms with psutil (the lasting server is another process and is not counted)."""
+    50 ms with psutil (the lasting server is another process and is not counted); with
+    `service` (a pid), the peak RSS of that process during the command instead — the local
+    service runs the flow when the command goes through it."""
     import psutil
 
     started = time.perf_counter()
     process = psutil.Popen(
         command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    watched = process if service is None else psutil.Process(service)
     peak = 0
     while process.poll() is None:
         with contextlib.suppress(psutil.Error):
-            peak = max(peak, process.memory_info().rss)
+            peak = max(peak, watched.memory_info().rss)
         time.sleep(0.05)
     seconds = time.perf_counter() - started
     out, errors = process.communicate()
@@ -143,14 +160,19 @@ def scale_rows(
     trees: list[tuple[str, Path]],
     repeat: int,
 ) -> list[Row]:
-    """Warm, in-process marginal cost per case against the plain loop, for each code tree,
-    alternating, `repeat` times. Each suite file is run once first, which publishes it, so the
+    """Warm marginal cost per case against the plain loop, for each code tree in-process
+    (`--local`), alternating, `repeat` times, and for this tree by the default path (`service`:
+    through the local service `assay server start` keeps, which runs the flow; its peak RSS is
+    the service's). Each suite file is run once first both ways, which publishes it, so the
     measured runs are re-runs of a published suite file (recognised by its bytes); each run has
     its own subject, so no run has a baseline to compare with."""
     rows: list[Row] = []
     suites = {cases: generate(workdir, cases) for cases in (small, large)}
     for data in suites.values():
         timed(run_command(str(data.suite), data.outputs, "agent:publish", "--local"), env)
+        timed(run_command(str(data.suite), data.outputs, "agent:publish"), env)
+    service = local_service_pid(env)
+    trees = [*trees, ("service", ROOT)]
     per_case: dict[str, list[float]] = {label: [] for label, _ in trees}
     ratios: dict[str, list[float]] = {label: [] for label, _ in trees}
     peaks: dict[str, list[int]] = {label: [] for label, _ in trees}
@@ -160,12 +182,14 @@ def scale_rows(
             timings: dict[int, float] = {}
             for cases, data in suites.items():
                 subject = f"agent:bench-{label}-{attempt}"
-                command = run_command(str(data.suite), data.outputs, subject, "--local")
-                if profile and cases == large and attempt == 0:
+                path = () if label == "service" else ("--local",)
+                command = run_command(str(data.suite), data.outputs, subject, *path)
+                if profile and cases == large and attempt == 0 and path:
                     stats = workdir / f"profile-{label}.pstats"
                     command = [sys.executable, "-m", "cProfile", "-o", str(stats), *command[1:]]
                 tree_env = {**env, "PYTHONPATH": str(tree)}
-                timings[cases], peak = timed_rss(command, tree_env, tree)
+                by = service if label == "service" else None
+                timings[cases], peak = timed_rss(command, tree_env, tree, by)
                 rows.append(
                     Row(f"[{label} #{attempt + 1}] warm run, {cases:,} cases", timings[cases])
                 )
@@ -190,15 +214,16 @@ def scale_rows(
             Row(f"  [{label}] ratio spread (min–max)", max(ratios[label]) - min(ratios[label]))
         )
         peak = max(peaks[label]) / 2**20
+        whose = "the service's" if label == "service" else "client"
         rows.append(
-            Row(f"  [{label}] client peak RSS (MiB), {large:,} cases", peak, "< 500", peak < 500)
+            Row(f"  [{label}] {whose} peak RSS (MiB), {large:,} cases", peak, "< 500", peak < 500)
         )
     print(
         "per-attempt ratios:",
         {label: [round(r, 2) for r in values] for label, values in ratios.items()},
     )
     if profile:
-        for label, _ in trees:
+        for label, _ in trees[:-1]:  # the service's flow runs in another process
             print(f"\nTop of the profile of the large warm run, {label} (cumulative):")
             stats = workdir / f"profile-{label}.pstats"
             pstats.Stats(str(stats)).sort_stats("cumulative").print_stats(30)

@@ -5,7 +5,9 @@ main thread, while chunks are scored on the flow's worker threads. This script r
 parts in one thread on bench_scale.py's generated suite, each timed with `time.process_time()`
 (CPU, so a loaded machine moves it less than wall time) and divided by the cases:
 
-- the suite file re-run: recognised by its bytes and loaded from the store (`publish_or_resolve`);
+- the suite file re-run: recognised by its bytes and loaded (`publish_or_resolve`) — the first
+  re-run validates it from the store and keeps the user's local copy (`assay.suites.local_cache`,
+  shown apart, not in the sum), the measured one loads that copy;
 - the outputs indexed (`index_run_outputs`);
 - a chunk's slice read (`read_slice`), each case's compiled scorers looked up, the checks run,
   the case rule (`_checked`), the output's keyed hash, each case's evidence built
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import shutil
 import sys
 import time
@@ -42,7 +45,9 @@ from assay.runs.sampling import index_run_outputs  # noqa: E402
 from assay.runs.scoring import CompiledSuite, _checked, _outcomes, score_outputs  # noqa: E402
 from assay.scorers import Observation  # noqa: E402
 from assay.store import FileStore  # noqa: E402
-from assay.suites import registry  # noqa: E402
+from assay.suites import local_cache, registry  # noqa: E402
+from assay.suites.registry import SuiteVersion  # noqa: E402
+from assay.suites.suite import Suite  # noqa: E402
 
 T = TypeVar("T")
 CHUNK = 2000
@@ -57,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args.workdir.mkdir(parents=True)
     data = generate(args.workdir, args.cases)
     store = FileStore(args.workdir / "store")
-    registry.publish_or_resolve(store, str(data.suite))  # the measured load is a re-run's
-    reset_process_state()  # a re-run is a new process: no suite in memory
+    os.environ[local_cache.CACHE_DIR_ENV] = str(args.workdir / "cache")
+    registry.publish_or_resolve(store, str(data.suite))  # the measured loads are re-runs'
     n = data.cases
     rows: list[tuple[str, float]] = []
 
@@ -68,9 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((label, (time.process_time() - started) / n * 1e6))
         return result
 
-    _, suite = timed(
-        "suite re-run: load", lambda: registry.publish_or_resolve(store, str(data.suite))
-    )
+    def rerun() -> tuple[SuiteVersion, Suite]:
+        reset_process_state()  # a re-run is a new process: no suite in memory
+        return registry.publish_or_resolve(store, str(data.suite))
+
+    timed("(first re-run: validates, keeps copy)", rerun)
+    _, suite = timed("suite re-run: load", rerun)
     reference = OutputsReference(location=str(data.outputs))
     index = timed("outputs index", lambda: index_run_outputs(suite, reference, None, 0, CHUNK))
     compiled = CompiledSuite.compile(suite)
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n:,} cases · CPU µs a case (process_time)")
     for label, micros in rows:
         print(f"  {label:<36} {micros:8.2f}")
-    parts = sum(m for label, m in rows if not label.startswith("  "))
+    parts = sum(m for label, m in rows if not label.startswith(("  ", "(")))
     print(f"  {'sum (load … tally)':<36} {parts:8.2f}")
     print(
         f"  {'plain loop of the same checks':<36} {floor_us:8.2f}   ratio {parts / floor_us:.1f}x"

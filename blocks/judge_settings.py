@@ -17,8 +17,9 @@ What this process keeps: one structured-output mode memory per (endpoint, model)
 does not re-probe an endpoint an earlier chunk probed; the last `_SETUPS_KEPT` judge setups, per
 checksum of the settings (a block's document id and data, the key included, so an edited or
 re-keyed block is read anew) and repeats; and a block's document read from the API once per flow
-run (every chunk of a run judges with the judge the run started with). Budgets are read on every
-call: a lowered budget applies from the next chunk on.
+run (every chunk of a run judges with the judge the run started with). Budgets are read anew for
+every setup, at its first preflight that has something left to ask (`budgets_once`): a lowered
+budget applies from the next chunk on, and a chunk the verdict cache answers whole reads none.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from assay.judge.endpoint import (
 from assay.judge.port import NO_CREDENTIALS
 from assay.judge.prompts import load_prompt
 from assay.judge.service import JudgeSetup
+from assay.judge.spending import BudgetsRead, budgets_once
 from assay.process_state import remembered
 from assay.runs.options import option_bounds
 from blocks.finops_budget import read_budgets
@@ -135,7 +137,7 @@ class JudgeSettings(Block, JudgeFields):
         return f"JudgeSettings {name}" if name else "JudgeSettings"
 
     def judge_setup(
-        self, budgets: list[Budget] | None, fresh: bool, repeats: int | None = None
+        self, budgets: list[Budget] | BudgetsRead | None, fresh: bool, repeats: int | None = None
     ) -> JudgeSetup:
         """How a task judges with these settings (no key: every check skipped, `no
         credentials`); with a jury, every juror's setup convened (`assay.judge.jury`)."""
@@ -231,9 +233,10 @@ def judge_setup(
     (`JudgeSettings.from_env`), else no judge (checks skipped with the reason).
 
     `repeats` (`--judge-repeats`) overrides the settings' `judge_repeats` (default 1). The setup
-    is cached per checksum of the settings (see the module docstring); the budgets are not.
+    is cached per checksum of the settings (see the module docstring); the budgets are not:
+    they are read when its first preflight needs them.
     """
-    budgets = read_budgets()
+    budgets = budgets_once(read_budgets)
     if judge_block:
         settings, checksum = _read_block(judge_block, _flow_run_id())
     else:

@@ -33,7 +33,7 @@ from flows.runners import api_for_workers, reachable_chunk_runner
 from tasks._store import evidence_store, store_reference
 from tasks.verdicts import Listener, told_when_recorded, verdict_result
 
-__all__ = ["crash_flow_run", "launch", "start"]
+__all__ = ["crash_flow_run", "in_this_process", "launch", "start"]
 
 SuiteFlow = Literal["suite_run", "gate"]
 Announce = Callable[[UUID | None, bool], None]

@@ -1,5 +1,12 @@
 """A run's report: written once to the store (`reports/<run_id>.html`) and linked from the
-flow run's artifacts."""
+flow run's artifacts.
+
+When the link opens a service (`GET /runs/{id}/report`), the service builds the page on its
+first request and keeps it (`assay.api.routes.reports`): the flow only marks it final
+(`published_key`). Drawing its charts here, after the caller has its answer, cost the service
+115–165 ms of CPU that the caller's next run waited behind (bench/README.md, "The fixed cost").
+A link to the store object itself — no service to build it — finds the page written here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact
 
 from assay import schemes
-from assay.reports import REPORTS_URL_ENV, report_key
+from assay.reports import REPORTS_URL_ENV, published_key, report_key
 from assay.reports.link_key import report_link_key
 from assay.reports.run import run_report
 from assay.runs.records import load_result
@@ -29,7 +36,7 @@ def report_link(store_uri: str, run_id: str, key: str | None = None) -> str:
     `ASSAY_URL`) — with the link's `key`, which opens it in a browser that sends no token —
     else the store object itself by an absolute URI (`file:///home/…/.assay/reports/ID.html`
     whichever folder the run started in, `s3://…`)."""
-    service = (os.environ.get(REPORTS_URL_ENV) or os.environ.get(SERVICE_URL_ENV, "")).rstrip("/")
+    service = report_service()
     if service:
         return f"{service}/runs/{run_id}/report" + (f"?key={key}" if key else "")
     location = f"{schemes.canonical_store(store_uri).rstrip('/')}/{report_key(run_id)}"
@@ -38,17 +45,25 @@ def report_link(store_uri: str, run_id: str, key: str | None = None) -> str:
     return location
 
 
+def report_service() -> str:
+    """The service a report link opens (`REPORTS_URL_ENV`, else `ASSAY_URL`); empty: none."""
+    return (os.environ.get(REPORTS_URL_ENV) or os.environ.get(SERVICE_URL_ENV, "")).rstrip("/")
+
+
 @task(name="publish-report", task_run_name="publish-report", persist_result=False)
 def publish_report(store: str, run_id: str) -> str | None:
     """Write the run's report unless one is there (a retry, or the gate after its suite-run),
-    then link it from this flow run; returns the link.
+    then link it from this flow run; returns the link. When the link opens a service, the page
+    is left to it (built on the first request), and only marked final here.
 
     The run's verdict is recorded before this: a report that cannot be built is a warning in
     the run's log (no link, `assay report RUN_ID` to retry), never a failed run.
     """
     evidence = evidence_store(store)
     key = report_key(run_id)
-    if not evidence.exists(key):
+    if report_service():
+        evidence.put_once_if_absent(published_key(run_id), b"")
+    elif not evidence.exists(key):
         try:
             page = run_report(evidence, run_id)
         except Exception as exc:

@@ -18,6 +18,7 @@ import pytest
 
 PREFECT_HOME = Path(tempfile.mkdtemp(prefix="assay-test-prefect-home-"))
 os.environ["PREFECT_HOME"] = str(PREFECT_HOME)
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="assay-test-cache-")  # suites' copies
 os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("ASSAY_STORE", None)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"

@@ -3,10 +3,14 @@ a service whose every write answers 503 is `degraded`, not `ok`."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import prefect
 import pytest
 
 from assay.store import FileStore
@@ -37,3 +41,38 @@ def test_a_store_that_takes_no_writes_makes_healthz_degraded(tmp_path: Path, mou
         service.stop()
     assert health.status_code == 503
     assert health.json() == {"status": "degraded", "store": False, "prefect": True}
+
+
+class _PrefectHealth(BaseHTTPRequestHandler):
+    """A Prefect API that answers its health check and its version (asked once by a client)."""
+
+    def do_GET(self) -> None:
+        answers = {"/api/health": "true", "/api/admin/version": json.dumps(prefect.__version__)}
+        body = answers.get(self.path, "{}").encode()
+        self.send_response(200 if self.path in answers else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_healthz_sees_a_prefect_api_that_stops_answering_between_probes(tmp_path: Path) -> None:
+    # The probe's Prefect client lasts between probes (`flows.local`): it must still tell.
+    api_server = ThreadingHTTPServer(("127.0.0.1", 0), _PrefectHealth)
+    threading.Thread(target=api_server.serve_forever, daemon=True).start()
+    api = f"http://127.0.0.1:{api_server.server_port}/api"
+    service = start_service(tmp_path, prefect_api_url=api, env={"PREFECT_CLIENT_MAX_RETRIES": "0"})
+    try:
+        with service.client() as client:
+            up = [client.get("/healthz").json()["prefect"] for _ in range(3)]
+            api_server.shutdown()
+            api_server.server_close()
+            down = client.get("/healthz")
+    finally:
+        service.stop()
+    assert up == [True, True, True]
+    assert down.status_code == 503
+    assert down.json() == {"status": "degraded", "store": True, "prefect": False}

@@ -5,6 +5,7 @@ The judge is the real adapter against the test server on localhost (`tests/judge
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from assay.canonical import content_hash
@@ -72,3 +73,68 @@ def test_a_verdict_under_the_old_layout_is_a_miss_never_a_misread(
     assert (first.calls, first.cache_hits, first.verdicts[0].status) == (1, 0, "fail")
     assert (again.calls, again.cache_hits, again.verdicts[0].status) == (0, 1, "fail")
     assert len(judge_server.requests) == 1
+
+
+class CountingStore(FileStore):
+    """A real FileStore that counts the reads and checks made of verdict-cache keys."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[str, str]] = []
+
+    def get(self, key: str) -> bytes:
+        if key.startswith("judge-cache/"):
+            self.calls.append(("get", key))
+        return super().get(key)
+
+    def exists(self, key: str) -> bool:
+        if key.startswith("judge-cache/"):
+            self.calls.append(("exists", key))
+        return super().exists(key)
+
+
+def test_a_cache_hit_is_one_store_read_and_the_same_verdict_and_fresh_reads_none(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    store = CountingStore(tmp_path / "evidence")
+    setup = JudgeSetup(
+        make_judge=lambda: OpenAIJudge(MODEL, base_url=judge_server.base_url, api_key="test"),
+        skip_reason="",
+        model=MODEL,
+        prompt_version=load_prompt().version,
+    )
+    judge_server.script(default=verdict("pass", 0.9))
+    hasher = OutputHasher(store_secret(store))
+    requests = [
+        (
+            cache_key(hasher, "check", setup.pin, {**CONTENT, "output": f"hmac-sha256:{n}"}),
+            JudgeRequest(case_id=f"c{n}", input="q", rubric="r", output="a", pass_threshold=0.5),
+        )
+        for n in range(3)
+    ]
+
+    def judged(run_id: str, fresh: bool = False) -> tuple[int, int, list[Verdict]]:
+        store.calls.clear()
+        batch = judge_requests(
+            store,
+            replace(setup, fresh=fresh),
+            requests,
+            run_id=run_id,
+            chunk=0,
+            suite="s",
+            subject="agent:x",
+        )
+        return batch.calls, batch.cache_hits, batch.verdicts
+
+    first = judged("r1")
+    again = judged("r2")
+    hits = list(store.calls)
+    fresh = judged("r3", fresh=True)
+    fresh_reads = list(store.calls)
+
+    assert first[:2] == (3, 0)
+    assert again[:2] == (0, 3)
+    assert [v.model_dump() for v in again[2]] == [v.model_dump() for v in first[2]]
+    assert hits == [("get", key) for key, _ in requests]  # one read a hit, no exists
+    assert fresh[:2] == (3, 0) and fresh_reads == []  # `fresh` never asks the cache
+    assert len(judge_server.requests) == 6

@@ -287,6 +287,20 @@ def test_keys_live_under_the_prefix_and_list_is_relative_sorted_and_folder_scope
     assert store.uri == f"s3://{store.bucket}/assay"
 
 
+def test_list_starting_takes_a_prefix_that_ends_inside_a_name(
+    server: S3Server, store: S3Store
+) -> None:
+    ours = ["d/run-1-000000.json", "d/run-1-000001-pab.json", "d/run-1-x/deeper.json"]
+    for key in ["d/run-10-000000.json", "d/run-2-000000.json", "e/run-1-000000.json", *ours]:
+        store.put(key, b"{}")
+    server.client().put_object(Bucket=store.bucket, Key="d/run-1-outside.json", Body=b"{}")
+
+    assert list(store.list_starting("d/run-1-")) == sorted(ours)
+    assert list(store.list_starting("d/")) == list(store.list("d/"))
+    assert list(store.list_starting("nothing/run-")) == []
+    assert list(store.list("d/run-1-")) == []  # `list` keeps to folders, as before
+
+
 def test_list_pages_past_1000_keys(server: S3Server, store: S3Store) -> None:
     keys = [f"runs/big/cases/{n:06d}.json" for n in range(1100)]
     with ThreadPoolExecutor(max_workers=8) as pool:

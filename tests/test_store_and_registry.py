@@ -86,6 +86,27 @@ def test_list_of_absent_prefix_is_empty(store: FileStore) -> None:
     assert list(store.list("nothing/")) == []
 
 
+def test_list_starting_takes_a_prefix_that_ends_inside_a_name(store: FileStore) -> None:
+    ours = ["d/run-1-000000.json", "d/run-1-000001-pab.json", "d/run-1-x/deeper.json"]
+    others = ["d/run-10-000000.json", "d/run-2-000000.json", "e/run-1-000000.json", "d/sub/r.json"]
+    for key in others + ours:
+        store.put_once(key, b"x")
+    (store.root / "d" / ".tmp-run-1-abc").write_bytes(b"half written")
+
+    assert list(store.list_starting("d/run-1-")) == sorted(ours)
+    assert list(store.list_starting("d/run-1-000000.json")) == ["d/run-1-000000.json"]
+    assert list(store.list_starting("d/")) == list(store.list("d/"))  # a folder: as `list`
+    assert list(store.list_starting("")) == list(store.list(""))
+    assert list(store.list_starting("nothing/run-")) == []
+    assert list(store.list_starting("d/run-1-000000.json/x")) == []  # a file is no folder
+    assert list(store.list("d/run-1-")) == []  # `list` keeps to folders, as before
+    assert list(store.list("d")) == sorted(
+        [*ours, "d/run-10-000000.json", "d/run-2-000000.json", "d/sub/r.json"]
+    )
+    with pytest.raises(ValueError, match="invalid evidence key"):
+        list(store.list_starting("../escape/run-"))
+
+
 @pytest.mark.parametrize(
     "key", ["../escape", "a/../../escape", "a/..", "..", "/abs", "a//b", "a/./b", "", "a/"]
 )

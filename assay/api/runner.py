@@ -489,11 +489,3 @@ def settle_interrupted_runs(store: EvidenceStore) -> list[str]:
         if run.owner is not None and run.owner.flow_run is not None:
             crash_flow_run(run.owner.flow_run, f"interrupted: {run.error}")
     return interrupted
-
-
-def prefect_answers() -> bool:
-    """Whether the Prefect API answers its health check."""
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        return client.api_healthcheck() is None

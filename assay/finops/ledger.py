@@ -143,9 +143,10 @@ def read_costs(
 
     Lists one prefix per day, so the cost is proportional to the days asked for, not to the
     ledger's size. With `run_id`, only that run's records (every attempt's): keys name their
-    run, so other runs' records are not fetched. With `known`, records already read by this
-    reader (by key) are not fetched again, and those fetched now are added: records are
-    write-once, so a reader that reads the ledger after every call fetches each record once.
+    run, so only the run's keys are listed (`list_starting`), not the day's others. With
+    `known`, records already read by this reader (by key) are not fetched again, and those
+    fetched now are added: records are write-once, so a reader that reads the ledger after
+    every call fetches each record once.
 
     Raises:
         pydantic.ValidationError: a record is corrupt.
@@ -164,9 +165,9 @@ def read_costs(
     covered: set[str] = set()
     day = first
     while day <= last:
-        for key in store.list(_day_prefix(day)):
-            if run_id is not None and not key.startswith(f"{_day_prefix(day)}{run_id}-"):
-                continue
+        folder = _day_prefix(day)
+        keys = store.list(folder) if run_id is None else store.list_starting(f"{folder}{run_id}-")
+        for key in keys:
             call = _CALL_KEY.search(key)
             if call is not None:
                 calls[call["part"]] = key  # read only if no batch summary covers it

@@ -217,7 +217,7 @@ def ask_in_batches(
     pin = setup.pin
 
     def keep(position: int, verdict: VerdictT) -> None:
-        spend.call(verdict)
+        spend.calls([verdict])
         if cacheable(verdict, pin):
             store.put_once_if_absent(requests[position][0], verdict.model_dump_json().encode())
 

@@ -5,7 +5,7 @@ store's HMAC secret) of the kind, the judge pin, what the judge sees and `CACHE_
 because the content includes live user text that a plain hash of a short answer could be guessed
 back from; versioned, so entries written under an older layout are never found again (a miss
 costs a call; a misread would be a wrong verdict). The service (`assay.judge.service`) reads and
-writes the entries.
+writes the entries; `cached_record` reads one.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from assay.canonical import canonical_json
+from assay.errors import NotFoundError
 from assay.hashing import OutputHasher
 from assay.judge.port import JudgePin
+from assay.store import EvidenceStore
 
 CACHE_PREFIX: Final = "judge-cache/"
 CACHE_LAYOUT: Final = 2
@@ -44,3 +46,15 @@ def repeat_key(key: str, repeat: int) -> str:
     key, so a run with repeats reuses what a single-verdict run paid for, and each further
     repeat has its own entry (a re-run spends nothing)."""
     return key if repeat == 0 else f"{key.removesuffix('.json')}.r{repeat}.json"
+
+
+def cached_record(store: EvidenceStore, key: str) -> bytes | None:
+    """The verdict-cache entry under `key`, or None when there is none: one read of the store.
+
+    A re-run's questions are mostly hits, so the entry is read outright rather than checked for
+    (`exists`) and then read: half the store round trips (a 1,000-case cached re-run made 2,000).
+    """
+    try:
+        return store.get(key)
+    except NotFoundError:
+        return None

@@ -36,7 +36,6 @@ with the reason (fail closed).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -47,7 +46,7 @@ from assay.errors import AssayError
 from assay.finops.budget import Budget, Decision
 from assay.finops.pricing import Prices, estimate_tokens, price
 from assay.judge.batch import Batching, ask_in_batches
-from assay.judge.cache import repeat_key
+from assay.judge.cache import cached_record, repeat_key
 from assay.judge.circuit import (
     CIRCUIT_OPEN,
     CIRCUIT_WATCH_SECONDS,
@@ -73,8 +72,17 @@ from assay.judge.port import (
     judge_all,
     judge_pairs_all,
 )
+from assay.judge.recording import recording
 from assay.judge.redaction import NO_REDACTION, RedactionSettings
-from assay.judge.spending import BudgetSpent, Guard, Spend, Spender, holding, reserve
+from assay.judge.spending import (
+    BudgetSpent,
+    BudgetsRead,
+    Guard,
+    Spend,
+    Spender,
+    holding,
+    reserve,
+)
 from assay.store import EvidenceStore
 
 RequestT = TypeVar("RequestT", JudgeRequest, PairRequest)
@@ -104,8 +112,10 @@ class JudgeSetup:
     or `auto` (adapting to the endpoint, up to `concurrency_ceiling`)."""
     concurrency_ceiling: int = DEFAULT_CONCURRENCY_CEILING
     prices: Prices = field(default_factory=lambda: FREE)
-    budgets: list[Budget] | None = field(default_factory=list)
-    """Applicable budgets; None when they could not be read (spending is then refused)."""
+    budgets: list[Budget] | BudgetsRead | None = field(default_factory=list)
+    """Applicable budgets, or how to read them (`assay.judge.spending.budgets_once`: at the
+    first preflight with something left to ask); None when they could not be read (spending is
+    then refused). Read through `applicable_budgets`."""
     fresh: bool = False
     redaction: RedactionSettings = NO_REDACTION
     """What the judge redacts before each call (already part of `prompt_version`)."""
@@ -119,6 +129,10 @@ class JudgeSetup:
     rate; None: each call is answered at once."""
     jury: Jury | None = None
     """The jurors when this judge is a jury (`assay.judge.jury.convene`): each asked in turn."""
+
+    def applicable_budgets(self) -> list[Budget] | None:
+        """The budgets, read now if they are read lazily (`budgets`)."""
+        return self.budgets() if callable(self.budgets) else self.budgets
 
     @property
     def pin(self) -> JudgePin:
@@ -339,8 +353,9 @@ def _judge(
     judged: Judged[VerdictT] = Judged(verdicts=[])
     pending: list[int] = []
     for index, (key, _) in enumerate(requests):
-        if answered_by_cache(store, setup, key):
-            verdicts[index] = way.verdict.model_validate_json(store.get(key))
+        cached = answered_by_cache(store, setup, key)
+        if cached is not None:
+            verdicts[index] = way.verdict.model_validate_json(cached)
             judged.cache_hits += 1
         else:
             pending.append(index)
@@ -374,7 +389,7 @@ def _judge(
                     answers = _ask(store, setup, way, asked, spend, circuit)
                     for index, verdict in zip(batch, answers, strict=True):
                         verdicts[index] = verdict
-                    judged.calls += len(spend.parts)
+                    judged.calls += spend.calls_recorded
                     judged.cost_usd += spend.cost_usd
                     judged.over_bound += spend.over_bound
             judged.decision = guard.stopped or judged.decision
@@ -385,9 +400,10 @@ def _judge(
     return judged
 
 
-def answered_by_cache(store: EvidenceStore, setup: JudgeSetup, key: str) -> bool:
-    """Whether the verdict cache answers the question under `key` (never with `fresh`)."""
-    return not setup.fresh and store.exists(key)
+def answered_by_cache(store: EvidenceStore, setup: JudgeSetup, key: str) -> bytes | None:
+    """The verdict cache's answer to the question under `key` (its entry), else None; never
+    with `fresh`. One read (`cached_record`), not a check and then a read."""
+    return None if setup.fresh else cached_record(store, key)
 
 
 def _ask(
@@ -400,12 +416,13 @@ def _ask(
 ) -> list[VerdictT]:
     """Call the judge on one batch; record the spend and cache the verdicts as they arrive.
 
-    Each returned call goes to a writer thread, which appends its spend to the ledger and
-    *then* caches its verdict: a verdict is never kept (so never re-judged for free) without its
-    spend on record. The call's concurrency slot is held until then, so a kill -9 can leave at
-    most the window's calls (`max_concurrency`, or `concurrency_ceiling` when `auto`) paid but
-    unrecorded; the writes overlap the other calls in flight, so neither their latency (fsync,
-    an S3 round trip) nor their I/O blocks the event loop. When a write fails — the
+    Each returned call's spend is appended to the ledger — one record for the calls returning
+    together (`assay.judge.recording`) — and *then* its verdict cached: a verdict is never kept
+    (so never re-judged for free) without its spend on record. The call's concurrency slot is
+    held until then, so a kill -9 can leave at most the window's calls (`max_concurrency`, or
+    `concurrency_ceiling` when `auto`) paid but unrecorded; the writes run on threads,
+    overlapping the other calls in flight, so neither their latency (fsync, an S3 round trip)
+    nor their I/O blocks the event loop. When a write fails — the
     store cannot take the spend or the evidence — no further call is started; nor when the
     spend passes a block budget (`Guard`), and then the calls not started are skipped
     (`budget_blocked`); nor once the run's judge circuit is open, and then they, and the calls
@@ -419,27 +436,20 @@ def _ask(
     pin = setup.pin
     capped = [request for _, request in _capped(setup, batch)]
     slots = run_slots(spend.spender.run_id, setup.max_concurrency, setup.concurrency_ceiling)
-    failure: list[Exception] = []
     kept: dict[int, VerdictT] = {}
 
-    def keep(position: int, verdict: VerdictT) -> None:
-        kept[position] = verdict
-        circuit.answered(verdict.reason)
-        try:
-            spend.call(verdict)
-            if way.cacheable(verdict, pin):
-                store.put_once_if_absent(batch[position][0], verdict.model_dump_json().encode())
-        except Exception as exc:  # no further call starts (see `stop`); raised below
-            failure.append(exc)
+    def cache(position: int, verdict: VerdictT) -> None:
+        if way.cacheable(verdict, pin):
+            store.put_once_if_absent(batch[position][0], verdict.model_dump_json().encode())
 
-    with concurrent.futures.ThreadPoolExecutor(slots.most) as writers:
+    with recording(spend, cache, slots.most) as recorder:
 
         def arrived(position: int, verdict: VerdictT) -> Awaitable[None]:
             # Awaited while the call holds its concurrency slot: at most the window's calls
-            # are ever in flight or returned but not yet on record. Shielded: calls
-            # abandoned when the circuit opens still record what already came back.
-            loop = asyncio.get_running_loop()
-            return asyncio.shield(loop.run_in_executor(writers, keep, position, verdict))
+            # are ever in flight or returned but not yet on record.
+            kept[position] = verdict
+            circuit.answered(verdict.reason)
+            return recorder.arrived(position, verdict)
 
         async def call() -> list[VerdictT]:
             assert setup.make_judge is not None
@@ -459,8 +469,8 @@ def _ask(
                     await close()
 
         def stop() -> BaseException | None:
-            if failure:
-                return failure[0]
+            if recorder.failures:
+                return recorder.failures[0]
             if spend.guard.stopped is not None:
                 return BudgetSpent()
             return CircuitOpen() if circuit.is_open() else None
@@ -471,10 +481,10 @@ def _ask(
         except (BudgetSpent, CircuitOpen) as stopped:
             reason = BUDGET_BLOCKED if isinstance(stopped, BudgetSpent) else CIRCUIT_OPEN
             unasked = way.skipped(reason, pin)
-    if unasked is not None:  # every writer is done: `kept` holds each verdict on record
+    if unasked is not None:  # every write is done: `kept` holds each verdict on record
         answers = [kept.get(position, unasked) for position in range(len(batch))]
-    if failure:
-        raise failure[0]  # the task fails and is retried; what was recorded stays
+    if recorder.failures:
+        raise recorder.failures[0]  # the task fails and is retried; what was recorded stays
     spend.close()
     return answers
 

@@ -7,8 +7,9 @@ For every batch the service (`assay.judge.service`) asks the judge for:
   `throttled` or `refused` stops the spending; while the batch judges its reservation is renewed
   (`holding`: a batch waiting hours for the Batch API keeps its headroom), and it is
   released once the actual spend is in the ledger;
-- as calls return, their tokens are priced and appended to the cost ledger, one record per call,
-  then one summary per batch that stands for them (`Spend`);
+- as calls return, their tokens are priced and appended to the cost ledger, one record per group
+  of calls returning together (`assay.judge.recording`), then one summary per batch that stands
+  for them (`Spend`);
 - after every paid call, the period's total spend — every batch and run, from the ledger —
   plus the live reservations is checked against each `block` budget (`Guard`,
   `assay.finops.budget.spent_past`): once a limit is passed no further call of the run starts;
@@ -24,14 +25,22 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from assay.finops import reservations
-from assay.finops.budget import TOLERANCE_USD, Decision, Standing, assess, refused, spent_past
+from assay.finops.budget import (
+    TOLERANCE_USD,
+    Budget,
+    Decision,
+    Standing,
+    assess,
+    refused,
+    spent_past,
+)
 from assay.finops.ledger import CostRecord, record_cost, scope_matches
 from assay.finops.pricing import price
 from assay.finops.reservations import Reservation, release
@@ -46,6 +55,27 @@ CONTENTION_RETRIES: Final = 3
 CONTENTION_PAUSE_SECONDS: Final = 0.2
 RUNS_KEPT: Final = 256
 """Runs whose billing this process remembers (the oldest is forgotten first)."""
+
+
+BudgetsRead = Callable[[], list[Budget] | None]
+"""How a judging's budgets are read: the list, or None when they cannot be (spending refused)."""
+
+
+def budgets_once(read: BudgetsRead) -> BudgetsRead:
+    """`read`, called on first use only and its answer kept, however many threads ask.
+
+    A judge setup reads its budgets through this at the first preflight that has something left
+    to ask (`reserve`), so a batch the verdict cache answers whole never reads them."""
+    lock = threading.Lock()
+    kept: list[list[Budget] | None] = []
+
+    def budgets() -> list[Budget] | None:
+        with lock:
+            if not kept:
+                kept.append(read())
+            return kept[0]
+
+    return budgets
 
 
 @dataclass(frozen=True)
@@ -78,10 +108,12 @@ def reserve(
     if projected > 0:
         projected = max(projected, run_billing(spender.run_id).per_call_usd)
 
+    budgets = setup.applicable_budgets()
+
     def check(reservation: Reservation | None) -> tuple[Decision, tuple[Standing, ...]]:
         return assess(
             store,
-            setup.budgets,
+            budgets,
             projected,
             spender.suite,
             spender.subject,
@@ -90,8 +122,7 @@ def reserve(
         )
 
     if projected <= 0 or not any(
-        scope_matches(budget.scope, spender.suite, spender.subject)
-        for budget in setup.budgets or []
+        scope_matches(budget.scope, spender.suite, spender.subject) for budget in budgets or []
     ):
         return None, *check(None)  # nothing to hold: no spend, no budget, or budgets unreadable
     for attempt in range(CONTENTION_RETRIES + 1):
@@ -205,16 +236,17 @@ class Guard:
         """A batch of run `run_id` spends under this guard (before any of its calls)."""
         self._run = run_billing(run_id)
 
-    def paid(self, spend: Spend, cost_usd: float, allowance_usd: float) -> None:
-        """One call of `spend` was billed `cost_usd`; it was reserved `allowance_usd`."""
+    def paid(self, spend: Spend, billed: Sequence[tuple[float, float]]) -> None:
+        """Calls of `spend` were billed: each one's (cost, what it was reserved), in USD."""
         run = self._run or run_billing(spend.spender.run_id)
         with self._lock:
-            self.actual_usd += cost_usd
-            if cost_usd > allowance_usd + TOLERANCE_USD:  # the reservation model was wrong
-                run.per_call_usd = max(run.per_call_usd, cost_usd)
+            for cost_usd, allowance_usd in billed:
+                self.actual_usd += cost_usd
+                if cost_usd > allowance_usd + TOLERANCE_USD:  # the reservation model was wrong
+                    run.per_call_usd = max(run.per_call_usd, cost_usd)
             if self._stopped is not None or not self.standings:
                 return
-            by_name = {budget.name: budget for budget in spend.setup.budgets or []}
+            by_name = {budget.name: budget for budget in spend.setup.applicable_budgets() or []}
             self._stopped = spent_past(
                 spend.store,
                 [(by_name[s.budget], s) for s in self.standings if s.budget in by_name],
@@ -246,7 +278,9 @@ class Spend:
     input_tokens: int = 0
     output_tokens: int = 0
     over_bound: int = 0
+    calls_recorded: int = 0
     parts: list[str] = field(default_factory=list)
+    """The ledger records of its calls (one per group that returned together)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -274,28 +308,39 @@ class Spend:
         )
         return cost
 
-    def call(self, verdict: Verdict | PairVerdict) -> None:
-        """Append one returned call's spend to the ledger (write-once, its own record)."""
+    def calls(self, verdicts: Sequence[Verdict | PairVerdict]) -> None:
+        """Append the spend of calls that returned together to the ledger: one write-once
+        record for the group (`calls` = its size; see `assay.judge.recording`)."""
         part = uuid.uuid4().hex
-        cost = self._record(1, verdict.input_tokens, verdict.output_tokens, part=part)
+        used_in = sum(verdict.input_tokens for verdict in verdicts)
+        used_out = sum(verdict.output_tokens for verdict in verdicts)
+        cost = self._record(len(verdicts), used_in, used_out, part=part)
         with self._lock:
             self.parts.append(part)
+            self.calls_recorded += len(verdicts)
             self.cost_usd += cost
-            self.input_tokens += verdict.input_tokens
-            self.output_tokens += verdict.output_tokens
-            self.over_bound += verdict.output_tokens > self.setup.max_output_tokens
+            self.input_tokens += used_in
+            self.output_tokens += used_out
+            self.over_bound += sum(
+                verdict.output_tokens > self.setup.max_output_tokens for verdict in verdicts
+            )
         # Reserved per call: its input as billed, its output at the allowance it was sent with.
-        allowance = price(self.setup.prices, verdict.input_tokens, self.setup.max_output_tokens)
-        self.guard.paid(self, cost, allowance)
+        billed = [
+            (
+                price(self.setup.prices, verdict.input_tokens, verdict.output_tokens),
+                price(self.setup.prices, verdict.input_tokens, self.setup.max_output_tokens),
+            )
+            for verdict in verdicts
+        ]
+        self.guard.paid(self, billed)
 
     def close(self) -> None:
         """Write the batch's summary, which stands for its calls' records from now on."""
         if self.parts:
-            covers = sorted(self.parts)
             self._record(
-                len(covers),
+                self.calls_recorded,
                 self.input_tokens,
                 self.output_tokens,
                 batch=uuid.uuid4().hex,
-                covers=covers,
+                covers=sorted(self.parts),
             )

@@ -13,6 +13,12 @@ def report_key(run_id: str) -> str:
     return f"{REPORTS_PREFIX}{run_id}.html"
 
 
+def published_key(run_id: str) -> str:
+    """Marks a run's report as final (its flow published it) when the page itself is left to
+    the service to build on first request (`tasks.reports.publish_report`), write-once."""
+    return f"{REPORTS_PREFIX}{run_id}.published"
+
+
 REPORTS_URL_ENV = "ASSAY_REPORTS_URL"
 """Where `assay serve` serves reports (`GET /runs/{id}/report`): the service sets it to its own
 address for the flows it runs, unless an operator set it (the address people reach it at, behind

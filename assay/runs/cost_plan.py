@@ -179,7 +179,9 @@ def plan_run(
         sync += price(judge.prices, *tokens)
         batch += price(judge.prices.batch(), *tokens)
     at = now or datetime.now(UTC)
-    budgets, blocked, reason = _budgets(store, setup.budgets, sync, suite.suite, subject, at)
+    budgets, blocked, reason = _budgets(
+        store, setup.applicable_budgets(), sync, suite.suite, subject, at
+    )
     judged = compiled.judged and setup.make_judge is not None
     return CostPlan(
         suite=suite.suite,

@@ -142,9 +142,11 @@ def judge_chunk(
         judgement.jury = JuryTally.of(batch.by_juror, setup.jury.aggregation)
     judgement.redactions = asked.redactions
     for key, verdicts in zip(asked.keys, repeats, strict=True):
-        verdict, unanimous = majority(verdicts)
+        # One verdict is its own majority: no copy per check (a cached re-run's are all hits).
+        verdict, unanimous = (verdicts[0], None) if len(verdicts) == 1 else majority(verdicts)
         judgement.outcomes[key] = _outcome(verdict)
-        judgement.redactions = add_counts(judgement.redactions, verdicts[0].redactions)
+        if verdicts[0].redactions:
+            judgement.redactions = add_counts(judgement.redactions, verdicts[0].redactions)
         if setup.repeats > 1:
             judgement.repeated += unanimous is not None
             judgement.unanimous += unanimous is True

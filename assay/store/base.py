@@ -55,4 +55,12 @@ class EvidenceStore(ABC):
 
     @abstractmethod
     def list(self, prefix: str) -> Iterator[str]:
-        """Keys under `prefix`, in lexicographic order."""
+        """Keys under the folder `prefix` (`runs/x` means `runs/x/`), in lexicographic order."""
+
+    def list_starting(self, prefix: str) -> Iterator[str]:
+        """Keys that start with `prefix` character for character, in lexicographic order: a
+        prefix may end inside a name (`costs/2026/12/05/run-1-` finds that run's records of the
+        day, not the day's others). This lists the folder `prefix` is in; a store that can list
+        by a raw prefix answers it directly, without the folder's other keys."""
+        folder = prefix[: prefix.rfind("/") + 1]
+        return iter([key for key in self.list(folder) if key.startswith(prefix)])

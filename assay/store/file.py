@@ -104,9 +104,32 @@ class FileStore(EvidenceStore):
         with self._io("list", prefix):
             if not base.is_dir():
                 return iter(())
-            keys = sorted(
-                path.relative_to(self.root).as_posix()
-                for path in base.rglob("*")
-                if path.is_file() and not path.name.startswith(".tmp-")
-            )
+            keys = sorted(self._keys_in(base))
         return iter(keys)
+
+    def list_starting(self, prefix: str) -> Iterator[str]:
+        """Only the folder's entries whose names start with the rest of `prefix` are looked at
+        (a file is kept, a folder's files all are): the folder's other keys are never listed."""
+        folder, _, start = prefix.rpartition("/")
+        base = self._path(folder) if folder else self.root
+        keys: list[str] = []
+        with self._io("list", prefix):
+            try:
+                entries = [entry for entry in os.scandir(base) if entry.name.startswith(start)]
+            except (FileNotFoundError, NotADirectoryError):
+                return iter(())
+            for entry in entries:
+                path = Path(entry.path)
+                if entry.is_dir():
+                    keys.extend(self._keys_in(path))
+                elif entry.is_file() and not entry.name.startswith(".tmp-"):
+                    keys.append(path.relative_to(self.root).as_posix())
+        return iter(sorted(keys))
+
+    def _keys_in(self, folder: Path) -> Iterator[str]:
+        """The keys of every object under `folder` (unsorted; never a write's temporary file)."""
+        return (
+            path.relative_to(self.root).as_posix()
+            for path in folder.rglob("*")
+            if path.is_file() and not path.name.startswith(".tmp-")
+        )

@@ -183,8 +183,13 @@ class S3Store(EvidenceStore):
         """Keys under the folder `prefix` (`runs/x` means `runs/x/`, as in the file store),
         relative to the store prefix, sorted; pages through any number of keys."""
         folder = prefix.strip("/")
-        full_prefix = self.prefix + (f"{folder}/" if folder else "")
+        return self._listed(self.prefix + (f"{folder}/" if folder else ""))
 
+    def list_starting(self, prefix: str) -> Iterator[str]:
+        """Listed by the raw prefix: S3 returns only the keys that start with it."""
+        return self._listed(self.prefix + prefix)
+
+    def _listed(self, full_prefix: str) -> Iterator[str]:
         def call() -> list[str]:
             pages = self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=self.bucket, Prefix=full_prefix

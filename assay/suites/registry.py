@@ -25,6 +25,7 @@ from assay.documents import read_text
 from assay.errors import EvidenceConflictError, InputError, NotFoundError, shown
 from assay.process_state import remembered
 from assay.store import EvidenceStore
+from assay.suites import local_cache
 from assay.suites.suite import (
     MAX_NAME_CHARS,
     SUITE_SUFFIXES,
@@ -198,12 +199,19 @@ def resolve(store: EvidenceStore, ref: str) -> tuple[SuiteVersion, Suite]:
 
 
 def _load(store: EvidenceStore, record: SuiteVersion) -> Suite:
-    """The suite a version record names, from this process's cache or its stored content."""
+    """The suite a version record names: from this process's cache, the user's local copy of a
+    large suite (`local_cache`), or its stored content (then kept in both)."""
     suite = _cache.get(store, record.content_hash)
+    if suite is not None:
+        return suite
+    kept = record.cases >= local_cache.MIN_CASES
+    suite = local_cache.cached_suite(record.content_hash) if kept else None
     if suite is None:
         key = _content_key(record.suite, record.content_hash)
         suite = load_published(store.get(key), record.content_hash, f"{store.uri}/{key}")
-        _cache.put(store, record.content_hash, suite)
+        if kept:
+            local_cache.keep_suite(record.content_hash, suite)
+    _cache.put(store, record.content_hash, suite)
     return suite
 
 

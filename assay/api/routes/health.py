@@ -15,7 +15,6 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Store
-from assay.api.runner import prefect_answers
 
 router = APIRouter(tags=["health"])
 HEALTH_PROBE: Final = "healthz/probe"
@@ -39,6 +38,18 @@ def _store_answers(store: Store) -> bool:
     except Exception:
         return False
     return True
+
+
+def prefect_answers() -> bool:
+    """Whether the Prefect API answers its health check, asked with this thread's lasting
+    client (`flows.local`): a client made per probe loads the CA bundle, 15–35 ms of the
+    `/healthz` a command sends before its run."""
+    from prefect.client.orchestration import get_client
+
+    from flows.launch import in_this_process
+
+    with in_this_process(), get_client(sync_client=True) as client:
+        return client.api_healthcheck() is None
 
 
 def _prefect() -> bool:

@@ -1,4 +1,5 @@
-"""`GET /runs/{id}/report`: a run's HTML report (the stored one, else built from its records)."""
+"""`GET /runs/{id}/report`: a run's HTML report (the stored one, else built from its records,
+and kept once its flow has published it: `tasks.reports.publish_report`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from assay.api.auth import Store, Token, require_tier
 from assay.api.problems import AUTHENTICATED, documented
 from assay.api.routes.runs import RunId
 from assay.errors import NotFoundError
-from assay.reports import report_key
+from assay.reports import published_key, report_key
 from assay.reports.link_key import KEY_CHARACTERS, opens_report
 from assay.reports.page import CONTENT_SECURITY_POLICY
 from assay.store import EvidenceStore
@@ -21,12 +22,18 @@ router = APIRouter(tags=["reports"], responses=AUTHENTICATED | documented(404))
 
 
 def _report(store: EvidenceStore, run_id: str) -> str:
+    """The stored page, else one built now: kept (write-once) when the run's flow has published
+    its report, so the next request reads it. Before that — a gate still deciding on its suite
+    run — the page is not final, and a run finished before reports were written has none."""
     try:
         return store.get(report_key(run_id)).decode()
-    except NotFoundError:  # a run finished before reports were written, or via another path
+    except NotFoundError:
         from assay.reports.run import run_report  # matplotlib loads on the first such request
 
-        return run_report(store, run_id)
+        page = run_report(store, run_id)
+        if store.exists(published_key(run_id)):
+            store.put_once_if_absent(report_key(run_id), page.encode())
+        return page
 
 
 _VIEWER = require_tier("viewer")
