@@ -29,7 +29,7 @@ from assay.errors import InputError
 from assay.identifiers import MAX_IDENTIFIER_BYTES, Identifier
 from assay.outputs.reference import OutputsReference
 
-DEFAULT_CHUNK_SIZE: Final = 5000
+DEFAULT_CHUNK_SIZE: Final = 2000
 MAX_CHUNK_SIZE: Final = 1_000_000
 MAX_JUDGE_REPEATS: Final = 15
 """The most verdicts asked per check (as the JudgeSettings block allows)."""
