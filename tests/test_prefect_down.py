@@ -133,6 +133,11 @@ def test_a_run_whose_prefect_server_stops_mid_run_names_the_command_that_resumes
         )
         store = FileStore(store_dir)
         run_id = _running_run(store, process)
+        # Once every chunk is being judged: its budgets are read at its first judge call
+        # (before it, a chunk whose budgets cannot be read is refused — fail closed).
+        deadline = time.monotonic() + 60
+        while len(judge_env.requests) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
         server.stop()  # while the chunks are being judged
         stdout, stderr = process.communicate(timeout=300)
 
