@@ -41,16 +41,21 @@ def test_one_layout_per_kind_keyed_by_the_store_secret_the_pin_and_the_content(
     assert cache_key(hasher, "check", pin, {**CONTENT, "threshold": 0.6}) != keys["check"]
 
 
-def test_a_verdict_under_the_old_layout_is_a_miss_never_a_misread(
-    judge_server: JudgeServer, tmp_path: Path
-) -> None:
-    store = FileStore(tmp_path / "evidence")
-    setup = JudgeSetup(
+def judge_setup(judge_server: JudgeServer) -> JudgeSetup:
+    """The judging service's setup with the test's judge server as its only judge."""
+    return JudgeSetup(
         make_judge=lambda: OpenAIJudge(MODEL, base_url=judge_server.base_url, api_key="test"),
         skip_reason="",
         model=MODEL,
         prompt_version=load_prompt().version,
     )
+
+
+def test_a_verdict_under_the_old_layout_is_a_miss_never_a_misread(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    store = FileStore(tmp_path / "evidence")
+    setup = judge_setup(judge_server)
     # The pre-layout-2 check key: a plain content hash under `judge-cache/<xx>/`.
     old = content_hash({**CONTENT, "model": MODEL, "prompt": setup.prompt_version})
     old_key = f"judge-cache/{old.removeprefix('sha256:')[:2]}/{old.removeprefix('sha256:')}.json"
@@ -97,12 +102,7 @@ def test_a_cache_hit_is_one_store_read_and_the_same_verdict_and_fresh_reads_none
     judge_server: JudgeServer, tmp_path: Path
 ) -> None:
     store = CountingStore(tmp_path / "evidence")
-    setup = JudgeSetup(
-        make_judge=lambda: OpenAIJudge(MODEL, base_url=judge_server.base_url, api_key="test"),
-        skip_reason="",
-        model=MODEL,
-        prompt_version=load_prompt().version,
-    )
+    setup = judge_setup(judge_server)
     judge_server.script(default=verdict("pass", 0.9))
     hasher = OutputHasher(store_secret(store))
     requests = [

@@ -279,6 +279,7 @@ class Spend:
     output_tokens: int = 0
     over_bound: int = 0
     calls_recorded: int = 0
+    """The calls whose spend is on record (the ledger records below may each stand for several)."""
     parts: list[str] = field(default_factory=list)
     """The ledger records of its calls (one per group that returned together)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
