@@ -101,6 +101,8 @@ def serve(port: int, latency: float, capacity: int | None) -> None:
             if busy > 0
             else 0.0,
             "cpu_seconds": time.process_time(),
+            "first_arrived": min((r.arrived for r in served), default=0.0),
+            "last_finished": max((r.finished or 0.0 for r in served), default=0.0),
         }
 
     @app.post("/reset")
@@ -473,15 +475,25 @@ def end_to_end(
     subprocess.run([*assay, "server", "start", "--port", port], env=env, check=True)
     try:
         timed()  # publishes the suite and warms the service
-        judged = []
+        judged: list[float] = []
+        phases: list[tuple[float, float, float, float]] = []  # before, judging, after, at once
         for _ in range(args.repeat):
             server.reset()
             wait_idle(f"http://127.0.0.1:{port}/api")
+            started = time.monotonic()  # the judge server's clock too (CLOCK_MONOTONIC)
             seconds, _ = timed("--fresh-judge")
-            calls = int(server.stats()["requests"])
-            if calls != args.cases:
-                raise BenchError(f"{calls} judge calls for {args.cases} cases")
+            stats = server.stats()
+            if int(stats["requests"]) != args.cases:
+                raise BenchError(f"{stats['requests']} judge calls for {args.cases} cases")
             judged.append(seconds)
+            phases.append(
+                (
+                    stats["first_arrived"] - started,
+                    stats["last_finished"] - stats["first_arrived"],
+                    started + seconds - stats["last_finished"],
+                    stats["mean_served"],
+                )
+            )
         server.reset()
         wait_idle(f"http://127.0.0.1:{port}/api")
         cached, _ = timed()  # right after a judged run, as in a loop of runs
@@ -517,6 +529,12 @@ def end_to_end(
         f"  judged runs (median of {args.repeat}): {median:.2f} s "
         f"({', '.join(f'{t:.2f}' for t in judged)}); ideal {ideal:.2f} s; "
         f"wall / ideal {median / ideal:.2f} (goal ≤ 1.10)"
+    )
+    before, judging, after, at_once = (statistics.median(p[i] for p in phases) for i in range(4))
+    print(
+        f"    command start to the first judge request {before:.2f} s; first request to last "
+        f"answer {judging:.2f} s ({at_once:.1f} calls at the judge on average); last answer to "
+        f"the command's exit {after:.2f} s (medians)"
     )
     print(
         f"  fully cached re-run: {statistics.median(alone):.2f} s median of {args.repeat} "

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache, partial
 from threading import Lock
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr
@@ -55,24 +55,38 @@ from assay.runs.options import option_bounds
 from blocks.finops_budget import read_budgets
 
 if TYPE_CHECKING:
+    from assay.judge.concurrency import BillingMemory
     from assay.judge.embeddings import OpenAIEmbedder
     from assay.judge.modes import ModeMemory
 
-_MEMORIES: dict[tuple[str | None, str], ModeMemory] = {}
+
+class _EndpointMemory(NamedTuple):
+    modes: ModeMemory
+    billing: BillingMemory
+
+
+_MEMORIES: dict[tuple[str | None, str], _EndpointMemory] = {}
 _MEMORIES_LOCK = Lock()
 remembered(__name__, "_MEMORIES", _MEMORIES.clear, _MEMORIES_LOCK)
 
 
-def _mode_memory(base_url: str | None, model: str) -> ModeMemory:
-    """One structured-output mode memory per (endpoint, model) for this process.
+def _endpoint_memory(base_url: str | None, model: str) -> _EndpointMemory:
+    """What this process learned about one (endpoint, model): the structured-output mode it
+    answers in, and whether its latest reply was billed within its bound.
 
     The adapter keeps what it learned per instance; judges built from the same configuration
-    share one memory, so a chunk does not re-probe an endpoint the previous chunk already probed.
+    share one memory, so a chunk does not re-probe an endpoint the previous chunk already probed,
+    and a run does not send its first call alone to a judge the previous run found billing
+    within its bound (`assay.judge.concurrency`).
     """
+    from assay.judge.concurrency import BillingMemory
     from assay.judge.modes import ModeMemory
 
     with _MEMORIES_LOCK:
-        return _MEMORIES.setdefault((base_url, model), ModeMemory())
+        found = _MEMORIES.get((base_url, model))
+        if found is None:
+            found = _MEMORIES[(base_url, model)] = _EndpointMemory(ModeMemory(), BillingMemory())
+        return found
 
 
 class JudgeSettings(Block, JudgeFields):
@@ -155,6 +169,7 @@ class JudgeSettings(Block, JudgeFields):
 
         prompt = load_prompt(self.prompt_version)
         redaction = self.redaction(self.source)
+        memory = _endpoint_memory(self.base_url, self.model)
         return JudgeSetup(
             make_judge=partial(
                 OpenAIJudge,
@@ -162,8 +177,9 @@ class JudgeSettings(Block, JudgeFields):
                 base_url=self.base_url or DEFAULT_BASE_URL,  # never this process's variable
                 api_key=key,
                 prompt=prompt,
-                modes=_mode_memory(self.base_url, self.model),
+                modes=memory.modes,
                 redaction=redaction,
+                billing=memory.billing,
             ),
             skip_reason="",
             model=self.model,
@@ -183,6 +199,7 @@ class JudgeSettings(Block, JudgeFields):
             )
             if self.mode == "batch"
             else None,
+            billing=memory.billing,
         )
 
     def _juror(self, juror: JurorFields) -> JudgeSettings:

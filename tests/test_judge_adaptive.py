@@ -208,6 +208,38 @@ def test_a_judge_billing_past_max_tokens_has_one_call_in_flight(
     assert (window.peak, judge_server.max_in_flight) == (1, 1)
 
 
+def _first_alone(requests: list[RecordedRequest]) -> bool:
+    """The first request was answered before any other arrived."""
+    first, *others = sorted(requests, key=lambda r: r.arrived)
+    return first.finished is not None and all(first.finished <= r.arrived for r in others)
+
+
+@pytest.mark.parametrize("concurrency", [AUTO, 8])
+def test_a_run_sends_its_first_call_alone_only_to_a_judge_not_seen_billing_within_its_bound(
+    judge_server: JudgeServer, tmp_path: Path, concurrency: object
+) -> None:
+    """The process remembers what each endpoint billed last (`BillingMemory`): a long-lived
+    service pays the lone first call once per judge, not once per run, and again after a reply
+    billed past its bound."""
+    within = slow(0.2, verdict("pass", 0.9))
+    overbilled = slow(
+        0.2, Reply(content=verdict().content, usage=(50, 2_000_000), honours_max_tokens=False)
+    )
+    runs: list[list[RecordedRequest]] = []
+    for number, reply in enumerate([within, within, overbilled, within]):
+        judge_server.reset()
+        judge_server.script(default=reply)
+        _judge(judge_server, tmp_path, f"run-{number}", 8, max_concurrency=concurrency)
+        runs.append(judge_server.requests)
+
+    first, trusted, overbilling, after_it = runs
+    assert _first_alone(first)  # nothing known of this judge yet
+    assert not _first_alone(trusted) and _most_served(trusted) >= 2  # its last reply was within
+    # a judge that starts billing past its bound costs at most one window before it is one call
+    assert not _first_alone(overbilling) and _most_served(overbilling) <= 8
+    assert _first_alone(after_it)  # its latest reply was past its bound
+
+
 def test_a_reply_past_its_bound_brings_the_window_back_to_one_and_a_slow_start() -> None:
     async def scenario() -> None:
         window = AdaptiveSlots(ceiling=40, start=2)

@@ -24,7 +24,12 @@ past it (`billed_past_bound`): a judge that bills more than its reservation has 
 run in flight per process while the run's reservation model is corrected from what it billed
 (`assay.judge.spending`), so its overshoot past a block budget is one call's billed cost. An
 `auto` window then grows from one again (slow start) on replies billed within their bound; a
-fixed one opens to its number again.
+fixed one opens to its number again. What an endpoint billed last is remembered by the process
+(`BillingMemory`, one per endpoint and model): a run's window opens at once when that endpoint's
+latest reply in this process, in any run, was billed within its bound — the one call alone
+would have learned nothing new — and starts at one call otherwise. So a long-lived service pays
+the lone first call once per judge, not once per run; a judge that starts billing past its bound
+later costs at most one window of calls before the window is back at one, as within a run.
 
 Each request reports to the window of the batch it belongs to (`watched`, around every request
 the adapter sends): the batch names its window in a context variable (`reporting_to`), which
@@ -58,17 +63,30 @@ KEPT_AFTER: Final = {"429": 0.75, "5xx": 0.5, "timeout": 0.5}
 """What an `auto` window keeps of itself after each kind of congestion."""
 
 
+class BillingMemory:
+    """Whether an endpoint's latest reply in this process was billed within its bound.
+
+    One per endpoint and model (`blocks.judge_settings` hands them out; the adapter reports every
+    reply to it through `watched`): a window made for a judge whose memory says `within` opens
+    at once instead of letting one call in first (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.within = False
+        """True when the latest reply was billed within its `max_tokens`; False before any."""
+
+
 class SharedSlots:
     """At most `limit` holders at once across every thread and event loop of this process;
     waiters are served first come, first served. A fixed window: requests' outcomes are only
-    counted (`congestion`)."""
+    counted (`congestion`). `trusted`: the judge's latest reply in this process was billed within
+    its bound (`BillingMemory`), so the window opens at once."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, trusted: bool = False) -> None:
         if limit < 1:
             raise ValueError(f"max_concurrency must be at least 1, not {limit}")
         self.size = limit
         """The calls let into flight once a reply was billed within its bound."""
-        self.limit = 1
+        self.limit = limit if trusted else 1
         """The calls let into flight now: one until then (see the module docstring)."""
         self.peak = 0
         """The most slots held at once."""
@@ -77,7 +95,7 @@ class SharedSlots:
         self._held = 0
         self._waiting: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
         self._lock = threading.Lock()
-        self._trusted = False
+        self._trusted = trusted
         self._distrusted_at = -math.inf
 
     @property
@@ -176,8 +194,10 @@ class SharedSlots:
 class AdaptiveSlots(SharedSlots):
     """A window of calls in flight that adapts to the endpoint (AIMD: the module docstring)."""
 
-    def __init__(self, ceiling: int, start: int = AUTO_START_CONCURRENCY) -> None:
-        super().__init__(max(1, min(start, ceiling)))
+    def __init__(
+        self, ceiling: int, start: int = AUTO_START_CONCURRENCY, *, trusted: bool = False
+    ) -> None:
+        super().__init__(max(1, min(start, ceiling)), trusted=trusted)
         self.ceiling = ceiling
         self._slow_start = True
         self._answers = 0
@@ -228,17 +248,23 @@ _SLOTS_LOCK = threading.Lock()
 remembered(__name__, "_SLOTS", _SLOTS.clear, _SLOTS_LOCK)
 
 
-def run_slots(run_id: str, concurrency: Concurrency, ceiling: int) -> SharedSlots:
+def run_slots(
+    run_id: str, concurrency: Concurrency, ceiling: int, billing: BillingMemory | None = None
+) -> SharedSlots:
     """The window of a run's judge calls in this process, shared by all its chunks: fixed at
-    `concurrency` calls, or adapting up to `ceiling` when `concurrency` is `auto`."""
+    `concurrency` calls, or adapting up to `ceiling` when `concurrency` is `auto`. Made open at
+    once when `billing` says the judge's latest reply was billed within its bound."""
     key = (run_id, concurrency, ceiling)
     with _SLOTS_LOCK:
         found = _SLOTS.get(key)
         if found is None:
             if len(_SLOTS) >= SLOTS_KEPT:
                 _SLOTS.pop(next(iter(_SLOTS)))
+            trusted = billing is not None and billing.within
             window = (
-                AdaptiveSlots(ceiling) if concurrency == AUTO else SharedSlots(int(concurrency))
+                AdaptiveSlots(ceiling, trusted=trusted)
+                if concurrency == AUTO
+                else SharedSlots(int(concurrency), trusted=trusted)
             )
             found = _SLOTS[key] = window
         return found
@@ -269,9 +295,10 @@ class WatchedReply:
 
 
 @contextmanager
-def watched(max_tokens: int | None) -> Iterator[WatchedReply]:
+def watched(max_tokens: int | None, billing: BillingMemory | None = None) -> Iterator[WatchedReply]:
     """Report one request's outcome to its batch's window, if any: congestion, a reply billed
-    past `max_tokens`, or an answer."""
+    past `max_tokens`, or an answer; and whether its reply was billed within its bound to the
+    endpoint's `billing` memory."""
     window = _REPORTING_TO.get()
     sent_at = time.monotonic()
     reply = WatchedReply(max_tokens)
@@ -282,6 +309,8 @@ def watched(max_tokens: int | None) -> Iterator[WatchedReply]:
         if window is not None and kind is not None:
             window.congested(sent_at, kind)
         raise
+    if billing is not None:
+        billing.within = not reply.past_bound
     if window is None:
         return
     if reply.past_bound:

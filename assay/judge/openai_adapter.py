@@ -68,7 +68,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from assay.judge.concurrency import watched
+from assay.judge.concurrency import BillingMemory, watched
 from assay.judge.endpoint import (
     BASE_URL_ENV,
     DEADLINE_ENV,
@@ -173,10 +173,13 @@ class OpenAIJudge:
             refuse the parameter).
         pairwise_prompt: The template `judge_pair` uses (name or loaded `Prompt`); it must show
             `$first` and `$second` and use the pairwise reply contract (`parse_pair_reply`).
-
+        modes: Where the structured-output mode the endpoint answers in is remembered (shared
+            by the judges of one configuration); default this judge's own.
         redaction: What is replaced by placeholders in the input, reference answer and
             output(s) before any prompt is sent (`assay.judge.redaction`); part of the recorded
             prompt versions. Default: nothing (`judge_setup` passes the configured settings).
+        billing: Told whether each reply was billed within its `max_tokens`
+            (`assay.judge.concurrency.BillingMemory`, shared like `modes`); default none.
 
     Raises:
         ValueError: No model, no API key, a bound that is not positive, or a pairwise prompt
@@ -199,6 +202,7 @@ class OpenAIJudge:
         pairwise_prompt: str | Prompt = "pairwise",
         modes: ModeMemory | None = None,
         redaction: RedactionSettings = NO_REDACTION,
+        billing: BillingMemory | None = None,
     ) -> None:
         if timeout is None:
             timeout = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
@@ -225,6 +229,7 @@ class OpenAIJudge:
         self.temperature = temperature
         self._backoff = wait_random_exponential(multiplier=backoff_seconds, max=max_backoff_seconds)
         self._modes = modes if modes is not None else ModeMemory()
+        self._billing = billing
         self._where = redact_url(self.base_url)
         self._clients = LoopClients(key, self.base_url, timeout)
 
@@ -436,7 +441,9 @@ class OpenAIJudge:
         # model from the reply (~0.8 ms), both measured in bench/bench_judge.py — enough to make
         # Assay, not the judge, the bottleneck at 16 calls in flight. The body is already what
         # goes on the wire, and the reply is read as plain JSON (`cast_to=object`), defensively.
-        with watched(call.max_tokens) as reply:  # widens or narrows the batch's window
+        with watched(
+            call.max_tokens, self._billing
+        ) as reply:  # widens or narrows the batch's window
             completion: object = await self._clients.client().post(
                 "/chat/completions",
                 cast_to=object,

@@ -55,7 +55,7 @@ from assay.judge.circuit import (
     run_circuit,
     unbroken,
 )
-from assay.judge.concurrency import reporting_to, run_slots, run_sync
+from assay.judge.concurrency import BillingMemory, reporting_to, run_slots, run_sync
 from assay.judge.config import AUTO, DEFAULT_CONCURRENCY_CEILING, Concurrency
 from assay.judge.jury import Jury, by_jury
 from assay.judge.port import (
@@ -129,6 +129,9 @@ class JudgeSetup:
     rate; None: each call is answered at once."""
     jury: Jury | None = None
     """The jurors when this judge is a jury (`assay.judge.jury.convene`): each asked in turn."""
+    billing: BillingMemory | None = None
+    """What this process last saw the judge's endpoint bill (`assay.judge.concurrency`): a run's
+    window opens at once for a judge whose latest reply was billed within its bound."""
 
     def applicable_budgets(self) -> list[Budget] | None:
         """The budgets, read now if they are read lazily (`budgets`)."""
@@ -435,7 +438,9 @@ def _ask(
         )
     pin = setup.pin
     capped = [request for _, request in _capped(setup, batch)]
-    slots = run_slots(spend.spender.run_id, setup.max_concurrency, setup.concurrency_ceiling)
+    slots = run_slots(
+        spend.spender.run_id, setup.max_concurrency, setup.concurrency_ceiling, setup.billing
+    )
     kept: dict[int, VerdictT] = {}
 
     def cache(position: int, verdict: VerdictT) -> None:
