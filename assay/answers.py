@@ -140,8 +140,8 @@ def is_published(body: Any) -> bool:
     return isinstance(body, dict) and {"suite", "version"} <= body.keys()
 
 
-def is_health(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("status") in ("ok", "degraded")
+def is_alive(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("status") == "alive"
 
 
 def sse_events(lines: Iterator[str], source: str) -> Iterator[dict[str, Any]]:

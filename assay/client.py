@@ -34,7 +34,7 @@ from assay.answers import (
     Model,
     answer_of,
     answer_source,
-    is_health,
+    is_alive,
     is_list,
     is_object,
     is_page,
@@ -143,7 +143,7 @@ class AssayClient:
     each answer, and on an event stream the wait for its next bytes. The one answer it cannot
     bound is a waited-for run's, which comes when the run ends: that is bounded by
     `wait_timeout`, and asked only of a service that has answered this client (else its
-    `/healthz` first, within `timeout`), so a service that never answers is given up on
+    `/livez` first, within `timeout`), so a service that never answers is given up on
     after `timeout` whatever the call."""
 
     def __init__(
@@ -238,7 +238,8 @@ class AssayClient:
         `idempotency_key`): the route's answer as the model `answer()` gives, or the accepted
         run when not waited for. The model is imported once the answer is in: a caller may load
         it meanwhile (the command line does). A waited-for run is asked only of a service that
-        has answered this client: else its `/healthz` first (HTTP 503, degraded, is an answer)."""
+        has answered this client: else its `/livez` first (which answers at once, probing
+        nothing)."""
         body = _body(fields)
         key = fields["idempotency_key"]
         waited = fields["wait"]
@@ -247,11 +248,7 @@ class AssayClient:
             **({"Idempotency-Key": key} if key else {}),
         }
         if waited and not self._answered:
-            try:
-                self._request("GET", "/healthz").expect(is_health, "Assay's health")
-            except AssayAPIError as exc:
-                if exc.status != 503:
-                    raise
+            self._request("GET", "/livez").expect(is_alive, "Assay's liveness")
         answered = self._request("POST", path, json=body, headers=headers, waited=waited)
         if answered.status == 202:
             return answered.model(_run_state())

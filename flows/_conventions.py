@@ -24,12 +24,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar, cast, get_type_hints
 
 from prefect import Flow, flow
 from prefect.client.schemas.objects import State
 from prefect.context import TagsContext
 from prefect.runtime import flow_run
+from prefect.settings import get_current_settings
 from pydantic import BaseModel
 
 from assay.verdicts import FlowVerdict
@@ -100,6 +102,10 @@ def assay_flow(
             name=body.__name__.replace("_", "-"),
             flow_run_name=name_run,
             persist_result=False,
+            # Nothing is ever written there (no flow or task persists its result); naming it
+            # spares Prefect asking its server for a default result storage, twice before every
+            # flow run starts (`GET /admin/storage`).
+            result_storage=Path(get_current_settings().results.local_storage_path),
             log_prints=False,
         )(run)
         return built

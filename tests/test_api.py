@@ -84,6 +84,7 @@ def test_openapi_and_docs_are_served(service: Service) -> None:
     assert docs.status_code == 200
     for path in (
         "/healthz",
+        "/livez",
         "/suites",
         "/suites/{name}",
         "/suites/{name}/versions/{version}",

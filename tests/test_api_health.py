@@ -1,5 +1,6 @@
 """`/healthz` tells a store that lists but takes no write (read-only, full) from a healthy one:
-a service whose every write answers 503 is `degraded`, not `ok`."""
+a service whose every write answers 503 is `degraded`, not `ok`. `/livez` says only that the
+service answers, whatever its store and Prefect API do."""
 
 from __future__ import annotations
 
@@ -71,8 +72,10 @@ def test_healthz_sees_a_prefect_api_that_stops_answering_between_probes(tmp_path
             api_server.shutdown()
             api_server.server_close()
             down = client.get("/healthz")
+            alive = client.get("/livez")
     finally:
         service.stop()
     assert up == [True, True, True]
     assert down.status_code == 503
     assert down.json() == {"status": "degraded", "store": True, "prefect": False}
+    assert (alive.status_code, alive.json()) == (200, {"status": "alive"})  # no token either

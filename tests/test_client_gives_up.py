@@ -244,14 +244,14 @@ def test_a_waited_run_is_asked_of_a_service_that_answered_then_waited_for_past_t
     stub: Stub,
 ) -> None:
     """The service answers a waited-for run when it ends, so `timeout` cannot bound that
-    answer: the client first makes sure Assay answers (`/healthz`, within `timeout`), then
+    answer: the client first makes sure Assay answers (`/livez`, within `timeout`), then
     waits for the run (`wait_timeout`). A second run on the same client skips the check."""
-    health = answer(200, "application/json", b'{"status": "ok", "store": true, "prefect": true}')
+    alive = answer(200, "application/json", b'{"status": "alive"}')
     problem = json.dumps(
         {"type": "about:blank", "title": "Not Found", "status": 404, "detail": "x"}
     )
     ran = answer(404, "application/problem+json", problem.encode(), after=2.5)
-    stub.respond = lambda handler: (health if handler.path == "/healthz" else ran)(handler)
+    stub.respond = lambda handler: (alive if handler.path == "/livez" else ran)(handler)
     client = AssayClient(stub.url, timeout=1)
 
     for _ in range(2):
@@ -260,7 +260,7 @@ def test_a_waited_run_is_asked_of_a_service_that_answered_then_waited_for_past_t
         assert elapsed >= 2.5
 
     assert [(method, path) for method, path, _ in stub.seen] == [
-        ("GET", "/healthz"),
+        ("GET", "/livez"),
         ("POST", "/runs"),
         ("POST", "/runs"),
     ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -14,6 +16,8 @@ import pytest
 from prefect import Flow, tags, task
 from prefect.client.orchestration import get_client
 from prefect.context import TagsContext
+from prefect.results import get_result_store
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from pydantic import BaseModel
 
 import flows._conventions as conventions
@@ -162,3 +166,39 @@ def test_a_suite_runs_report_is_left_to_a_caller_that_publishes_it(
 def test_a_flow_that_calls_another_directly_fails() -> None:
     with pytest.raises(RuntimeError, match="call run_subflow"):
         direct(ToyOptions(label="x"))
+
+
+class _StorageAsked(BaseHTTPRequestHandler):
+    """A Prefect API that counts the reads of its default result storage (`GET /admin/storage`)
+    and answers none configured."""
+
+    asked = 0
+
+    def do_GET(self) -> None:
+        if self.path.split("?")[0] == "/api/admin/storage":
+            type(self).asked += 1
+        body = b'{"default_result_storage_block_id": null}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_flow_names_its_result_storage_so_prefect_does_not_ask_its_server_for_one() -> None:
+    """Prefect asks its server for a default result storage twice before every flow run that
+    names none (two API round trips on the way to the first task); an Assay flow persists
+    nothing and names Prefect's local storage path."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StorageAsked)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{server.server_port}/api"}):
+            store = get_result_store().update_for_flow(toy, _sync=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _StorageAsked.asked == 0
+    assert (toy.persist_result, type(store.result_storage).__name__) == (False, "LocalFileSystem")

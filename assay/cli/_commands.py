@@ -109,7 +109,8 @@ COMMANDS: Final[dict[str, Listed]] = {
     ),
     "serve": Listed(
         "serve",
-        "Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token.\n"
+        "Serve the HTTP API (docs/api.md); every route but /healthz and /livez needs a Bearer"
+        " token.\n"
         "\n"
         "Needs the `serve` extra (`pip install 'assay[serve]'`); without it, refuses to start.",
     ),

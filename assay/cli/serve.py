@@ -71,7 +71,7 @@ def serve(
         ),
     ] = 15,
 ) -> None:
-    """Serve the HTTP API (docs/api.md); every route but /healthz needs a Bearer token.
+    """Serve the HTTP API (docs/api.md); every route but /healthz and /livez needs a Bearer token.
 
     Needs the `serve` extra (`pip install 'assay[serve]'`); without it, refuses to start.
     """

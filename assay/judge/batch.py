@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from assay.judge.batch_wait import OnWait, wait_for_batch
+from assay.judge.endpoint import tls_context
 from assay.judge.modes import structured_format
 from assay.judge.port import (
     BUDGET_BLOCKED,
@@ -107,9 +108,14 @@ class Batching:
 
     def client(self) -> OpenAI:
         """A synchronous SDK client for the Batch API's files and batches."""
-        from openai import OpenAI  # the SDK, only for a judging that runs
+        from openai import DefaultHttpxClient, OpenAI  # the SDK, only for a judging that runs
 
-        return OpenAI(api_key=self.api_key, base_url=self.base_url, timeout=CONTROL_TIMEOUT_SECONDS)
+        return OpenAI(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            timeout=CONTROL_TIMEOUT_SECONDS,
+            http_client=DefaultHttpxClient(verify=tls_context()),
+        )
 
 
 class BatchedRequest(BaseModel):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import tenacity
-from openai import APIStatusError, OpenAI
+from openai import APIStatusError, DefaultHttpxClient, OpenAI
 
 from assay.judge.endpoint import (
     API_KEY_ENV,
@@ -37,6 +37,7 @@ from assay.judge.endpoint import (
     api_key_for,
     is_transient,
     retry_after_seconds,
+    tls_context,
 )
 from assay.judge.redaction import NO_REDACTION, RedactionSettings, Redactor, add_counts
 
@@ -124,7 +125,13 @@ class OpenAIEmbedder:
         self._backoff = tenacity.wait_random_exponential(
             multiplier=backoff_seconds, max=max_backoff_seconds
         )
-        self._client = OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout)
+        self._client = OpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=DefaultHttpxClient(verify=tls_context()),
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self._model!r})"

@@ -10,8 +10,10 @@ loads it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
+import ssl
 import threading
 import weakref
 from collections.abc import Mapping
@@ -22,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from assay.errors import InputError
 from assay.judge.port import NO_CREDENTIALS, NO_JUDGE
+from assay.process_state import remembered
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -171,6 +174,21 @@ def seconds_from_env(name: str, default: float) -> float:
     return value
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The SDK's default TLS context — its HTTP library's (`httpx2.create_ssl_context`: the
+    system's trust store, or `SSL_CERT_FILE` / `SSL_CERT_DIR` as set when first made) — made
+    once per process and shared by every SDK client Assay opens. A client left to make its own
+    loads the CA bundle each time: 15–17 ms before the first call of every judged chunk (a new
+    event loop, so a new client), also for a plain-HTTP endpoint on this host."""
+    from httpx2 import create_ssl_context  # what openai's clients are built on (openai >= 3)
+
+    return create_ssl_context()
+
+
+remembered(__name__, "tls_context", tls_context.cache_clear)
+
+
 class LoopClients:
     """One async SDK client per running event loop, for one endpoint and key: an HTTP
     connection pool belongs to the loop that opened it, and a judge is shared across threads
@@ -185,7 +203,7 @@ class LoopClients:
 
     def client(self) -> AsyncOpenAI:
         """The running loop's client, opened on first use."""
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -196,6 +214,7 @@ class LoopClients:
                     base_url=self._base_url,
                     max_retries=0,
                     timeout=self._timeout,
+                    http_client=DefaultAsyncHttpxClient(verify=tls_context()),
                 )
                 self._clients[loop] = client
             return client

@@ -1,4 +1,5 @@
-"""`GET /healthz` (no token): whether the service, its store and the Prefect API answer.
+"""`GET /healthz` (no token): whether the service, its store and the Prefect API answer; and
+`GET /livez` (no token): whether the service answers at all, asking nothing else.
 
 The store answers when it lists *and* takes a write: a full or read-only store still lists, and
 a service whose every write answers 503 is not healthy. The probe overwrites one tiny object,
@@ -7,6 +8,7 @@ a service whose every write answers 503 is not healthy. The probe overwrites one
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final, Literal
 
 from fastapi import APIRouter
@@ -27,6 +29,13 @@ class Health(BaseModel):
     status: Literal["ok", "degraded"]
     store: bool
     prefect: bool
+
+
+class Liveness(BaseModel):
+    """The service answers HTTP (`alive`): what a client asks before a request whose answer
+    may take long to come (a waited-for run), without the probes of `/healthz`."""
+
+    status: Literal["alive"] = "alive"
 
 
 def _store_answers(store: Store) -> bool:
@@ -59,11 +68,19 @@ def _prefect() -> bool:
         return False
 
 
+@router.get("/livez", response_model=Liveness)
+async def livez() -> Liveness:
+    """Liveness only: the service answers (no store or Prefect probe)."""
+    return Liveness()
+
+
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
 async def healthz(store: Store) -> JSONResponse:
-    """Liveness and readiness: the store and the Prefect API each answer or not."""
-    store_ok = await run_in_threadpool(_store_answers, store)
-    prefect_ok = await run_in_threadpool(_prefect)
+    """Liveness and readiness: the store and the Prefect API each answer or not (asked side
+    by side)."""
+    store_ok, prefect_ok = await asyncio.gather(
+        run_in_threadpool(_store_answers, store), run_in_threadpool(_prefect)
+    )
     health = Health(
         status="ok" if store_ok and prefect_ok else "degraded", store=store_ok, prefect=prefect_ok
     )
