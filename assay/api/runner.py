@@ -38,6 +38,7 @@ from assay.api.problems import Problem, as_problem, unexpected, without_store_lo
 from assay.api.requests import FlowName, RequestBody
 from assay.errors import NotFoundError
 from assay.gate.decision import GateRun
+from assay.gcpause import settle
 from assay.outputs.sources import output_sources
 from assay.runs.lifecycle import gone_reason, settled, this_process
 from assay.runs.records import (
@@ -109,10 +110,13 @@ def launch(
                 headers={"Retry-After": str(PREFECT_RETRY_AFTER_SECONDS)},
             ) from None
 
-    if request.outputs_uri is not None:
-        return run_flow(request.outputs_uri)
-    with staging.staged(request.staged_bytes()) as reference:
-        return run_flow(reference)
+    try:
+        if request.outputs_uri is not None:
+            return run_flow(request.outputs_uri)
+        with staging.staged(request.staged_bytes()) as reference:
+            return run_flow(reference)
+    finally:
+        settle()  # the caller was answered when the run recorded its result (`recorded`)
 
 
 class RunPool:
