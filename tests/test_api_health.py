@@ -4,11 +4,10 @@ service answers, whatever its store and Prefect API do."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import prefect
@@ -16,6 +15,7 @@ import pytest
 
 from assay.store import FileStore
 from tests.api_service import start_service
+from tests.local_http import JsonHandler
 
 
 @pytest.fixture
@@ -44,20 +44,12 @@ def test_a_store_that_takes_no_writes_makes_healthz_degraded(tmp_path: Path, mou
     assert health.json() == {"status": "degraded", "store": False, "prefect": True}
 
 
-class _PrefectHealth(BaseHTTPRequestHandler):
+class _PrefectHealth(JsonHandler):
     """A Prefect API that answers its health check and its version (asked once by a client)."""
 
-    def do_GET(self) -> None:
-        answers = {"/api/health": "true", "/api/admin/version": json.dumps(prefect.__version__)}
-        body = answers.get(self.path, "{}").encode()
-        self.send_response(200 if self.path in answers else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    def answer(self, method: str, path: str) -> tuple[int, object]:
+        answers = {"/api/health": True, "/api/admin/version": prefect.__version__}
+        return (200, answers[path]) if path in answers else (404, {})
 
 
 def test_healthz_sees_a_prefect_api_that_stops_answering_between_probes(tmp_path: Path) -> None:

@@ -9,11 +9,9 @@ against the test judge server.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import prefect
@@ -29,6 +27,7 @@ from assay.judge.spending import budgets_once
 from assay.store import FileStore
 from blocks.judge_settings import judge_setup
 from tests.judge_server import JudgeServer, verdict
+from tests.local_http import JsonHandler, serving
 
 BUDGETS_PATH = "/block_types/slug/assay-finops-budget/block_documents"
 
@@ -39,49 +38,25 @@ class BudgetApi:
     def __init__(self) -> None:
         self.status = 404
         self.reads = 0
-        handler = self._handler()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api"
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] == "/api/admin/version":
-                    self._answer(200, prefect.__version__)
-                    return
-                if self.path.split("?")[0] == "/api" + BUDGETS_PATH:
-                    api.reads += 1
-                self._answer(api.status, {"detail": "no such block type"})
-
-            do_POST = do_GET
-
-            def _answer(self, status: int, body: object) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *_: object) -> None:
-                pass
-
-        return Handler
+        self.url = ""
 
 
 @pytest.fixture
 def budget_api() -> Iterator[BudgetApi]:
     api = BudgetApi()
-    thread = threading.Thread(target=api.server.serve_forever, daemon=True)
-    thread.start()
-    try:
+
+    class Handler(JsonHandler):
+        def answer(self, method: str, path: str) -> tuple[int, object]:
+            if path.split("?")[0] == "/api/admin/version":
+                return 200, prefect.__version__
+            if path.split("?")[0] == "/api" + BUDGETS_PATH:
+                api.reads += 1
+            return api.status, {"detail": "no such block type"}
+
+    with serving(Handler) as server:
+        api.url = f"http://127.0.0.1:{server.server_address[1]}/api"
         with temporary_settings({PREFECT_API_URL: api.url}):
             yield api
-    finally:
-        api.server.shutdown()
-        api.server.server_close()
 
 
 def _judge(store: FileStore, setup: JudgeSetup, cases: int) -> Judged[Verdict]:

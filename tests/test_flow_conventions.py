@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -24,6 +22,7 @@ import flows._conventions as conventions
 from assay.verdicts import FlowVerdict
 from flows._conventions import assay_flow, publish_run_report, run_subflow, tell_caller
 from tasks.verdicts import told_when_recorded, verdict_result
+from tests.local_http import JsonHandler, serving
 
 FLOWS = Path(__file__).resolve().parent.parent / "flows"
 FLOW_MODULES = sorted(p.stem for p in FLOWS.glob("*.py") if p.stem != "_conventions")
@@ -168,37 +167,26 @@ def test_a_flow_that_calls_another_directly_fails() -> None:
         direct(ToyOptions(label="x"))
 
 
-class _StorageAsked(BaseHTTPRequestHandler):
+class _StorageAsked(JsonHandler):
     """A Prefect API that counts the reads of its default result storage (`GET /admin/storage`)
     and answers none configured."""
 
     asked = 0
 
-    def do_GET(self) -> None:
-        if self.path.split("?")[0] == "/api/admin/storage":
+    def answer(self, method: str, path: str) -> tuple[int, object]:
+        if path.split("?")[0] == "/api/admin/storage":
             type(self).asked += 1
-        body = b'{"default_result_storage_block_id": null}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        return 200, {"default_result_storage_block_id": None}
 
 
 def test_a_flow_names_its_result_storage_so_prefect_does_not_ask_its_server_for_one() -> None:
     """Prefect asks its server for a default result storage twice before every flow run that
     names none (two API round trips on the way to the first task); an Assay flow persists
     nothing and names Prefect's local storage path."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StorageAsked)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{server.server_port}/api"}):
-            store = get_result_store().update_for_flow(toy, _sync=True)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with (
+        serving(_StorageAsked) as server,
+        temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{server.server_port}/api"}),
+    ):
+        store = get_result_store().update_for_flow(toy, _sync=True)
     assert _StorageAsked.asked == 0
     assert (toy.persist_result, type(store.result_storage).__name__) == (False, "LocalFileSystem")
