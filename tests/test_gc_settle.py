@@ -27,22 +27,20 @@ def _aged(count: int) -> list[_Node]:
 def test_settle_leaves_a_small_oldest_generation_alone() -> None:
     gc.collect()
     gc.freeze()  # what the test process holds already is not this test's
-    kept = _aged(SETTLE_AFTER_OBJECTS // 2)
-    frozen = gc.get_freeze_count()
+    kept = _aged(SETTLE_AFTER_OBJECTS // 10)
 
     settle()
 
-    assert gc.get_freeze_count() == frozen
-    assert len(kept) == SETTLE_AFTER_OBJECTS // 2
+    # still in the collector's sight (a freeze would have moved them out of generation 2)
+    assert any(found is kept[0] for found in gc.get_objects(generation=2))
 
 
 def test_settle_freezes_a_large_oldest_generation_and_frees_what_is_dropped() -> None:
     kept = _aged(2 * SETTLE_AFTER_OBJECTS)
-    frozen = gc.get_freeze_count()
 
     settle()
 
-    assert gc.get_freeze_count() >= frozen + 2 * SETTLE_AFTER_OBJECTS
+    assert not any(found is kept[0] for found in gc.get_objects(generation=2))  # frozen
     assert len(gc.get_objects(generation=2)) < SETTLE_AFTER_OBJECTS
     probe = weakref.ref(kept[0])
     del kept
