@@ -46,11 +46,11 @@ def kept_long() -> Iterator[None]:
 
 
 def settle() -> None:
-    """After a run in a long-lived process (`assay serve`): when the collector's oldest generation
-    holds more than `SETTLE_AFTER_OBJECTS`, collect once and freeze what is left, so that later
-    full collections walk only what later runs leave. What is frozen and later dropped is still
-    freed when its last reference goes (only cycles among it are not collected until
-    `reset_process_state` unfreezes)."""
+    """After a run in a long-lived process (`assay serve`, when no other run is in flight): when
+    the collector's oldest generation holds more than `SETTLE_AFTER_OBJECTS`, collect once and
+    freeze what is left, so that later full collections walk only what later runs leave. What is
+    frozen and later dropped is still freed when its last reference goes (only cycles among it
+    are not collected until `reset_process_state` unfreezes)."""
     if len(gc.get_objects(generation=2)) <= SETTLE_AFTER_OBJECTS:
         return
     gc.collect()

@@ -110,13 +110,10 @@ def launch(
                 headers={"Retry-After": str(PREFECT_RETRY_AFTER_SECONDS)},
             ) from None
 
-    try:
-        if request.outputs_uri is not None:
-            return run_flow(request.outputs_uri)
-        with staging.staged(request.staged_bytes()) as reference:
-            return run_flow(reference)
-    finally:
-        settle()  # the caller was answered when the run recorded its result (`recorded`)
+    if request.outputs_uri is not None:
+        return run_flow(request.outputs_uri)
+    with staging.staged(request.staged_bytes()) as reference:
+        return run_flow(reference)
 
 
 class RunPool:
@@ -185,11 +182,23 @@ class RunPool:
         async with self._slots:
             started = time.monotonic()
             try:
-                return await anyio.to_thread.run_sync(work, limiter=self._threads)
+                return await anyio.to_thread.run_sync(
+                    partial(self._settled_after, work), limiter=self._threads
+                )
             finally:
                 ran = time.monotonic() - started
                 self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * ran
                 log.info("run slot: waited %.3fs, ran %.3fs", started - queued, ran)
+
+    def _settled_after(self, work: Callable[[], T]) -> T:
+        """`work`, then — when no other run holds a slot — what the process keeps frozen
+        (`assay.gcpause.settle`): a run in flight would have its passing objects frozen with it.
+        Its caller was answered when the run recorded its result (`until_recorded`)."""
+        try:
+            return work()
+        finally:
+            if self._slots is not None and self._slots.borrowed_tokens <= 1:
+                settle()
 
 
 async def until_recorded(
