@@ -257,6 +257,7 @@ def test_evidence_storage_honours_its_aws_credentials_profile_and_client_paramet
         )
 
     store = storage("assay-test").open()
+    assert isinstance(store, S3Store)
     assert store.put_once("runs/r1/result.json", b"{}") is True
     assert store.get("runs/r1/result.json") == b"{}"
     assert store.client.meta.endpoint_url == moto_s3.endpoint_url
