@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 
@@ -13,9 +12,10 @@ from assay.regression import Comparison, Counts, RegressionStatus
 from assay.runs import baselines
 from assay.runs.baselines import BaselineSource, select_baseline
 from assay.runs.metrics import RunMetrics
-from assay.runs.records import RunAggregate, RunPlan, finish_run, start_run
+from assay.runs.records import RunAggregate, finish_run, start_run
 from assay.store import FileStore
 from assay.subject import Subject
+from tests.run_plans import a_plan
 
 
 def _run(
@@ -26,18 +26,7 @@ def _run(
     status: RegressionStatus | None = None,
     finish: bool = True,
 ) -> RunAggregate:
-    plan = RunPlan(
-        run_id=str(uuid4()),
-        suite=suite,
-        suite_version=1,
-        subject_kind="agent",
-        subject_id=subject,
-        variant=variant,
-        pass_threshold=0.8,
-        outputs="x.jsonl",
-        cases=1,
-        chunks=0,
-    )
+    plan = a_plan(suite=suite, subject_id=subject, variant=variant, chunks=0)
     aggregate = start_run(store, plan)
     if finish:
         regression = None

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from assay.runs.metrics import RunMetrics
-from assay.runs.records import RunPlan, load_aggregate, start_run
+from assay.runs.records import load_aggregate, start_run
 from assay.store import FileStore
 from tasks.artifacts import ProgressReporter
+from tests.run_plans import a_plan
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api"),
@@ -29,18 +30,7 @@ class Clock:
 
 def test_progress_is_written_once_a_second_and_at_the_end(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "store")
-    plan = RunPlan(
-        run_id="r-progress",
-        suite="s",
-        suite_version=1,
-        subject_kind="agent",
-        subject_id="a",
-        variant=None,
-        pass_threshold=0.5,
-        outputs="out.jsonl",
-        cases=50,
-        chunks=5,
-    )
+    plan = a_plan(run_id="r-progress", subject_id="a", pass_threshold=0.5, cases=50, chunks=5)
     aggregate = start_run(store, plan)
     clock = Clock()
     reporter = ProgressReporter(store.uri, aggregate, interval=1.0, clock=clock)

@@ -13,8 +13,9 @@ import pytest
 
 from assay.finops.ledger import CostRecord, record_cost
 from assay.runs.metrics import RunMetrics
-from assay.runs.records import RunPlan, finish_run, start_run
+from assay.runs.records import finish_run, start_run
 from assay.store import FileStore
+from tests.run_plans import a_plan
 
 
 class SeeingStore(FileStore):
@@ -62,18 +63,7 @@ def store(tmp_path: Path) -> SeeingStore:
 
 
 def test_finish_run_reads_only_its_own_cost_records(store: SeeingStore) -> None:
-    plan = RunPlan(
-        run_id=str(uuid4()),
-        suite="s",
-        suite_version=1,
-        subject_kind="agent",
-        subject_id="bot",
-        variant=None,
-        pass_threshold=0.8,
-        outputs="x.jsonl",
-        cases=1,
-        chunks=1,
-    )
+    plan = a_plan()
     aggregate = start_run(store, plan)
     for other in range(20):  # the day's other runs, one of them named like a longer twin
         record_cost(store, _spend(f"{plan.run_id}{other}" if other == 0 else f"r{other}", 0, 5, 9))

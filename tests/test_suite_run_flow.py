@@ -21,7 +21,7 @@ from assay.errors import EvidenceConflictError, InputError
 from assay.outputs.reference import OutputsReference
 from assay.runs.chunks import read_chunk
 from assay.runs.pipeline import ChunkJob
-from assay.runs.records import RunPlan, RunStatus, load_aggregate, load_result, start_run
+from assay.runs.records import RunStatus, load_aggregate, load_result, start_run
 from assay.store import FileStore
 from assay.suites import registry
 from assay.suites.suite import load_suite
@@ -29,6 +29,7 @@ from tasks.ingest import ingest_outputs
 from tasks.scoring import score_chunk
 from tests.conftest import EXAMPLES
 from tests.launched import suite_run
+from tests.run_plans import a_plan
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -192,13 +193,11 @@ def _interrupt_after_first_chunk(store: FileStore, ref: str, outputs: Path, run_
     version, suite = registry.resolve(store, ref)
     start_run(
         store,
-        RunPlan(
+        a_plan(
             run_id=run_id,
             suite=version.suite,
             suite_version=version.version,
-            subject_kind="agent",
             subject_id="out",
-            variant=None,
             pass_threshold=suite.pass_threshold,
             outputs=str(outputs),
             cases=30,

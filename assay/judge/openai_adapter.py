@@ -441,9 +441,8 @@ class OpenAIJudge:
         # model from the reply (~0.8 ms), both measured in bench/bench_judge.py — enough to make
         # Assay, not the judge, the bottleneck at 16 calls in flight. The body is already what
         # goes on the wire, and the reply is read as plain JSON (`cast_to=object`), defensively.
-        with watched(
-            call.max_tokens, self._billing
-        ) as reply:  # widens or narrows the batch's window
+        # `watched` widens or narrows the batch's window, and tells the endpoint's memory.
+        with watched(call.max_tokens, self._billing) as reply:
             completion: object = await self._clients.client().post(
                 "/chat/completions",
                 cast_to=object,
