@@ -5,17 +5,44 @@ input errors, with one line naming file, line and field. The only package in `as
 import Prefect, and only inside the commands that launch flows (so `assay suite …` stays fast).
 One module per command family; each registers its commands on the shared `app`, and is imported
 only when one of its commands runs (`assay.cli._commands` lists them for `assay --help`).
+
+`main` first offers the command to the local service's warm command process
+(`assay.cli.handoff`), before it imports Typer, Rich or Pydantic; the command runs here when
+there is none.
 """
 
 import gc
+import sys
+from typing import TYPE_CHECKING, Any
 
-from assay.cli._common import app
+from assay.cli import handoff
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:
+    from assay.cli._common import app
+
+__all__ = ["app", "main", "run_here"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # imported when asked for: `main` may never need it
+        from assay.cli._common import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point."""
+    status = handoff.hand_over(sys.argv)
+    if status is not None:
+        raise SystemExit(status)
+    run_here()
+
+
+def run_here() -> None:
+    """Run the command line in this process."""
+    from assay.cli._common import app
+
     try:
         app()
     finally:

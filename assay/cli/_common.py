@@ -39,6 +39,14 @@ out = Console()
 err = Console(stderr=True)
 
 
+def fresh_consoles() -> None:
+    """Look again at the standard streams `out` and `err` write to (a terminal? what colours?
+    how wide?): a command handed to the warm command process (`assay.cli.handoff`) writes to
+    its caller's streams, which its consoles did not see when they were made."""
+    Console.__init__(out)
+    Console.__init__(err, stderr=True)
+
+
 def flag_help(description: str) -> str:
     """A field's description (`assay.help_texts`, a model's) as a flag's `--help` shows it: no
     Markdown, no Rich markup."""

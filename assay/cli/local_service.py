@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from assay.cli import orchestration
+from assay.cli import handoff, orchestration
 from assay.cli.orchestration import ServerState
 
 log = logging.getLogger("assay.cli")
@@ -55,6 +55,8 @@ class LocalService(BaseModel):
     """The store it keeps, as an absolute URI (`canonical_store`)."""
     pid: int
     prefect_api: str
+    commands_pid: int | None = None
+    """The warm command process beside it (`assay.cli.handoff`), when it started."""
 
 
 def canonical_store(store: str | None) -> str:
@@ -71,11 +73,11 @@ def canonical_store(store: str | None) -> str:
 
 
 def state_path() -> Path:
-    return orchestration.prefect_home() / STATE_FILE
+    return handoff.prefect_home() / STATE_FILE
 
 
 def log_path() -> Path:
-    return orchestration.prefect_home() / LOG_FILE
+    return handoff.prefect_home() / LOG_FILE
 
 
 def read_state() -> LocalService | None:
@@ -150,7 +152,7 @@ def last_line(done: subprocess.CompletedProcess[str]) -> str:
 
 def _prefect_pid() -> int | None:
     try:
-        return int((orchestration.prefect_home() / PREFECT_PID_FILE).read_text().strip())
+        return int((handoff.prefect_home() / PREFECT_PID_FILE).read_text().strip())
     except (OSError, ValueError):
         return None
 
@@ -207,17 +209,53 @@ def start(store: str | None, prefect_api: str, port: int, timeout: float) -> Loc
             stderr=output,
             start_new_session=True,  # outlives this command and its terminal's signals
         )
-    service = LocalService(
-        url=url, token=token, store=uri, pid=process.pid, prefect_api=prefect_api
-    )
     deadline = time.monotonic() + timeout
     while not answers(url):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             raise NotStartedError(f"the Assay service did not start at {url}; its log: {log}")
         time.sleep(0.2)
+    service = LocalService(
+        url=url,
+        token=token,
+        store=uri,
+        pid=process.pid,
+        prefect_api=prefect_api,
+        commands_pid=_start_command_process(process.pid, deadline),
+    )
     _write_state(service)
     return service
+
+
+def _start_command_process(service_pid: int, deadline: float) -> int | None:
+    """Start the warm command process beside the service (`assay.cli.handoff`): its pid once it
+    accepts commands; None (logged) when it does not by `deadline` — commands then run in their
+    own processes, as with `--local`, and still go through the service."""
+    path = handoff.socket_path()
+    with log_path().open("ab") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "assay.cli.handoff", str(path), str(service_pid)],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+    while not _accepts(path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            log.warning("the command process did not start; its log: %s", log_path())
+            return None
+        time.sleep(0.05)
+    return process.pid
+
+
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True
 
 
 def may_start() -> bool:
@@ -249,12 +287,15 @@ def stop() -> LocalService | None:
     state_path().unlink(missing_ok=True)
     if state is None or not answers(state.url):  # gone: its pid may be another process's now
         return None
-    os.kill(state.pid, signal.SIGTERM)
+    own = [pid for pid in (state.pid, state.commands_pid) if pid is not None and _alive(pid)]
+    for pid in own:
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(state.pid):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in own):
         time.sleep(0.1)
-    if _alive(state.pid):
-        os.kill(state.pid, signal.SIGKILL)
+    for pid in own:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
     return state
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from assay.cli import handoff
+
 SERVER_STATE_FILE = "assay-server.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4200
@@ -72,12 +74,8 @@ def shown_in_terminal(record: logging.LogRecord) -> bool:
     return record.name not in API_SENDERS
 
 
-def prefect_home() -> Path:
-    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
-
-
 def state_path() -> Path:
-    return prefect_home() / SERVER_STATE_FILE
+    return handoff.prefect_home() / SERVER_STATE_FILE
 
 
 def read_state() -> ServerState | None:
