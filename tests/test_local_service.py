@@ -1,7 +1,9 @@
 """The lasting local Assay service (`assay server start`, `assay.cli.local_service`): a real
 `assay serve` process on loopback, on the session's Prefect API; `assay run` and `assay gate`
-go through it when it is up — importing no Prefect, the outputs named by path — and print the
-same JSON as `--local`, which runs in the process."""
+go through it when it is up — the outputs named by path, the command itself handed to the warm
+command process beside it (`assay.cli.handoff`: the `assay` process imports neither Prefect nor
+Typer) — and print the same JSON as `--local`, which runs in the process. Where a run ran is read
+from the service's log (a `POST /runs` line per run it was sent)."""
 
 from __future__ import annotations
 
@@ -65,6 +67,10 @@ def _assay(*args: str, env: dict[str, str]) -> tuple[dict[str, Any], set[str]]:
     return json.loads(ran.stdout), set(modules.split())
 
 
+def _posted_runs() -> int:
+    return local_service.log_path().read_text(encoding="utf-8").count("POST /runs")
+
+
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:
     """A run's JSON but for its identity, time and comparison (the later run compares itself
     with the earlier one)."""
@@ -77,18 +83,20 @@ def test_run_and_gate_go_through_the_local_service_and_say_the_same_as_local(
     _, env = local
     assert stat.S_IMODE(local_service.state_path().stat().st_mode) == 0o600
     served, modules = _assay("run", SUITE, "--outputs", V1, "--json", env=env)
-    assert not {m for m in modules if m == "prefect" or m.startswith("prefect.")}
+    assert not {m for m in modules if m.startswith(("prefect", "typer"))}  # handed over
+    assert _posted_runs() == 1
     here, modules = _assay("run", SUITE, "--outputs", V1, "--json", "--local", env=env)
-    assert "prefect" in modules
+    assert "prefect" in modules and _posted_runs() == 1
     assert _comparable(served) == _comparable(here)
     assert served["run_id"] != here["run_id"]
     gated, modules = _assay("gate", SUITE, "--outputs", V1, "--json", env=env)
     assert "prefect" not in modules and gated["verdict"] in ("pass", "fail")
-    # An option the service does not take runs here instead, with the same answer.
+    # An option the service does not take runs in the command's own process instead (the
+    # command process's child), with the same answer.
     resumed, modules = _assay(
         "run", SUITE, "--outputs", V1, "--json", "--chunk-size", "7", "--workers", "1", env=env
     )
-    assert "prefect" in modules and resumed["metrics"] == served["metrics"]
+    assert _posted_runs() == 1 and resumed["metrics"] == served["metrics"]
 
 
 def test_report_and_scorecard_go_through_the_local_service_too(
@@ -118,8 +126,9 @@ def test_a_command_on_another_store_runs_here(
 ) -> None:
     _, env = local
     elsewhere = {**env, "ASSAY_STORE": f"file://{tmp_path / 'other-store'}"}
-    result, modules = _assay("run", SUITE, "--outputs", V1, "--json", env=elsewhere)
-    assert "prefect" in modules and result["metrics"]["cases"] == 50
+    result, _ = _assay("run", SUITE, "--outputs", V1, "--json", env=elsewhere)
+    assert _posted_runs() == 0 and result["metrics"]["cases"] == 50
+    assert (tmp_path / "other-store").is_dir()
 
 
 def _in_a_terminal(args: list[str], env: dict[str, str]) -> str:

@@ -2,7 +2,7 @@
 process that has already imported the command line, not a Python start-up that imports it.
 
 `assay server start` starts, beside the Assay service, a *command process*
-(`python -m assay.cli.handoff SOCKET SERVICE_PID`): it imports the command line and every module
+(`python -m assay.cli.handoff SOCKET SERVICE_URL`): it imports the command line and every module
 a command needs to talk to the service (never Prefect), then waits on a Unix socket that only its
 user can reach. The `assay` script (`assay.cli.main`) connects before it imports anything heavy
 and sends its command line, working folder, environment, umask and its standard input, output and
@@ -17,8 +17,8 @@ paid differs. A command is handed over only when a command process answers at th
 and runs the same interpreter and the same Assay installation, and never with `--local`,
 `ASSAY_LOCAL=1`, or for `assay server …` and `assay serve` (which start and stop these
 processes); otherwise, and when the command process refuses, it runs in the caller as before.
-The command process ends when the service it was started beside ends (it looks once a second),
-or on SIGTERM once the commands it is running have ended.
+The command process ends when the service it was started beside no longer accepts connections (it
+looks once a second), or on SIGTERM, once the commands it is running have ended.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ class CommandProcess:
     """The loop of the command process: accept a caller, fork a child for its command, tell the
     caller the child's pid and later its exit status; end when the watched service ends."""
 
-    def __init__(self, path: Path, watched: int) -> None:
+    def __init__(self, path: Path, watched: str) -> None:
         self.path = path
         self.watched = watched
         self.own_pid = os.getpid()
@@ -273,7 +273,7 @@ class CommandProcess:
         selector.register(self.wakeup_reader, selectors.EVENT_READ)
         try:
             while not (self.stopping and not self.callers):
-                if self.stopping or not _alive(self.watched):
+                if self.stopping or not _accepts(self.watched):
                     self.stopping = True
                     if self.listener.fileno() >= 0:
                         selector.unregister(self.listener)
@@ -419,14 +419,17 @@ def _close_all(descriptors: list[int]) -> None:
             os.close(descriptor)
 
 
-def _alive(pid: int) -> bool:
+def _accepts(url: str) -> bool:
+    """Whether the service at `url` accepts a connection (a process that ended does not, nor
+    one that has not been reaped yet)."""
+    from urllib.parse import urlsplit
+
+    address = urlsplit(url)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with socket.create_connection((address.hostname, address.port), timeout=WATCH_SECONDS):
+            return True
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def warm_imports() -> None:
@@ -445,8 +448,8 @@ def warm_imports() -> None:
 
 
 def main(argv: list[str]) -> NoReturn:
-    """`python -m assay.cli.handoff SOCKET SERVICE_PID`: the command process."""
-    path, watched = Path(argv[1]), int(argv[2])
+    """`python -m assay.cli.handoff SOCKET SERVICE_URL`: the command process."""
+    path, watched = Path(argv[1]), argv[2]
     warm_imports()
     # The imported modules are shared with every child until written to; the collector then
     # need not walk (and so copy) them in each.

@@ -221,20 +221,20 @@ def start(store: str | None, prefect_api: str, port: int, timeout: float) -> Loc
         store=uri,
         pid=process.pid,
         prefect_api=prefect_api,
-        commands_pid=_start_command_process(process.pid, deadline),
+        commands_pid=_start_command_process(url, deadline),
     )
     _write_state(service)
     return service
 
 
-def _start_command_process(service_pid: int, deadline: float) -> int | None:
+def _start_command_process(service_url: str, deadline: float) -> int | None:
     """Start the warm command process beside the service (`assay.cli.handoff`): its pid once it
     accepts commands; None (logged) when it does not by `deadline` — commands then run in their
     own processes, as with `--local`, and still go through the service."""
     path = handoff.socket_path()
     with log_path().open("ab") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "assay.cli.handoff", str(path), str(service_pid)],
+            [sys.executable, "-m", "assay.cli.handoff", str(path), service_url],
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=output,

@@ -142,6 +142,9 @@ def _suite_ref(client: AssayClient, suite: str, local: bool) -> str:
     local service is sent its path, and publishes it itself (or recognises its bytes)."""
     path = Path(suite)
     if not path.is_file():
+        from assay.suites.registry import refuse_missing_file
+
+        refuse_missing_file(suite)  # as a run here says it
         return suite
     if local:
         return str(path.resolve())

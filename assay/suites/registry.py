@@ -222,9 +222,15 @@ def publish_or_resolve(store: EvidenceStore, suite: str) -> tuple[SuiteVersion, 
     path = Path(suite)
     if _is_file(path):
         return _publish_file(store, path)
-    if "/" in suite or "\\" in suite or path.suffix.lower() in SUITE_SUFFIXES:
-        raise InputError(suite, "no such suite file")
+    refuse_missing_file(suite)
     return resolve(store, suite)
+
+
+def refuse_missing_file(suite: str) -> None:
+    """InputError when `suite`, which names no file, can only be a path (a folder separator or
+    a suite file suffix) rather than a `NAME[@VERSION]`: a missing file, said as one."""
+    if "/" in suite or "\\" in suite or Path(suite).suffix.lower() in SUITE_SUFFIXES:
+        raise InputError(suite, "no such suite file")
 
 
 def _publish_file(store: EvidenceStore, path: Path) -> tuple[SuiteVersion, Suite]:
