@@ -6,6 +6,7 @@ Prefect API; the test counts that API's flow runs before and after.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -153,6 +154,7 @@ def test_lasting_server_is_used_and_linked_then_ephemeral_fallback_says_so(
         assert (home / "server.pid").exists()  # Prefect's own background server
         status = _assay("server", "status", "--json", env=env, cwd=tmp_path)
         assert status.returncode == 0 and '"running": true' in status.stdout
+        assert isinstance(json.loads(status.stdout)["service"]["commands_pid"], int)
         block_types = httpx.post(
             f"http://127.0.0.1:{port}/api/block_types/filter", json={}, timeout=30
         ).json()

@@ -82,7 +82,12 @@ def server_status(as_json: JsonOption = False) -> None:
                 "pid": state.pid if state else None,
                 "service": None
                 if service is None
-                else {"url": service.url, "store": service.store, "pid": service.pid},
+                else {
+                    "url": service.url,
+                    "store": service.store,
+                    "pid": service.pid,
+                    "commands_pid": service.commands_pid,
+                },
             }
         )
     else:
@@ -96,6 +101,12 @@ def server_status(as_json: JsonOption = False) -> None:
                 f"(pid {service.pid})",
                 highlight=False,
             )
+            if service.commands_pid is not None:
+                out.print(
+                    f"running: the warm command process (pid {service.commands_pid}): commands "
+                    "start in a fork of it",
+                    highlight=False,
+                )
         else:
             out.print("not running: the Assay service (`assay server start` starts it)")
     raise typer.Exit(0 if up and service is not None else EXIT_NOT_RUNNING)
