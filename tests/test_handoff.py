@@ -189,3 +189,31 @@ def _alive(pid: int) -> bool:
     except ChildProcessError:
         pass
     return Path(f"/proc/{pid}").exists()
+
+
+def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Path) -> None:
+    service, env = local
+    assert service.commands_pid is not None
+    into = tmp_path / "set.jsonl"
+    session = _in_a_terminal(
+        ["label", SUITE, "--outputs", V1, "--into", str(into), "--labeler", "ana"], env
+    )
+    session.expect(PROMPT)
+    assert local_service.stop() is not None  # `assay server stop` while a person labels
+    deadline = time.monotonic() + 10
+    while handoff.socket_path().exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not handoff.socket_path().exists()  # no new command is handed over
+    assert _alive(service.commands_pid)  # …but the one in flight goes on
+    session.sendline("p")
+    session.expect(PROMPT)
+    session.sendline("q")
+    session.expect(r"Labelled 1 item\(s\); the set holds 1")
+    session.expect(pexpect.EOF)
+    session.close()
+    assert session.exitstatus == 0  # its caller told its status
+    deadline = time.monotonic() + 10
+    while _alive(service.commands_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(service.commands_pid)
+    local_service.start(service.store, service.prefect_api, free_port(), timeout=240)

@@ -33,7 +33,7 @@ import socket
 import struct
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -175,11 +175,11 @@ def _wait_for(connection: socket.socket, child: int) -> int:
 # ---------------------------------------------------------------- the command process
 
 
-@dataclass
 class HandedCommand:
     """A command received from a caller, in the child forked to run it."""
 
-    request: dict[str, Any]
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
 
     def become(self) -> None:
         """Take on the caller's folder, environment, umask, streams and command line. (The
@@ -190,9 +190,7 @@ class HandedCommand:
         os.umask(self.request["umask"])
         os.environ.clear()
         os.environ.update(self.request["env"])
-        if hasattr(os, "tzset"):
-            import time
-
+        if hasattr(time, "tzset"):
             time.tzset()
         sys.argv = list(self.request["argv"])
         # How `assay`'s usage lines name the program (click reads `__main__.__package__`).
@@ -255,13 +253,27 @@ class CommandProcess:
         finally:
             os.umask(old_mask)
         listener.listen(64)
+        self.inode = self.path.stat().st_ino
         return listener
 
     def _noted(self, _signum: int, _frame: object) -> None:
         """SIGCHLD: the wake-up descriptor has been written; the loop reaps."""
 
     def _stop(self, _signum: int, _frame: object) -> None:
+        """SIGTERM (`assay server stop`): accept no more commands; the running ones end as they
+        would, each caller told its status, and then this process."""
         self.stopping = True
+
+    def _stop_listening(self, selector: Any) -> None:
+        """Close the socket and remove its path — unless a newer command process (started by
+        the next `assay server start`) has bound that path since."""
+        if self.listener.fileno() < 0:
+            return
+        selector.unregister(self.listener)
+        self.listener.close()
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_ino == self.inode:
+                self.path.unlink()
 
     def serve(self) -> HandedCommand | None:
         """Run until the service ends or SIGTERM and no command runs (None); in a forked child,
@@ -271,13 +283,14 @@ class CommandProcess:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ)
         selector.register(self.wakeup_reader, selectors.EVENT_READ)
+        next_look = 0.0
         try:
             while not (self.stopping and not self.callers):
-                if self.stopping or not _accepts(self.watched):
-                    self.stopping = True
-                    if self.listener.fileno() >= 0:
-                        selector.unregister(self.listener)
-                        self.listener.close()
+                if not self.stopping and time.monotonic() >= next_look:
+                    next_look = time.monotonic() + WATCH_SECONDS
+                    self.stopping = not _accepts(self.watched)
+                if self.stopping:
+                    self._stop_listening(selector)
                 for key, _ in selector.select(WATCH_SECONDS):
                     if key.fileobj is self.listener:
                         handed = self._accept(selector)
@@ -291,8 +304,7 @@ class CommandProcess:
             return None
         finally:
             if os.getpid() == self.own_pid:
-                self.listener.close()
-                self.path.unlink(missing_ok=True)
+                self._stop_listening(selector)
 
     def _accept(self, selector: Any) -> HandedCommand | None:
         import selectors
@@ -310,7 +322,12 @@ class CommandProcess:
             _close_all(descriptors)
             connection.close()  # the caller runs the command itself
             return None
-        child = os.fork()
+        try:
+            child = os.fork()
+        except OSError:  # no process to spare: the caller runs the command itself
+            _close_all(descriptors)
+            connection.close()
+            return None
         if child == 0:
             self._become_child(selector, descriptors)
             connection.close()

@@ -282,20 +282,22 @@ def start_for_user(store: str | None, timeout: float = 240.0) -> LocalService:
 
 
 def stop() -> LocalService | None:
-    """Stop the recorded local service (SIGTERM, then SIGKILL after 10 s); the one stopped."""
+    """Stop the recorded local service (SIGTERM, then SIGKILL after 10 s) and its command
+    process; the one stopped."""
     state = read_state()
     state_path().unlink(missing_ok=True)
     if state is None or not answers(state.url):  # gone: its pid may be another process's now
         return None
-    own = [pid for pid in (state.pid, state.commands_pid) if pid is not None and _alive(pid)]
-    for pid in own:
-        os.kill(pid, signal.SIGTERM)
+    if state.commands_pid is not None and _alive(state.commands_pid):
+        # It stops accepting at once and ends once the commands it runs have (never killed: one
+        # of them may be the command that stops it).
+        os.kill(state.commands_pid, signal.SIGTERM)
+    os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(pid) for pid in own):
+    while time.monotonic() < deadline and _alive(state.pid):
         time.sleep(0.1)
-    for pid in own:
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    if _alive(state.pid):
+        os.kill(state.pid, signal.SIGKILL)
     return state
 
 
