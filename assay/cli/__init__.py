@@ -13,6 +13,7 @@ there is none.
 
 import gc
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from assay.cli import handoff
@@ -39,12 +40,13 @@ def main() -> None:
     run_here()
 
 
-def run_here() -> None:
-    """Run the command line in this process."""
+def run_here(command_line: Callable[[], object] | None = None) -> None:
+    """Run the command line in this process (`command_line`: the app's command, built before;
+    default: built now, as `app()` does)."""
     from assay.cli._common import app
 
     try:
-        app()
+        (command_line or app)()
     finally:
         # The interpreter's last collection at exit walks every object the command left (30 ms
         # of a 0.5 s client call); frozen, they are left to the process's end.

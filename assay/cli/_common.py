@@ -105,6 +105,9 @@ class _Commands(TyperGroup):
             return None
         if self._listing:
             return TyperCommand(cmd_name, help=listed.help)
+        built = self.commands.get(cmd_name)
+        if built is not None:  # its module was imported before this group was built
+            return built
         import_module(f"assay.cli.{listed.module}")
         loaded = typer.main.get_command(app)
         assert isinstance(loaded, TyperGroup)  # the app has a callback: always a group
