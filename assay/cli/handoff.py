@@ -40,6 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+SUPPORTED = hasattr(socket, "send_fds") and hasattr(os, "fork")
+"""Handing over needs Unix sockets that carry file descriptors, and fork (not on Windows, where
+every command runs in its own process)."""
 NOT_HANDED = ("server", "serve")
 """Commands that start or stop the command process itself: they always run in the caller."""
 LOCAL_FLAG = "--local"
@@ -80,7 +83,7 @@ def _installation() -> dict[str, str]:
 def hand_over(argv: list[str]) -> int | None:
     """Run `argv` in the local command process: its exit status, or None when it is not handed
     over (no command process here, another installation, `--local`, …) and must run here."""
-    if len(argv) > 1 and argv[1] in NOT_HANDED:
+    if not SUPPORTED or (len(argv) > 1 and argv[1] in NOT_HANDED):
         return None
     if LOCAL_FLAG in argv or os.environ.get(LOCAL_ENV, "") not in ("", "0"):
         return None

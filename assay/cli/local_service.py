@@ -231,6 +231,8 @@ def _start_command_process(service_url: str, deadline: float) -> int | None:
     """Start the warm command process beside the service (`assay.cli.handoff`): its pid once it
     accepts commands; None (logged) when it does not by `deadline` — commands then run in their
     own processes, as with `--local`, and still go through the service."""
+    if not handoff.SUPPORTED:
+        return None
     path = handoff.socket_path()
     with log_path().open("ab") as output:
         process = subprocess.Popen(
