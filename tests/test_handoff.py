@@ -168,9 +168,9 @@ def test_the_command_process_leaves_with_the_service(local: Local) -> None:
     assert canary not in written  # the environment it was sent is written nowhere
     os.kill(service.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while _alive(service.commands_pid) and time.monotonic() < deadline:
+    while local_service.alive(service.commands_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(service.commands_pid)
+    assert not local_service.alive(service.commands_pid)
     assert not handoff.socket_path().exists()
     # Without it, the same command runs in its own process.
     ran, handed = _assay("suite", "power", SUITE, "--baseline-rate", "0.9", env=env)
@@ -179,16 +179,6 @@ def test_the_command_process_leaves_with_the_service(local: Local) -> None:
     assert _assay("suite", "power", SUITE, "--baseline-rate", "0.9", env=env)[
         1
     ]  # a new one, handed to again
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (this test process started it: reaped here once it has ended)."""
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    return Path(f"/proc/{pid}").exists()
 
 
 def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Path) -> None:
@@ -204,7 +194,7 @@ def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Pat
     while handoff.socket_path().exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not handoff.socket_path().exists()  # no new command is handed over
-    assert _alive(service.commands_pid)  # …but the one in flight goes on
+    assert local_service.alive(service.commands_pid)  # …but the one in flight goes on
     session.sendline("p")
     session.expect(PROMPT)
     session.sendline("q")
@@ -213,7 +203,7 @@ def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Pat
     session.close()
     assert session.exitstatus == 0  # its caller told its status
     deadline = time.monotonic() + 10
-    while _alive(service.commands_pid) and time.monotonic() < deadline:
+    while local_service.alive(service.commands_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(service.commands_pid)
+    assert not local_service.alive(service.commands_pid)
     local_service.start(service.store, service.prefect_api, free_port(), timeout=240)

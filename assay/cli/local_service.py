@@ -290,20 +290,20 @@ def stop() -> LocalService | None:
     state_path().unlink(missing_ok=True)
     if state is None or not answers(state.url):  # gone: its pid may be another process's now
         return None
-    if state.commands_pid is not None and _alive(state.commands_pid):
+    if state.commands_pid is not None and alive(state.commands_pid):
         # It stops accepting at once and ends once the commands it runs have (never killed: one
         # of them may be the command that stops it).
         os.kill(state.commands_pid, signal.SIGTERM)
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(state.pid):
+    while time.monotonic() < deadline and alive(state.pid):
         time.sleep(0.1)
-    if _alive(state.pid):
+    if alive(state.pid):
         os.kill(state.pid, signal.SIGKILL)
     return state
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether `pid` still runs (reaped here when it is this process's child)."""
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
