@@ -207,3 +207,17 @@ def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Pat
         time.sleep(0.1)
     assert not local_service.alive(service.commands_pid)
     local_service.start(service.store, service.prefect_api, free_port(), timeout=240)
+
+
+def test_a_socket_in_a_folder_others_may_write_is_not_used(local: Local) -> None:
+    _, env = local
+    folder = handoff.socket_path().parent
+    power = ("suite", "power", SUITE, "--baseline-rate", "0.9")
+    assert _assay(*power, env=env)[1]
+    folder.chmod(0o777)  # another user could have put a socket there: not sent anything
+    try:
+        ran, handed = _assay(*power, env=env)
+        assert ran.returncode == 0 and not handed
+    finally:
+        folder.chmod(0o700)
+    assert _assay(*power, env=env)[1]

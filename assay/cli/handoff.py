@@ -31,6 +31,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -90,9 +91,12 @@ def hand_over(argv: list[str]) -> int | None:
     streams = _streams()
     if streams is None:
         return None
+    path = socket_path()
+    if not _ours(path):
+        return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        connection.connect(str(socket_path()))
+        connection.connect(str(path))
     except OSError:
         connection.close()
         return None
@@ -117,6 +121,18 @@ def hand_over(argv: list[str]) -> int | None:
         if child is None:  # refused before anything ran
             return None
         return _wait_for(connection, child)
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` and its folder are this user's and nobody else may write in that folder:
+    a socket another user put there would be sent this user's environment and streams."""
+    try:
+        folder, item = os.lstat(path.parent), os.lstat(path)
+    except OSError:
+        return False
+    uid = os.getuid()
+    private = stat.S_ISDIR(folder.st_mode) and not folder.st_mode & 0o077
+    return private and folder.st_uid == uid and item.st_uid == uid
 
 
 def _streams() -> list[dict[str, Any]] | None:
@@ -250,6 +266,9 @@ class CommandProcess:
 
     def _listen(self) -> socket.socket:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder = os.lstat(self.path.parent)
+        if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
+            raise PermissionError(f"{self.path.parent} is not this user's own folder")
         os.chmod(self.path.parent, 0o700)
         self.path.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
