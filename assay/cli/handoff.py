@@ -105,6 +105,7 @@ def hand_over(argv: list[str]) -> int | None:
             {
                 **_installation(),
                 "argv": argv,
+                "path": sys.path,
                 "main_package": getattr(sys.modules["__main__"], "__package__", None),
                 "cwd": os.getcwd(),
                 "env": dict(os.environ),
@@ -204,8 +205,9 @@ class HandedCommand:
         self.request = request
 
     def become(self) -> None:
-        """Take on the caller's folder, environment, umask, streams and command line. (The
-        command process ran no command: it remembers nothing `assay.process_state` would forget.)"""
+        """Take on the caller's folder, environment, umask, streams, import path and command
+        line. (The command process ran no command: it remembers nothing `assay.process_state`
+        would forget.)"""
         from assay.cli import _common
 
         os.chdir(self.request["cwd"])
@@ -215,6 +217,7 @@ class HandedCommand:
         if hasattr(time, "tzset"):
             time.tzset()
         sys.argv = list(self.request["argv"])
+        sys.path[:] = self.request["path"]  # what the command imports lazily, found as there
         # How `assay`'s usage lines name the program (click reads `__main__.__package__`).
         sys.modules["__main__"].__package__ = self.request["main_package"]
         _standard_streams(self.request["streams"])
