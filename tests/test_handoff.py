@@ -221,3 +221,36 @@ def test_a_socket_in_a_folder_others_may_write_is_not_used(local: Local) -> None
     finally:
         folder.chmod(0o700)
     assert _assay(*power, env=env)[1]
+
+
+def test_ctrl_z_stops_the_handed_command_with_its_caller(local: Local, tmp_path: Path) -> None:
+    service, env = local
+    assert service.commands_pid is not None
+    into = tmp_path / "set.jsonl"
+    session = _in_a_terminal(
+        ["label", SUITE, "--outputs", V1, "--into", str(into), "--labeler", "ana"], env
+    )
+    session.expect(PROMPT)
+    [child] = _children(service.commands_pid)
+    session.sendcontrol("z")  # the terminal stops its foreground process: the caller
+    deadline = time.monotonic() + 10
+    while _state(child) != "T" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(child) == "T"  # the command stopped with it
+    os.kill(session.pid, signal.SIGCONT)  # `fg`
+    while _state(child) == "T" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(child) in ("S", "R")
+    session.sendline("q")
+    session.expect(r"Labelled 0 item\(s\)")
+    session.expect(pexpect.EOF)
+    session.close()
+    assert session.exitstatus == 0
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (`T`: stopped) from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("State:"):
+            return line.split()[1]
+    raise AssertionError(f"no state for {pid}")

@@ -176,14 +176,21 @@ def _read_number(connection: socket.socket) -> int | None:
 
 
 def _wait_for(connection: socket.socket, child: int) -> int:
-    """The child's exit status, forwarding Ctrl-C and termination to it meanwhile."""
+    """The child's exit status, forwarding Ctrl-C and termination to it meanwhile, and Ctrl-Z:
+    the command is stopped with its caller and continues with it (`fg`)."""
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signum)
 
+    def suspend(_signum: int, _frame: object) -> None:
+        forward(signal.SIGSTOP, None)
+        os.kill(os.getpid(), signal.SIGSTOP)  # stops here until continued
+        forward(signal.SIGCONT, None)
+
     for forwarded in FORWARDED_SIGNALS:
         signal.signal(forwarded, forward)
+    signal.signal(signal.SIGTSTP, suspend)
     status = _read_number(connection)
     if status is None:
         print(
