@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pexpect
@@ -27,6 +28,8 @@ SUITE = str(EXAMPLES / "support-suite.yaml")
 V1 = str(EXAMPLES / "outputs" / "support-bot-v1.jsonl")
 Local = tuple[local_service.LocalService, dict[str, str]]
 PROMPT = r"label (\x1b\[[0-9;]*m)*\[p/f/s/q\]"
+POWER = ("suite", "power", SUITE, "--baseline-rate", "0.9")
+"""A command that reads the suite file and needs no service: it runs the same either way."""
 
 
 def _assay(
@@ -103,6 +106,25 @@ def _in_a_terminal(args: list[str], env: dict[str, str]) -> pexpect.spawn:
     )
 
 
+def _labelling(into: Path, env: dict[str, str]) -> pexpect.spawn:
+    """`assay label` at a terminal, waiting at its first prompt."""
+    session = _in_a_terminal(
+        ["label", SUITE, "--outputs", V1, "--into", str(into), "--labeler", "ana"], env
+    )
+    session.expect(PROMPT)
+    return session
+
+
+def _until(condition: Callable[[], bool], seconds: float = 10) -> bool:
+    """Whether `condition` holds within `seconds` (asked every 50 ms)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_a_handed_command_writes_to_the_callers_terminal_as_one_run_here(local: Local) -> None:
     _, env = local
     env = {k: v for k, v in env.items() if k != "COLUMNS"}  # the terminal says how wide
@@ -124,11 +146,7 @@ def test_ctrl_c_reaches_the_handed_command(local: Local, tmp_path: Path) -> None
     statuses = []
     for environment in (env, _here(env)):
         into = tmp_path / f"set-{len(statuses)}.jsonl"
-        session = _in_a_terminal(
-            ["label", SUITE, "--outputs", V1, "--into", str(into), "--labeler", "ana"],
-            environment,
-        )
-        session.expect(PROMPT)
+        session = _labelling(into, environment)
         session.sendintr()  # Ctrl-C at the prompt: the terminal signals the caller
         session.expect(pexpect.EOF)
         session.close()
@@ -151,8 +169,7 @@ def test_another_installation_runs_the_command_itself(local: Local, tmp_path: Pa
     other.parent.mkdir()
     other.symlink_to(sys.executable)  # another interpreter path: not handed over
     found = {**env, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-    power = ("suite", "power", SUITE, "--baseline-rate", "0.9")
-    ran, handed = _assay(*power, env=found, python=str(other))
+    ran, handed = _assay(*POWER, env=found, python=str(other))
     assert ran.returncode == 0, ran.stderr
     assert not handed
 
@@ -167,33 +184,23 @@ def test_the_command_process_leaves_with_the_service(local: Local) -> None:
     written = local_service.log_path().read_text(encoding="utf-8")
     assert canary not in written  # the environment it was sent is written nowhere
     os.kill(service.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while local_service.alive(service.commands_pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not local_service.alive(service.commands_pid)
+    commands_pid = service.commands_pid
+    assert _until(lambda: not local_service.alive(commands_pid))
     assert not handoff.socket_path().exists()
     # Without it, the same command runs in its own process.
-    ran, handed = _assay("suite", "power", SUITE, "--baseline-rate", "0.9", env=env)
+    ran, handed = _assay(*POWER, env=env)
     assert ran.returncode == 0 and not handed
     local_service.start(service.store, service.prefect_api, free_port(), timeout=240)
-    assert _assay("suite", "power", SUITE, "--baseline-rate", "0.9", env=env)[
-        1
-    ]  # a new one, handed to again
+    assert _assay(*POWER, env=env)[1]  # a new one, handed to again
 
 
 def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Path) -> None:
     service, env = local
     assert service.commands_pid is not None
-    into = tmp_path / "set.jsonl"
-    session = _in_a_terminal(
-        ["label", SUITE, "--outputs", V1, "--into", str(into), "--labeler", "ana"], env
-    )
-    session.expect(PROMPT)
+    commands_pid = service.commands_pid
+    session = _labelling(tmp_path / "set.jsonl", env)
     assert local_service.stop() is not None  # `assay server stop` while a person labels
-    deadline = time.monotonic() + 10
-    while handoff.socket_path().exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not handoff.socket_path().exists()  # no new command is handed over
+    assert _until(lambda: not handoff.socket_path().exists())  # no new command is handed over
     assert local_service.alive(service.commands_pid)  # …but the one in flight goes on
     session.sendline("p")
     session.expect(PROMPT)
@@ -202,44 +209,32 @@ def test_stopping_lets_the_commands_in_flight_finish(local: Local, tmp_path: Pat
     session.expect(pexpect.EOF)
     session.close()
     assert session.exitstatus == 0  # its caller told its status
-    deadline = time.monotonic() + 10
-    while local_service.alive(service.commands_pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not local_service.alive(service.commands_pid)
+    assert _until(lambda: not local_service.alive(commands_pid))
     local_service.start(service.store, service.prefect_api, free_port(), timeout=240)
 
 
 def test_a_socket_in_a_folder_others_may_write_is_not_used(local: Local) -> None:
     _, env = local
     folder = handoff.socket_path().parent
-    power = ("suite", "power", SUITE, "--baseline-rate", "0.9")
-    assert _assay(*power, env=env)[1]
+    assert _assay(*POWER, env=env)[1]
     folder.chmod(0o777)  # another user could have put a socket there: not sent anything
     try:
-        ran, handed = _assay(*power, env=env)
+        ran, handed = _assay(*POWER, env=env)
         assert ran.returncode == 0 and not handed
     finally:
         folder.chmod(0o700)
-    assert _assay(*power, env=env)[1]
+    assert _assay(*POWER, env=env)[1]
 
 
 def test_ctrl_z_stops_the_handed_command_with_its_caller(local: Local, tmp_path: Path) -> None:
     service, env = local
     assert service.commands_pid is not None
-    into = tmp_path / "set.jsonl"
-    session = _in_a_terminal(
-        ["label", SUITE, "--outputs", V1, "--into", str(into), "--labeler", "ana"], env
-    )
-    session.expect(PROMPT)
+    session = _labelling(tmp_path / "set.jsonl", env)
     [child] = _children(service.commands_pid)
     session.sendcontrol("z")  # the terminal stops its foreground process: the caller
-    deadline = time.monotonic() + 10
-    while _state(child) != "T" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _state(child) == "T"  # the command stopped with it
+    assert _until(lambda: _state(child) == "T")  # the command stopped with it
     os.kill(session.pid, signal.SIGCONT)  # `fg`
-    while _state(child) == "T" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert _until(lambda: _state(child) != "T")
     assert _state(child) in ("S", "R")
     session.sendline("q")
     session.expect(r"Labelled 0 item\(s\)")
