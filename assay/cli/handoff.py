@@ -47,7 +47,8 @@ every command runs in its own process)."""
 NOT_HANDED = ("server", "serve")
 """Commands that start or stop the command process itself: they always run in the caller."""
 LOCAL_FLAG = "--local"
-LOCAL_ENV = "ASSAY_LOCAL"  # as `assay.cli.local_service.LOCAL_ENV`, which imports pydantic
+LOCAL_ENV = "ASSAY_LOCAL"
+"""`1`: every command runs in this process, the local service or not (as `--local` does)."""
 STREAMS = 3
 _LENGTH = struct.Struct("!Q")
 _NUMBER = struct.Struct("!q")
@@ -71,6 +72,11 @@ def socket_path() -> Path:
     return Path(tempfile.gettempdir()) / f"assay-{os.getuid()}" / f"{name}.sock"
 
 
+def local_forced() -> bool:
+    """Whether `ASSAY_LOCAL` says every command runs in its own process."""
+    return os.environ.get(LOCAL_ENV, "") not in ("", "0")
+
+
 def _installation() -> dict[str, str]:
     """What must match for a command to be handed over: the interpreter and the Assay package."""
     import assay
@@ -86,7 +92,7 @@ def hand_over(argv: list[str]) -> int | None:
     over (no command process here, another installation, `--local`, …) and must run here."""
     if not SUPPORTED or (len(argv) > 1 and argv[1] in NOT_HANDED):
         return None
-    if LOCAL_FLAG in argv or os.environ.get(LOCAL_ENV, "") not in ("", "0"):
+    if LOCAL_FLAG in argv or local_forced():
         return None
     streams = _streams()
     if streams is None:
@@ -205,30 +211,24 @@ def _wait_for(connection: socket.socket, child: int) -> int:
 # ---------------------------------------------------------------- the command process
 
 
-class HandedCommand:
-    """A command received from a caller, in the child forked to run it."""
+def become(request: dict[str, Any]) -> None:
+    """In the child forked for a caller's `request`: take on its folder, environment, umask,
+    streams, import path and command line. (The command process ran no command: it remembers
+    nothing `assay.process_state` would forget.)"""
+    from assay.cli import _common
 
-    def __init__(self, request: dict[str, Any]) -> None:
-        self.request = request
-
-    def become(self) -> None:
-        """Take on the caller's folder, environment, umask, streams, import path and command
-        line. (The command process ran no command: it remembers nothing `assay.process_state`
-        would forget.)"""
-        from assay.cli import _common
-
-        os.chdir(self.request["cwd"])
-        os.umask(self.request["umask"])
-        os.environ.clear()
-        os.environ.update(self.request["env"])
-        if hasattr(time, "tzset"):
-            time.tzset()
-        sys.argv = list(self.request["argv"])
-        sys.path[:] = self.request["path"]  # what the command imports lazily, found as there
-        # How `assay`'s usage lines name the program (click reads `__main__.__package__`).
-        sys.modules["__main__"].__package__ = self.request["main_package"]
-        _standard_streams(self.request["streams"])
-        _common.fresh_consoles()
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if hasattr(time, "tzset"):
+        time.tzset()
+    sys.argv = list(request["argv"])
+    sys.path[:] = request["path"]  # what the command imports lazily, found as there
+    # How `assay`'s usage lines name the program (click reads `__main__.__package__`).
+    sys.modules["__main__"].__package__ = request["main_package"]
+    _standard_streams(request["streams"])
+    _common.fresh_consoles()
 
 
 def _standard_streams(streams: list[dict[str, Any]]) -> None:
@@ -310,10 +310,12 @@ class CommandProcess:
             if self.path.stat().st_ino == self.inode:
                 self.path.unlink()
 
-    def serve(self) -> HandedCommand | None:
+    def serve(self) -> dict[str, Any] | None:
         """Run until the service ends or SIGTERM and no command runs (None); in a forked child,
-        return the command it is to become."""
+        return the caller's request it is to `become`."""
         import selectors
+
+        from assay.cli import local_service  # imported by then (`warm_up`): it imports this
 
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ)
@@ -323,7 +325,7 @@ class CommandProcess:
             while not (self.stopping and not self.callers):
                 if not self.stopping and time.monotonic() >= next_look:
                     next_look = time.monotonic() + WATCH_SECONDS
-                    self.stopping = not _accepts(self.watched)
+                    self.stopping = not local_service.answers(self.watched)
                 if self.stopping:
                     self._stop_listening(selector)
                 for key, _ in selector.select(WATCH_SECONDS):
@@ -341,7 +343,7 @@ class CommandProcess:
             if os.getpid() == self.own_pid:
                 self._stop_listening(selector)
 
-    def _accept(self, selector: Any) -> HandedCommand | None:
+    def _accept(self, selector: Any) -> dict[str, Any] | None:
         import selectors
 
         connection, _ = self.listener.accept()
@@ -366,7 +368,7 @@ class CommandProcess:
         if child == 0:
             self._become_child(selector, descriptors)
             connection.close()
-            return HandedCommand(request)
+            return request
         _close_all(descriptors)
         try:
             connection.sendall(_NUMBER.pack(child))
@@ -471,19 +473,6 @@ def _close_all(descriptors: list[int]) -> None:
             os.close(descriptor)
 
 
-def _accepts(url: str) -> bool:
-    """Whether the service at `url` accepts a connection (a process that ended does not, nor
-    one that has not been reaped yet)."""
-    from urllib.parse import urlsplit
-
-    address = urlsplit(url)
-    try:
-        with socket.create_connection((address.hostname, address.port), timeout=WATCH_SECONDS):
-            return True
-    except OSError:
-        return False
-
-
 def warm_up() -> Callable[[], object]:
     """Import what a command that talks to the service imports — the command line with every
     command, a service client and the models its answers become; never Prefect: a command that
@@ -516,7 +505,7 @@ def main(argv: list[str]) -> NoReturn:
     handed = CommandProcess(path, watched).serve()
     if handed is None:
         raise SystemExit(0)
-    handed.become()
+    become(handed)
     from assay.cli import run_here
 
     try:

@@ -33,8 +33,6 @@ log = logging.getLogger("assay.cli")
 PREFECT_PID_FILE = "server.pid"
 
 LOCAL_TOKEN_ENV = "ASSAY_LOCAL_TOKEN"
-LOCAL_ENV = "ASSAY_LOCAL"
-"""`1`: every command runs in this process, the local service or not (as `--local` does)."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 STATE_FILE = "assay-service.json"
 LOG_FILE = "assay-service.log"
@@ -117,7 +115,7 @@ def running() -> LocalService | None:
 def for_store(store: str | None) -> LocalService | None:
     """The local service a command on `store` goes through: up, keeping that store, and not
     turned off (`ASSAY_LOCAL=1`)."""
-    if os.environ.get(LOCAL_ENV, "") not in ("", "0"):
+    if handoff.local_forced():
         return None
     state = read_state()
     if state is None or state.store != canonical_store(store):
@@ -263,7 +261,7 @@ def _accepts(path: Path) -> bool:
 def may_start() -> bool:
     """Whether a command may start the local servers for its user: a person at a terminal, not
     CI (`CI` set) and not `ASSAY_LOCAL=1` — a process it started would outlive a CI job."""
-    if os.environ.get("CI") or os.environ.get(LOCAL_ENV, "") not in ("", "0"):
+    if os.environ.get("CI") or handoff.local_forced():
         return False
     return sys.stdin.isatty() and sys.stdout.isatty()
 
